@@ -1,0 +1,132 @@
+"""The forecaster contract: series in, forecast curve out.
+
+Models take arrays and return arrays (statsforecast style). Time is always
+epoch seconds (float64); rates are requests per second (float64).
+
+* ``Series``   a regular grid ``t`` (step ``step``) with values ``y``; NaN marks a
+  missing point that hygiene could not fill.
+* ``Forecaster.fit(series) -> Fitted``; ``Fitted.predict(horizon, quantiles)``
+  returns a ``Forecast`` that starts one step after the series' last point.
+* ``Forecast``  timestamps, mean and one array per requested quantile, all the
+  same length, quantiles ordered and non-negative.
+
+This package never imports ``scaler``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Series:
+    """A regular time grid of request rates."""
+
+    t: np.ndarray  # epoch seconds, strictly increasing by ``step``
+    y: np.ndarray  # requests/s, NaN = missing
+    step: float  # seconds
+
+    def __post_init__(self) -> None:
+        if self.t.shape != self.y.shape or self.t.ndim != 1:
+            raise ValueError(f"t and y must be 1-D arrays of one length, got {self.t.shape} and {self.y.shape}")
+        if not self.step > 0:
+            raise ValueError(f"step must be > 0 seconds, got {self.step}")
+
+    def __len__(self) -> int:
+        return int(self.t.shape[0])
+
+    @property
+    def span_seconds(self) -> float:
+        return float(self.t[-1] - self.t[0] + self.step) if len(self) else 0.0
+
+    def tail(self, seconds: float) -> "Series":
+        """The last ``seconds`` of the series."""
+        if not len(self):
+            return self
+        keep = self.t > self.t[-1] - seconds
+        return Series(self.t[keep], self.y[keep], self.step)
+
+    def until(self, t_end: float) -> "Series":
+        """Points with timestamp < ``t_end`` (for no-peeking backtests)."""
+        keep = self.t < t_end
+        return Series(self.t[keep], self.y[keep], self.step)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A forecast curve: mean and quantiles over future timestamps."""
+
+    t: np.ndarray
+    mean: np.ndarray
+    quantiles: Mapping[float, np.ndarray] = field(default_factory=dict)
+    model: str = ""
+
+    def __len__(self) -> int:
+        return int(self.t.shape[0])
+
+    def at_quantile(self, q: float | None) -> np.ndarray:
+        """The curve for quantile ``q`` (None or 0.5 without a 0.5 band -> mean).
+
+        A quantile that was not computed is interpolated between the nearest
+        computed ones (the mean standing in for 0.5); outside them, the nearest.
+        """
+        if q is None:
+            return self.mean
+        for k, v in self.quantiles.items():
+            if abs(k - q) < 1e-9:
+                return v
+        levels = dict(self.quantiles)
+        levels.setdefault(0.5, self.mean)
+        ks = sorted(levels)
+        if q <= ks[0]:
+            return levels[ks[0]]
+        if q >= ks[-1]:
+            return levels[ks[-1]]
+        hi = next(k for k in ks if k > q)
+        lo = max(k for k in ks if k < q)
+        w = (q - lo) / (hi - lo)
+        return (1 - w) * levels[lo] + w * levels[hi]
+
+    def window_max(self, start: float, end: float, q: float | None) -> float | None:
+        """Max of the quantile curve over points with ``start <= t <= end``.
+
+        The curve is piecewise constant over each step: the point whose
+        interval contains ``start`` counts too. None when the curve does not
+        reach ``end`` (a stale forecast must not be trusted).
+        """
+        if not len(self) or self.t[-1] < end:
+            return None
+        step = float(self.t[1] - self.t[0]) if len(self) > 1 else 0.0
+        lo = int(np.searchsorted(self.t, start - step, side="right"))
+        hi = int(np.searchsorted(self.t, end, side="right"))
+        if hi <= lo:
+            return None
+        vals = self.at_quantile(q)[lo:hi]
+        return float(np.max(vals))
+
+    def slice(self, start: float, end: float) -> "Forecast":
+        keep = (self.t >= start) & (self.t <= end)
+        return Forecast(self.t[keep], self.mean[keep], {k: v[keep] for k, v in self.quantiles.items()}, self.model)
+
+
+class Fitted(Protocol):
+    """A fitted model of one series."""
+
+    def predict(self, horizon: int, quantiles: Sequence[float] = ()) -> Forecast:
+        """Forecast ``horizon`` steps after the training series' last point."""
+        ...
+
+
+class Forecaster(Protocol):
+    """A model family. ``fit`` must be deterministic for a given seed."""
+
+    name: str
+
+    def fit(self, series: Series) -> Fitted: ...
+
+
+class InsufficientHistory(ValueError):
+    """The series is too short (or too empty) for this model; not a guess."""

@@ -1,0 +1,1 @@
+"""Generated KEDA ExternalScaler stubs. Do not edit: run ``python -m scaler.protogen``."""

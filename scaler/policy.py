@@ -1,0 +1,121 @@
+"""The decision: one pure function, used by the server and by the simulator.
+
+    planned(t) = max( observed(t), max over tau in [t, t+L] of forecast_q(tau) )
+
+then ``headroom`` and the HPA tolerance compensation are applied, so that the
+value KEDA passes to the HPA produces the replica count we meant rather than
+disappearing inside the HPA's +-10 % dead band.
+
+No clock, no I/O: ``now`` and every input are arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from forecaster.base import Forecast
+from forecaster.level import level_correct
+
+
+class Reason(str, Enum):
+    """Why the planned value is what it is (a metric label: keep the set small)."""
+
+    FORECAST = "forecast"  # the forecast peak in [now, now+L] is above observed
+    OBSERVED_FLOOR = "observed_floor"  # observed is at or above the forecast peak
+    MODE_REACTIVE = "mode_reactive"  # mode=reactive
+    MODE_FORECAST_ONLY = "mode_forecast_only"  # shadow mode: forecast exported, not acted on
+    INSUFFICIENT_HISTORY = "fallback_insufficient_history"
+    FIT_FAILED = "fallback_fit_failed"
+    FORECAST_STALE = "fallback_forecast_stale"  # the curve does not cover [now, now+L]
+    FORECAST_ABSURD = "fallback_forecast_absurd"  # NaN, negative or far outside history
+    NO_FORECAST_YET = "fallback_no_forecast_yet"  # first fit still running
+    PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
+
+
+FALLBACKS = frozenset(r for r in Reason if r.value.startswith("fallback_"))
+
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """The knobs of the decision (from ``ScalerSpec``; the simulator builds them directly)."""
+
+    mode: str  # forecastAndScale | forecastOnly | reactive
+    lead_seconds: float
+    quantile: float
+    qps_per_replica: float
+    headroom: float = 1.0
+    hpa_tolerance: float = 0.1  # 0 = no dead-band compensation
+    level_correction_seconds: float = 0.0  # residual half-life; 0 = off
+    absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
+
+
+@dataclass(frozen=True)
+class Decision:
+    planned: float  # the value sent to KEDA (requests/s)
+    reason: Reason
+    observed: float
+    forecast_peak: float | None  # max of the (corrected) quantile over [now, now+L]
+    base: float  # max(observed, forecast_peak) before headroom and tolerance
+
+    def replicas(self, qps_per_replica: float) -> int:
+        return math.ceil(self.planned / qps_per_replica - 1e-9) if self.planned > 0 else 0
+
+
+def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> float:
+    """Push ``value`` past the HPA's tolerance band below the replica count it asks for.
+
+    The HPA (AverageValue) wants ceil(value/target) replicas but does nothing
+    while |value / (target * current) - 1| <= tolerance. A value that needs r
+    replicas while r-1 run is inside the band whenever value <= (1+tol)(r-1)
+    target; the return value is the smallest value outside it. At r-1 >= 10
+    (tolerance 0.1) that value itself rounds to more than r replicas: a +1 step
+    cannot exist, the HPA jumps by two, which is the price of not missing.
+    """
+    if tolerance <= 0 or value <= 0:
+        return value
+    r = math.ceil(value / qps_per_replica - 1e-9)
+    if r <= 1:
+        return value
+    edge = (1.0 + tolerance) * (r - 1) * qps_per_replica
+    return max(value, math.nextafter(edge, math.inf) * (1 + 1e-9))
+
+
+def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
+           unusable: Reason | None = None, history_max: float | None = None) -> Decision:
+    """The planned request rate for ``now``.
+
+    ``observed``: the current rate (already floored at 0 by the caller).
+    ``forecast``: the precomputed curve, or None; ``unusable`` says why when
+    the caller already knows the forecast must not be used.
+    ``history_max``: the max of the fitted history, for the absurdity check.
+    """
+    observed = max(0.0, observed) if math.isfinite(observed) else 0.0
+    peak: float | None = None
+    reason: Reason
+    if params.mode == "reactive":
+        reason = Reason.MODE_REACTIVE
+    elif unusable is not None:
+        reason = unusable
+    elif forecast is None:
+        reason = Reason.NO_FORECAST_YET
+    else:
+        curve = forecast
+        if params.level_correction_seconds > 0:
+            curve = level_correct(forecast, now, observed, params.level_correction_seconds)
+        peak = curve.window_max(now, now + params.lead_seconds, params.quantile)
+        if peak is None:
+            reason = Reason.FORECAST_STALE
+        elif not math.isfinite(peak) or peak < 0 or (
+                history_max is not None and peak > params.absurd_factor * max(history_max, params.qps_per_replica)):
+            reason, peak = Reason.FORECAST_ABSURD, None
+        elif params.mode == "forecastOnly":
+            reason = Reason.MODE_FORECAST_ONLY
+        elif peak > observed:
+            reason = Reason.FORECAST
+        else:
+            reason = Reason.OBSERVED_FLOOR
+    base = peak if reason is Reason.FORECAST else observed
+    planned = clear_dead_band(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
+    return Decision(planned=planned, reason=reason, observed=observed, forecast_peak=peak, base=base)

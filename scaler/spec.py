@@ -1,0 +1,359 @@
+"""Trigger metadata -> a frozen, validated ``ScalerSpec``.
+
+KEDA passes every key of the trigger's ``metadata`` to the external scaler as
+strings (``...FromEnv`` keys arrive resolved). Where a key means the same as in
+KEDA's Prometheus scaler it has the same name and form. Every error names the
+key, the value received and the accepted form; unknown keys are returned so the
+caller can log them once, they are never fatal.
+
+``KEYS`` is the single table of the vocabulary: the README's metadata table is
+checked against it by a test.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+from urllib.parse import urlparse
+
+MODES = ("forecastAndScale", "forecastOnly", "reactive")
+MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto")
+SECRET_HINT = "<redacted>"
+
+
+class MetadataError(ValueError):
+    """Bad trigger metadata: maps to gRPC INVALID_ARGUMENT."""
+
+    def __init__(self, key: str, value: str | None, accepted: str, secret: bool = False):
+        self.key, self.accepted = key, accepted
+        shown = "missing" if value is None else (SECRET_HINT if secret else repr(value))
+        super().__init__(f"metadata key '{key}': got {shown}; accepted: {accepted}")
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: str | None  # as the README shows it; None = required or derived
+    doc: str
+
+
+# The vocabulary, in README order. ``default`` is the documented default.
+KEYS: tuple[Key, ...] = (
+    Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
+    Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
+    Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, > 0)"),
+    Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
+    Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this"),
+    Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
+    Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
+    Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
+    Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),
+    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
+    Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
+    Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
+    Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica"),
+    Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds"),
+    Key("bufferSeconds", "", "T_buffer in one number; else the sum of the three parts below"),
+    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error"),
+    Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling"),
+    Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up"),
+    Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
+    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto"),
+    Key("levelCorrection", "30m", "half-life of the current forecast residual carried over the horizon (duration; 0 = off)"),
+    Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
+    Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w)"),
+    Key("step", "60s", "resolution of the history and the forecast (duration)"),
+    Key("refitInterval", "30m", "how often the forecast is refitted (duration)"),
+    Key("minHistory", "1d", "history needed before forecasts are trusted (duration)"),
+    Key("headroom", "1.0", "multiplier on the planned rate, >= 1"),
+    Key("hpaTolerance", "0.1", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
+)
+KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms))+\s*$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+DURATION_FORM = "a duration such as 90s, 15m, 6h, 14d, 2w, 1h30m, or plain seconds"
+
+
+def parse_duration(text: str) -> float:
+    """'1h30m' -> 5400.0; plain numbers are seconds. Raises ValueError."""
+    s = text.strip()
+    try:
+        v = float(s)
+    except ValueError:
+        if not _DURATION.match(s):
+            raise ValueError(f"not a duration: {text!r}") from None
+        v = sum(float(n) * _UNIT[u] for n, u in _PART.findall(s))
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"not a duration: {text!r}")
+    return v
+
+
+def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
+    out = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise ValueError(item)
+        out.append((k.strip(), v.strip()))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LeadTime:
+    """L = T_cold + T_buffer, with its parts kept for the metrics."""
+
+    cold_start_seconds: float
+    forecast_error_seconds: float
+    scheduling_seconds: float
+    readiness_seconds: float
+    buffer_override: float | None = None
+
+    @property
+    def buffer_seconds(self) -> float:
+        if self.buffer_override is not None:
+            return self.buffer_override
+        return self.forecast_error_seconds + self.scheduling_seconds + self.readiness_seconds
+
+    def with_cold_start(self, seconds: float) -> "LeadTime":
+        return LeadTime(seconds, self.forecast_error_seconds, self.scheduling_seconds,
+                        self.readiness_seconds, self.buffer_override)
+
+    @property
+    def seconds(self) -> float:
+        return self.cold_start_seconds + self.buffer_seconds
+
+
+@dataclass(frozen=True)
+class PrometheusTarget:
+    """Everything needed to query one Prometheus (no secret: ``credentials`` is a name)."""
+
+    server_address: str
+    query_parameters: tuple[tuple[str, str], ...] = ()
+    custom_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    unsafe_ssl: bool = False
+    timeout_seconds: float = 5.0
+    credentials: str = ""
+
+
+@dataclass(frozen=True)
+class ScalerSpec:
+    """One trigger's validated configuration."""
+
+    prometheus: PrometheusTarget
+    query: str
+    qps_per_replica: float
+    activation_threshold: float
+    ignore_null_values: bool
+    metric_name: str
+    lead: LeadTime
+    cold_start_query: str
+    mode: str
+    model: str
+    quantile: float
+    history_seconds: float
+    step_seconds: float
+    refit_interval_seconds: float
+    min_history_seconds: float
+    level_correction_seconds: float
+    headroom: float
+    hpa_tolerance: float
+
+    @property
+    def target_size(self) -> int:
+        return math.ceil(self.qps_per_replica)
+
+    def forecast_key(self) -> tuple:
+        """What a fitted forecast depends on: a change here means refit."""
+        return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds)
+
+
+def _metric_name(namespace: str, name: str) -> str:
+    base = f"forescale-{namespace or 'default'}-{name or 'scaledobject'}"
+    return re.sub(r"[^a-z0-9-]", "-", base.lower())
+
+
+class _Reader:
+    """Typed access to one metadata map, each getter raising MetadataError."""
+
+    def __init__(self, md: Mapping[str, str]):
+        self.md = md
+
+    def raw(self, key: str) -> str | None:
+        v = self.md.get(key)
+        return None if v is None or v.strip() == "" else v.strip()
+
+    def _get(self, key: str, default: str | None, conv: Callable[[str], object], accepted: str, secret: bool = False):
+        v = self.raw(key)
+        if v is None:
+            if default is None:
+                raise MetadataError(key, None, accepted)
+            v = default
+        try:
+            return conv(v)
+        except (ValueError, TypeError):
+            raise MetadataError(key, v, accepted, secret) from None
+
+    def number(self, key: str, default: str | None, *, lo: float | None = None, lo_open: bool = False,
+               hi: float | None = None, hi_open: bool = False, accepted: str) -> float:
+        def conv(v: str) -> float:
+            x = float(v)
+            if not math.isfinite(x):
+                raise ValueError(v)
+            if lo is not None and (x < lo or (lo_open and x == lo)):
+                raise ValueError(v)
+            if hi is not None and (x > hi or (hi_open and x == hi)):
+                raise ValueError(v)
+            return x
+        return self._get(key, default, conv, accepted)
+
+    def boolean(self, key: str, default: str) -> bool:
+        def conv(v: str) -> bool:
+            low = v.lower()
+            if low in ("true", "1", "yes"):
+                return True
+            if low in ("false", "0", "no"):
+                return False
+            raise ValueError(v)
+        return self._get(key, default, conv, "true or false")
+
+    def duration(self, key: str, default: str, *, minimum: float = 0.0) -> float:
+        def conv(v: str) -> float:
+            d = parse_duration(v)
+            if d < minimum:
+                raise ValueError(v)
+            return d
+        extra = f" (at least {minimum:g}s)" if minimum else ""
+        return self._get(key, default, conv, DURATION_FORM + extra)
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+        def conv(v: str) -> str:
+            for o in options:
+                if o.lower() == v.lower():
+                    return o
+            raise ValueError(v)
+        return self._get(key, default, conv, " | ".join(options))
+
+
+def _timeout(v: str) -> float:
+    """KEDA's Prometheus scaler reads ``timeout`` as milliseconds; a duration with a unit also works."""
+    try:
+        ms = float(v)
+    except ValueError:
+        secs = parse_duration(v)
+    else:
+        if not math.isfinite(ms):
+            raise ValueError(v)
+        secs = ms / 1000.0
+    if not 0 < secs <= 300:
+        raise ValueError(v)
+    return secs
+
+
+def _server_address(v: str) -> str:
+    u = urlparse(v)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise ValueError(v)
+    if u.username or u.password:
+        raise ValueError(v)  # credentials belong in the scaler's credential store
+    return v.rstrip("/")
+
+
+def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = "") -> tuple[ScalerSpec, tuple[str, ...]]:
+    """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
+    r = _Reader(md)
+    server = r._get("serverAddress", None, _server_address,
+                    "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090")
+    query = r._get("query", None, str, "a PromQL expression whose single result is requests/s")
+
+    qps_form = "a finite number > 0 (requests/s one ready replica sustains), e.g. \"10\""
+    qps_raw, thr_raw = r.raw("qpsPerReplica"), r.raw("threshold")
+    if qps_raw is None and thr_raw is None:
+        raise MetadataError("qpsPerReplica", None, qps_form + " (or its alias 'threshold')")
+    qps = thr = None
+    if qps_raw is not None:
+        qps = r.number("qpsPerReplica", None, lo=0, lo_open=True, accepted=qps_form)
+    if thr_raw is not None:
+        thr = r.number("threshold", None, lo=0, lo_open=True, accepted=qps_form)
+    if qps is not None and thr is not None and qps != thr:
+        raise MetadataError("threshold", thr_raw, f"the same value as qpsPerReplica ({qps_raw}) or absent")
+    qps_per_replica = qps if qps is not None else thr
+
+    activation = r.number("activationThreshold", "0", lo=0, accepted="a finite number >= 0 (requests/s)")
+    ignore_null = r.boolean("ignoreNullValues", "true")
+    qparams = r._get("queryParameters", "", parse_pairs, "key1=value1,key2=value2")
+    headers = r._get("customHeaders", "", parse_pairs, "key1=value1,key2=value2", secret=True)
+    unsafe = r.boolean("unsafeSsl", "false")
+    timeout = r._get("timeout", "5000", _timeout, "milliseconds in (0, 300000], e.g. 5000, or a duration such as 5s")
+    creds = r._get("credentials", "", _credential_name,
+                   "the name of a credential set held by the scaler: letters, digits, '-', '_', '.' (no secret here)")
+    metric_name = r._get("metricName", _metric_name(namespace, name), _metric_name_conv,
+                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)")
+
+    cold = r.number("coldStartSeconds", "180", lo=0, accepted="a finite number of seconds >= 0, e.g. \"180\"")
+    cold_query = r.raw("coldStartQuery") or ""
+    buffer_override = None
+    if r.raw("bufferSeconds") is not None:
+        buffer_override = r.number("bufferSeconds", None, lo=0, accepted="a finite number of seconds >= 0")
+    fe = r.number("forecastErrorSeconds", "30", lo=0, accepted="a finite number of seconds >= 0")
+    sched = r.number("schedulingSeconds", "60", lo=0, accepted="a finite number of seconds >= 0")
+    ready = r.number("readinessSeconds", "15", lo=0, accepted="a finite number of seconds >= 0")
+
+    mode = r.choice("mode", "forecastAndScale", MODES)
+    model = r.choice("model", "prophet", MODELS)
+    quantile = r.number("quantile", "0.9", lo=0, lo_open=True, hi=1, hi_open=True,
+                        accepted="a number strictly between 0 and 1, e.g. 0.9")
+    step = r.duration("step", "60s", minimum=1)
+    history = r.duration("history", "14d", minimum=step)
+    refit = r.duration("refitInterval", "30m", minimum=10)
+    min_history = r.duration("minHistory", "1d")
+    if min_history > history:
+        raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
+    level = r.duration("levelCorrection", "30m")
+    headroom = r.number("headroom", "1.0", lo=1, accepted="a finite number >= 1, e.g. 1.1")
+    tol = r.number("hpaTolerance", "0.1", lo=0, hi=1, hi_open=True,
+                   accepted="the HPA tolerance as a fraction in [0, 1), e.g. 0.1 (Kubernetes' default)")
+
+    spec = ScalerSpec(
+        prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds),
+        query=query,
+        qps_per_replica=qps_per_replica,
+        activation_threshold=activation,
+        ignore_null_values=ignore_null,
+        metric_name=metric_name,
+        lead=LeadTime(cold, fe, sched, ready, buffer_override),
+        cold_start_query=cold_query,
+        mode=mode,
+        model=model,
+        quantile=quantile,
+        history_seconds=history,
+        step_seconds=step,
+        refit_interval_seconds=refit,
+        min_history_seconds=min_history,
+        level_correction_seconds=level,
+        headroom=headroom,
+        hpa_tolerance=tol,
+    )
+    unknown = tuple(sorted(k for k in md if k not in KNOWN))
+    return spec, unknown
+
+
+def _credential_name(v: str) -> str:
+    if v == "":
+        return v
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", v) or v in (".", ".."):
+        raise ValueError(v)
+    return v
+
+
+def _metric_name_conv(v: str) -> str:
+    low = v.lower()
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,199}", low):
+        raise ValueError(v)
+    return low
