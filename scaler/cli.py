@@ -18,13 +18,28 @@ def main() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Directory where forecasts survive restarts.")
 @click.option("--credentials-dir", type=click.Path(file_okay=False), envvar="FORESCALE_CREDENTIALS_DIR", default=None,
               help="Directory of credential sets, one sub-directory per name (env FORESCALE_CREDENTIALS_DIR).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), default=None, help="PEM certificate: serve gRPC over TLS.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="PEM private key of --tls-cert.")
+@click.option("--tls-client-ca", type=click.Path(dir_okay=False), default=None,
+              help="PEM CA bundle: require client certificates signed by it (mTLS).")
+@click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Processes fitting forecasts in the background.")
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True)
-def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None, log_level: str) -> None:
-    """Run the KEDA ExternalScaler gRPC server."""
+def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None,
+          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, fit_workers: int, log_level: str) -> None:
+    """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from .server import ServerConfig, run
 
-    run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
-                     credentials_dir=credentials_dir, log_level=log_level))
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together (PEM files)")
+    if tls_client_ca and not tls_cert:
+        raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS plus client certificates)")
+    try:
+        run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
+                         credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
+                         tls_client_ca=tls_client_ca, fit_workers=fit_workers, log_level=log_level))
+    except (OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -76,10 +76,10 @@ def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> f
     if tolerance <= 0 or value <= 0:
         return value
     r = math.ceil(value / qps_per_replica - 1e-9)
-    if r <= 1:
-        return value
+    if r <= 1 or abs(value / (qps_per_replica * (r - 1)) - 1.0) > tolerance:
+        return value  # already outside the band (same float arithmetic as the HPA)
     edge = (1.0 + tolerance) * (r - 1) * qps_per_replica
-    return max(value, math.nextafter(edge, math.inf) * (1 + 1e-9))
+    return max(value, edge * (1 + 1e-9))
 
 
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,

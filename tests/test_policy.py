@@ -1,0 +1,125 @@
+"""The pure decision, table-driven, with cases on the HPA tolerance edge."""
+
+import math
+
+import numpy as np
+import pytest
+
+from forecaster.base import Forecast
+from scaler.policy import PolicyParams, Reason, clear_dead_band, decide
+
+NOW = 1_700_000_000.0
+STEP = 60.0
+
+
+def curve(fn, start=NOW - 600, minutes=60, q90_extra=0.0):
+    """A 1-min forecast curve from ``fn(seconds from NOW)``, starting 10 min before NOW."""
+    t = start + STEP * np.arange(minutes)
+    mean = np.array([fn(x - NOW) for x in t], dtype=float)
+    return Forecast(t, mean, {0.1: np.maximum(mean - 1, 0), 0.9: mean + q90_extra}, "test")
+
+
+def params(**kw):
+    base = dict(mode="forecastAndScale", lead_seconds=300.0, quantile=0.9, qps_per_replica=10.0, hpa_tolerance=0.0)
+    base.update(kw)
+    return PolicyParams(**base)
+
+
+def ramp_at(offset, low=20.0, high=80.0):
+    return lambda dt: high if dt >= offset else low
+
+
+# observed, forecast, params, unusable -> planned, reason
+CASES = {
+    "reactive mode acts on observed": (50.0, curve(lambda dt: 90.0), params(mode="reactive"), None, 50.0, Reason.MODE_REACTIVE),
+    "forecastOnly acts on observed": (50.0, curve(lambda dt: 90.0), params(mode="forecastOnly"), None, 50.0, Reason.MODE_FORECAST_ONLY),
+    "zero history falls back to observed": (30.0, None, params(), Reason.INSUFFICIENT_HISTORY, 30.0, Reason.INSUFFICIENT_HISTORY),
+    "fit failed falls back to observed": (30.0, curve(lambda dt: 90.0), params(), Reason.FIT_FAILED, 30.0, Reason.FIT_FAILED),
+    "no forecast yet": (30.0, None, params(), None, 30.0, Reason.NO_FORECAST_YET),
+    "flat zero traffic stays at zero": (0.0, curve(lambda dt: 0.0), params(), None, 0.0, Reason.OBSERVED_FLOOR),
+    "ramp inside the lead window is provisioned now": (20.0, curve(ramp_at(200)), params(), None, 80.0, Reason.FORECAST),
+    "ramp just past the window is not yet": (20.0, curve(ramp_at(360)), params(), None, 20.0, Reason.OBSERVED_FLOOR),
+    "ramp exactly at now+L counts": (20.0, curve(ramp_at(300)), params(), None, 80.0, Reason.FORECAST),
+    "forecast below observed keeps observed": (70.0, curve(lambda dt: 40.0), params(), None, 70.0, Reason.OBSERVED_FLOOR),
+    "quantile, not mean, is provisioned": (10.0, curve(lambda dt: 40.0, q90_extra=15.0), params(), None, 55.0, Reason.FORECAST),
+    "curve ending before now+L is stale": (25.0, curve(lambda dt: 90.0, minutes=14), params(), None, 25.0, Reason.FORECAST_STALE),
+    "NaN forecast is absurd": (25.0, curve(lambda dt: math.nan), params(), None, 25.0, Reason.FORECAST_ABSURD),
+    "negative observed is floored": (-3.0, None, params(mode="reactive"), None, 0.0, Reason.MODE_REACTIVE),
+    "headroom multiplies the plan": (20.0, curve(ramp_at(200)), params(headroom=1.25), None, 100.0, Reason.FORECAST),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_decision_table(name):
+    observed, fc, p, unusable, planned, reason = CASES[name]
+    d = decide(observed, fc, p, NOW, unusable=unusable, history_max=100.0)
+    assert d.reason is reason
+    assert d.planned == pytest.approx(planned)
+
+
+def test_far_outside_history_is_absurd():
+    d = decide(20.0, curve(lambda dt: 5000.0), params(), NOW, history_max=100.0)
+    assert d.reason is Reason.FORECAST_ABSURD and d.planned == 20.0
+
+
+def test_forecast_only_still_reports_the_forecast_peak():
+    d = decide(50.0, curve(lambda dt: 90.0), params(mode="forecastOnly"), NOW)
+    assert d.forecast_peak == pytest.approx(90.0) and d.planned == 50.0
+
+
+def test_level_correction_carries_the_current_residual():
+    # traffic runs 20 above a flat forecast of 40: with a 10 min half-life the peak at now is 60
+    d = decide(60.0, curve(lambda dt: 40.0), params(level_correction_seconds=600.0), NOW)
+    assert d.forecast_peak == pytest.approx(60.0, abs=1e-6)
+    assert d.planned == pytest.approx(60.0, abs=1e-6)
+    # a ramp ahead keeps most of the residual: 80 + 20 * 0.5 ** (240/600) at the first ramp point
+    d = decide(40.0, curve(ramp_at(240)), params(level_correction_seconds=600.0), NOW)
+    assert d.forecast_peak == pytest.approx(80 + 20 * 0.5 ** (240 / 600))
+
+
+# HPA (AverageValue): no change while |value / (target * current) - 1| <= tolerance
+def hpa_desired(value, target, current, tolerance=0.1):
+    ratio = value / (target * current)
+    if abs(ratio - 1) <= tolerance:
+        return current
+    return math.ceil(value / target)
+
+
+@pytest.mark.parametrize("current,planned,raw_result,compensated_result", [
+    # exactly +10 % at 10 replicas: in float64 (the HPA's arithmetic too) 110/100 - 1 = 0.10000000000000009 > 0.1,
+    # so the raw value already scales to 11 and is left alone
+    (10, 110.0, 11, 11),
+    (10, 109.0, 10, 12),  # inside the band: a +1 step from 10 cannot exist at tolerance 0.1, so +2
+    (4, 42.0, 4, 5),      # 5 % over 4 replicas: swallowed raw, exact +1 compensated
+    (9, 95.0, 9, 10),     # 5.6 % over 9: swallowed raw, +1 compensated (1.1 * 9 = 9.9 < 10)
+    (11, 111.0, 11, 13),  # 12 planned over 11 running: inside the band, cleared at the price of one more
+    (10, 111.0, 12, 13),  # compensation assumes r-1 replicas run: from 10 it overshoots by one
+    (5, 50.0, 5, 5),      # steady: no change either way
+    (1, 15.0, 2, 2),      # at 1 replica there is no band below 2
+])
+def test_tolerance_edge(current, planned, raw_result, compensated_result):
+    assert hpa_desired(planned, 10.0, current) == raw_result
+    value = clear_dead_band(planned, 10.0, 0.1)
+    assert value >= planned
+    assert hpa_desired(value, 10.0, current) == compensated_result
+    # compensation never asks for fewer replicas than planned, and below 10 replicas never more
+    r = math.ceil(planned / 10.0)
+    assert math.ceil(value / 10.0 - 1e-9) >= r
+    if r <= 10:
+        assert math.ceil(value / 10.0 - 1e-9) == r
+    # from r-1 replicas the compensated value always makes the HPA act
+    if r >= 2:
+        assert hpa_desired(value, 10.0, r - 1) >= r
+
+
+def test_tolerance_compensation_follows_the_configured_tolerance():
+    # a cluster with behavior.scaleUp.tolerance = 0.02
+    value = clear_dead_band(42.0, 10.0, 0.02)
+    assert value == 42.0  # 42/40 = 1.05 is already outside a 2 % band
+    assert clear_dead_band(40.5, 10.0, 0.02) == pytest.approx(40.8, rel=1e-6)
+    assert clear_dead_band(42.0, 10.0, 0.0) == 42.0
+
+
+def test_decide_applies_the_compensation():
+    d = decide(42.0, None, params(mode="reactive", hpa_tolerance=0.1), NOW)
+    assert d.base == 42.0 and d.planned > 44.0 and math.ceil(d.planned / 10 - 1e-9) == 5

@@ -1,0 +1,143 @@
+"""Trigger metadata: defaults, aliases, and every bad value named in its error."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from scaler.spec import KEYS, MetadataError, parse_duration, parse_metadata
+
+BASE = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[2m]))",
+        "qpsPerReplica": "10"}
+
+
+def parse(**over):
+    md = {**BASE, **over}
+    md = {k: v for k, v in md.items() if v is not None}
+    return parse_metadata(md, name="llm", namespace="serving")
+
+
+def test_defaults_match_the_documented_table():
+    spec, unknown = parse()
+    assert unknown == ()
+    assert spec.qps_per_replica == 10.0 and spec.target_size == 10
+    assert spec.activation_threshold == 0.0
+    assert spec.ignore_null_values is True
+    assert spec.prometheus.timeout_seconds == 5.0
+    assert spec.metric_name == "forescale-serving-llm"
+    assert spec.lead.cold_start_seconds == 180.0
+    assert spec.lead.buffer_seconds == 30 + 60 + 15
+    assert spec.lead.seconds == 285.0
+    assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", "prophet", 0.9)
+    assert (spec.history_seconds, spec.step_seconds) == (14 * 86400, 60)
+    assert (spec.refit_interval_seconds, spec.min_history_seconds) == (1800, 86400)
+    assert (spec.headroom, spec.hpa_tolerance) == (1.0, 0.1)
+    # every documented default is what the parser uses: re-parse with the defaults spelled out
+    spelled = {k.name: k.default for k in KEYS if k.default not in (None, "")}
+    spec2, _ = parse(**spelled)
+    assert spec2 == spec
+
+
+def test_threshold_is_an_alias_and_conflicts_are_named():
+    spec, _ = parse(qpsPerReplica=None, threshold="2.5")
+    assert spec.qps_per_replica == 2.5 and spec.target_size == 3
+    spec, _ = parse(threshold="10")
+    assert spec.qps_per_replica == 10
+    with pytest.raises(MetadataError, match=r"'threshold': got '5'.*same value as qpsPerReplica"):
+        parse(threshold="5")
+
+
+def test_buffer_override_and_parts():
+    spec, _ = parse(bufferSeconds="45", coldStartSeconds="120")
+    assert spec.lead.seconds == 165
+    spec, _ = parse(forecastErrorSeconds="0", schedulingSeconds="45", readinessSeconds="5")
+    assert spec.lead.buffer_seconds == 50
+
+
+@pytest.mark.parametrize("text,seconds", [("60s", 60), ("5m", 300), ("1h30m", 5400), ("14d", 14 * 86400),
+                                          ("2w", 14 * 86400), ("90", 90), ("1.5h", 5400), ("500ms", 0.5)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("key,value,accepted", [
+    ("serverAddress", None, "http:// or https:// URL"),
+    ("serverAddress", "prometheus:9090", "http:// or https:// URL"),
+    ("serverAddress", "http://admin:hunter2@prom:9090", "without user:password"),
+    ("query", None, "PromQL"),
+    ("qpsPerReplica", "0", "number > 0"),
+    ("qpsPerReplica", "-1", "number > 0"),
+    ("qpsPerReplica", "abc", "number > 0"),
+    ("qpsPerReplica", "NaN", "number > 0"),
+    ("qpsPerReplica", "inf", "number > 0"),
+    ("activationThreshold", "-2", ">= 0"),
+    ("ignoreNullValues", "maybe", "true or false"),
+    ("unsafeSsl", "yes please", "true or false"),
+    ("timeout", "0", "milliseconds"),
+    ("timeout", "soon", "milliseconds"),
+    ("queryParameters", "nokeyvalue", "key1=value1"),
+    ("coldStartSeconds", "-5", ">= 0"),
+    ("bufferSeconds", "x", ">= 0"),
+    ("mode", "aggressive", "forecastAndScale | forecastOnly | reactive"),
+    ("model", "lstm", "prophet | seasonal_naive | naive | linear_trend | auto"),
+    ("quantile", "1", "strictly between 0 and 1"),
+    ("quantile", "0", "strictly between 0 and 1"),
+    ("history", "14 days", "duration"),
+    ("step", "0s", "at least 1s"),
+    ("minHistory", "30d", "no longer than history"),
+    ("refitInterval", "1s", "at least 10s"),
+    ("headroom", "0.5", ">= 1"),
+    ("hpaTolerance", "1", "[0, 1)"),
+    ("credentials", "../etc", "name of a credential set"),
+    ("metricName", "Bad Name!", "metric name"),
+])
+def test_bad_metadata_names_key_value_and_accepted_form(key, value, accepted):
+    with pytest.raises(MetadataError) as e:
+        parse(**{key: value})
+    msg = str(e.value)
+    assert f"'{key}'" in msg
+    assert ("missing" in msg) if value is None else (repr(value) in msg)
+    assert accepted in msg
+    assert e.value.key == key
+
+
+def test_missing_qps_per_replica_mentions_the_alias():
+    with pytest.raises(MetadataError, match="'qpsPerReplica': got missing.*alias 'threshold'"):
+        parse(qpsPerReplica=None)
+
+
+def test_secret_headers_are_not_echoed():
+    with pytest.raises(MetadataError) as e:
+        parse(customHeaders="Authorization Bearer s3cr3t")
+    assert "s3cr3t" not in str(e.value) and "customHeaders" in str(e.value)
+    spec, _ = parse(customHeaders="X-Scope-OrgID=tenant1,Authorization=Bearer s3cr3t")
+    assert dict(spec.prometheus.custom_headers)["X-Scope-OrgID"] == "tenant1"
+    assert "s3cr3t" not in repr(spec)
+
+
+def test_unknown_keys_are_reported_not_fatal():
+    spec, unknown = parse(scalerAddress="forescale.keda:9090", qpsPerReplicas="3", foo="bar")
+    assert unknown == ("foo", "qpsPerReplicas")
+    assert spec.qps_per_replica == 10
+
+
+def test_timeout_in_milliseconds_like_keda():
+    assert parse(timeout="250")[0].prometheus.timeout_seconds == 0.25
+    assert parse(timeout="2s")[0].prometheus.timeout_seconds == 2.0
+
+
+def test_metric_name_is_lower_cased():
+    assert parse(metricName="LLM-QPS")[0].metric_name == "llm-qps"
+
+
+def test_readme_documents_exactly_the_parsed_keys():
+    """No drift: the README's metadata table lists every key of KEYS, with its default."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Trigger metadata", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([A-Za-z]+)` \| ([^|]*) \|", section, flags=re.M))
+    assert set(rows) == {k.name for k in KEYS}
+    for k in KEYS:
+        shown = rows[k.name].strip().strip("`")
+        if k.default not in (None, ""):
+            assert shown == k.default, f"README default of {k.name} is {shown!r}, code has {k.default!r}"
