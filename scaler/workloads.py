@@ -320,8 +320,9 @@ class Registry:
         spec = wl.spec
         observed: float | None = None
         error: PromError | None = None
+        at = self.clock()  # queries are evaluated at the scaler's clock (a fake one in tests)
         try:
-            observed = max(0.0, wl.client.scalar(spec.query, ignore_null=spec.ignore_null_values))
+            observed = max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently
@@ -347,7 +348,7 @@ class Registry:
 
     def _refresh_cold_start(self, wl: Workload, now: float) -> None:
         try:
-            v = wl.client.scalar(wl.spec.cold_start_query, ignore_null=False)
+            v = wl.client.scalar(wl.spec.cold_start_query, now, ignore_null=False)
             if v < 0:
                 raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
             wl.cold_start, wl.cold_start_at = v, now

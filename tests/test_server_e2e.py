@@ -1,0 +1,254 @@
+"""End to end over gRPC on loopback against a real Prometheus (reactive path).
+
+The server runs in-process with a fake clock set to the fixture's reference
+time: the scaler evaluates its queries at its clock, so the value KEDA gets
+can be compared with a direct query to the same Prometheus at the same time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+import promfixture as pf
+from scaler._proto import externalscaler_pb2 as pb
+from scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from scaler.server import Server, ServerConfig
+from scaler.workloads import RegistryConfig
+
+RATE = "sum(rate(forescale_requests_total[2m]))"
+
+
+class FakeClock:
+    def __init__(self, t: float):
+        self.t = t
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.t
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.t += seconds
+
+
+class Scaler:
+    def __init__(self, clock: FakeClock, **registry):
+        cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0,
+                           registry=RegistryConfig(**registry))
+        self.clock = clock
+        self.server = Server(cfg, clock=clock).start()
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.server.grpc_port}")
+        self.stub = pb_grpc.ExternalScalerStub(self.channel)
+
+    def ref(self, md: dict, name: str = "llm", namespace: str = "serving") -> pb.ScaledObjectRef:
+        return pb.ScaledObjectRef(name=name, namespace=namespace, scalerMetadata=md)
+
+    def value(self, md: dict, **kw) -> pb.MetricValue:
+        ref = self.ref(md, **kw)
+        resp = self.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName=""), timeout=5)
+        assert len(resp.metricValues) == 1
+        return resp.metricValues[0]
+
+    def metrics(self) -> dict:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{self.server.http_port}/metrics", timeout=5).read().decode()
+        out = {}
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def close(self) -> None:
+        self.channel.close()
+        self.server.stop(grace=1.0)
+
+
+@pytest.fixture
+def scaler(prometheus):
+    s = Scaler(FakeClock(prometheus.now))
+    yield s
+    s.close()
+
+
+def md(prometheus, **over) -> dict:
+    base = {"scalerAddress": "forescale:9090", "serverAddress": prometheus.url, "query": RATE,
+            "qpsPerReplica": "50", "mode": "reactive", "hpaTolerance": "0"}
+    base.update(over)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def test_get_metrics_is_the_rate_prometheus_computes(scaler, prometheus):
+    direct = prometheus.query_value(RATE, time=prometheus.now)
+    assert direct is not None and direct > 1.0
+    # and the fixture's own model of rate() agrees: the data is the real trace
+    assert direct == pytest.approx(prometheus.trace.expected_rate(prometheus.now), rel=1e-6)
+    v = scaler.value(md(prometheus))
+    assert v.metricValueFloat == pytest.approx(direct, rel=1e-9)
+    assert v.metricValue == math.ceil(direct)
+    assert v.metricName == "forescale-serving-llm"
+
+
+def test_metric_spec_is_static_target_with_both_fields(scaler, prometheus):
+    resp = scaler.stub.GetMetricSpec(scaler.ref(md(prometheus, qpsPerReplica="2.5", metricName="LLM-QPS")), timeout=5)
+    assert len(resp.metricSpecs) == 1
+    spec = resp.metricSpecs[0]
+    assert (spec.metricName, spec.targetSizeFloat, spec.targetSize) == ("llm-qps", 2.5, 3)
+    # KEDA may send the name lower-cased and without its s0- prefix, or with it
+    ref = scaler.ref(md(prometheus, qpsPerReplica="2.5", metricName="LLM-QPS"))
+    for name in ("llm-qps", "LLM-QPS", "s0-llm-qps"):
+        r = scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName=name), timeout=5)
+        assert r.metricValues[0].metricName == "llm-qps"
+    with pytest.raises(grpc.RpcError) as e:
+        scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName="other"), timeout=5)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_is_active_compares_strictly_with_activation_threshold(scaler, prometheus):
+    flat = "sum(rate(forescale_flat_requests_total[2m]))"
+    assert prometheus.query_value(flat, time=prometheus.now) == pytest.approx(5.0)
+    assert scaler.stub.IsActive(scaler.ref(md(prometheus, query=flat, activationThreshold="4.9")), timeout=5).result
+    assert not scaler.stub.IsActive(scaler.ref(md(prometheus, query=flat, activationThreshold="5"), name="b"),
+                                    timeout=5).result
+
+
+def test_dead_band_compensation_in_the_value(scaler, prometheus):
+    flat = "sum(rate(forescale_flat_requests_total[2m]))"  # 5 req/s
+    v = scaler.value(md(prometheus, query=flat, qpsPerReplica="1.2", hpaTolerance="0.1"))
+    # 5 req/s needs 5 replicas of 1.2; from 4 the HPA sees 5/4.8 = 1.04: inside the band. Pushed past 1.1 * 4.8.
+    assert v.metricValueFloat > 1.1 * 4 * 1.2
+    assert math.ceil(v.metricValueFloat / 1.2) == 5
+
+
+@pytest.mark.parametrize("over,code,fragments", [
+    ({"serverAddress": None}, "INVALID_ARGUMENT", ["'serverAddress'", "missing", "http:// or https://"]),
+    ({"qpsPerReplica": "0"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'0'", "> 0"]),
+    ({"qpsPerReplica": "-1"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'-1'", "> 0"]),
+    ({"qpsPerReplica": "abc"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'abc'", "> 0"]),
+    ({"qpsPerReplica": "NaN"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'NaN'", "> 0"]),
+    ({"serverAddress": "http://127.0.0.1:1"}, "UNAVAILABLE", ["unreachable", "127.0.0.1:1"]),
+    ({"query": "sum(rate(nothing_here_total[2m]))", "ignoreNullValues": "false"}, "FAILED_PRECONDITION",
+     ["no series", "ignoreNullValues=false"]),
+    ({"query": "rate(forescale_multi_requests_total[2m])"}, "FAILED_PRECONDITION", ["3 series", "sum("]),
+    ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400"]),
+])
+def test_bad_inputs_get_documented_status(scaler, prometheus, over, code, fragments):
+    ref = scaler.ref(md(prometheus, **over))
+    for call in (lambda: scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref), timeout=10),
+                 lambda: scaler.stub.IsActive(ref, timeout=10)):
+        with pytest.raises(grpc.RpcError) as e:
+            call()
+        assert e.value.code() == getattr(grpc.StatusCode, code), e.value.details()
+        for f in fragments:
+            assert f in e.value.details()
+
+
+def test_empty_result_with_ignore_null_values_is_zero(scaler, prometheus):
+    m = md(prometheus, query="sum(rate(nothing_here_total[2m]))")
+    assert scaler.value(m).metricValueFloat == 0.0
+    assert scaler.stub.IsActive(scaler.ref(m), timeout=5).result is False
+
+
+def test_stream_is_active_delivers_a_change(prometheus):
+    s = Scaler(FakeClock(prometheus.now), refresh_seconds=1.0)
+    try:
+        flat = "sum(rate(forescale_flat_requests_total[2m]))"
+        stream = s.stub.StreamIsActive(s.ref(md(prometheus, query=flat, activationThreshold="1")), timeout=30)
+        first = next(stream)
+        assert first.result is True
+        s.clock.advance(600)  # past the end of the data: rate() is empty -> 0 req/s -> inactive
+        second = next(stream)
+        assert second.result is False
+        stream.cancel()
+        spec_stream = s.stub.StreamMetricSpec(s.ref(md(prometheus)), timeout=30)
+        assert next(spec_stream).metricSpecs[0].targetSizeFloat == 50.0
+        spec_stream.cancel()
+    finally:
+        s.close()
+
+
+def test_unreachable_prometheus_uses_last_good_value_then_unavailable(prometheus_factory, prometheus):
+    t = pf.sample_times(prometheus.now - 3600, prometheus.now - pf.END_OFFSET_S)
+    own = prometheus_factory([pf.SeriesSpec("own_requests_total", {"job": "own"}, "counter", t,
+                                            pf.counter_from_rate(t, 12.0))])
+    s = Scaler(FakeClock(prometheus.now), refresh_seconds=1.0, stale_seconds=120.0)
+    try:
+        m = {"serverAddress": own.url, "query": "sum(rate(own_requests_total[2m]))", "qpsPerReplica": "5",
+             "mode": "reactive", "hpaTolerance": "0"}
+        assert s.value(m).metricValueFloat == pytest.approx(12.0)
+        own.stop()
+        s.clock.advance(30)
+        _wait_for(lambda: s.server.registry.workloads()[0].error is not None)
+        assert s.value(m).metricValueFloat == pytest.approx(12.0)  # last good observation
+        reasons = {dict(k[1]).get("reason"): v for k, v in s.metrics().items() if k[0] == "forescale_decision_reason"}
+        assert reasons["fallback_prometheus_stale"] == 1.0
+        s.clock.advance(120)
+        _wait_for(lambda: (s.server.registry.workloads()[0].error_at or 0) >= s.clock())
+        with pytest.raises(grpc.RpcError) as e:
+            s.value(m)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "last good observation" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:  # never IsActive=false because of an error
+            s.stub.IsActive(s.ref(m), timeout=5)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        s.close()
+
+
+def test_forgotten_when_not_polled(prometheus):
+    s = Scaler(FakeClock(prometheus.now), forget_seconds=60.0)
+    try:
+        s.value(md(prometheus))
+        assert len(s.server.registry.workloads()) == 1
+        assert any(k[0] == "forescale_planned_qps" for k in s.metrics())
+        s.clock.advance(61)
+        _wait_for(lambda: not s.server.registry.workloads())
+        assert not any(k[0] == "forescale_planned_qps" for k in s.metrics())
+    finally:
+        s.close()
+
+
+def test_metrics_health_and_graceful_stop(prometheus):
+    s = Scaler(FakeClock(prometheus.now))
+    s.value(md(prometheus))
+    m = s.metrics()
+    key = ("forescale_observed_qps", (("namespace", "serving"), ("scaledobject", "llm")))
+    assert m[key] == pytest.approx(prometheus.query_value(RATE, time=prometheus.now))
+    assert m[("forescale_decision_reason", (("namespace", "serving"), ("reason", "mode_reactive"),
+                                            ("scaledobject", "llm")))] == 1.0
+    assert urllib.request.urlopen(f"http://127.0.0.1:{s.server.http_port}/healthz", timeout=5).status == 200
+    health = health_pb2_grpc.HealthStub(s.channel)
+    assert health.Check(health_pb2.HealthCheckRequest(service="externalscaler.ExternalScaler"),
+                        timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    t = threading.Thread(target=s.server.stop, kwargs={"grace": 2.0})
+    t.start()
+    t.join(10)
+    assert not t.is_alive()
+    s.channel.close()
+
+
+def test_unknown_keys_logged_once(scaler, prometheus, caplog):
+    m = md(prometheus, qpsPerReplicas="3", customHeaders="X-Token=s3cr3t-value")
+    with caplog.at_level(logging.WARNING, logger="scaler.workloads"):
+        for _ in range(3):
+            scaler.value(m)
+    warnings = [r.getMessage() for r in caplog.records if "unknown metadata" in r.getMessage()]
+    assert len(warnings) == 1 and "qpsPerReplicas" in warnings[0]
+    assert all("s3cr3t" not in r.getMessage() for r in caplog.records)
+
+
+def _wait_for(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
