@@ -154,11 +154,9 @@ def _tls(config: ServerConfig) -> grpc.ServerCredentials:
 
 
 def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
-    """The background forecast fitter (None when forecasting is not available)."""
-    try:
-        from .fitting import FitService
-    except ImportError:
-        return None
+    """The background forecast fitter."""
+    from .fitting import FitService
+
     return FitService(clock, metrics, state_dir=config.state_dir, workers=config.fit_workers)
 
 

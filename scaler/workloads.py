@@ -105,6 +105,8 @@ class ForecastService(Protocol):
 
     def maybe_refit(self, wl: Workload, now: float) -> None: ...
 
+    def restore(self, wl: Workload) -> None: ...
+
     def forget(self, wl: Workload) -> None: ...
 
 
@@ -176,7 +178,12 @@ class Registry:
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
                 self._submit_refresh(wl, now)
+                created = True
+            else:
+                created = False
             wl.last_polled = now
+        if created and self.forecasts is not None and spec.mode != "reactive":
+            self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl

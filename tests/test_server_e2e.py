@@ -42,8 +42,8 @@ class FakeClock:
 
 
 class Scaler:
-    def __init__(self, clock: FakeClock, **registry):
-        cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0,
+    def __init__(self, clock: FakeClock, state_dir=None, **registry):
+        cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0, state_dir=state_dir,
                            registry=RegistryConfig(**registry))
         self.clock = clock
         self.server = Server(cfg, clock=clock).start()
