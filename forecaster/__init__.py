@@ -1,0 +1,9 @@
+"""forescale's forecasting library: no KEDA, no gRPC, never imports ``scaler``.
+
+* ``forecaster.base``      the contract: ``Series``, ``Forecast``, ``Fitted``, ``Forecaster``
+* ``forecaster.series``    hygiene and readers: ``regularize``, ``from_csv``, ``from_prometheus_matrix``
+* ``forecaster.models``    ``make(name, **options)``, ``NAMES``, ``to_state``/``from_state``
+* ``forecaster.level``     level correction, as the policy applies it
+* ``forecaster.metrics``   ``mase``, ``wape``, ``pinball``, ``coverage``
+* ``forecaster.evaluate``  rolling-origin ``historical_forecasts`` and ``score``
+"""

@@ -10,6 +10,23 @@ epoch seconds (float64); rates are requests per second (float64).
 * ``Forecast``  timestamps, mean and one array per requested quantile, all the
   same length, quantiles ordered and non-negative.
 
+Forecasting from a later origin (a model fitted an hour ago, asked now)::
+
+    fitted = make("prophet").fit(history)          # at 12:00, on history up to 11:59
+    fc = fitted.predict(30, (0.9,), origin=now_t, recent=last_points)
+
+``origin`` is the timestamp of the newest observation the forecast may use:
+the curve starts at ``origin + step``. ``recent`` is a ``Series`` of the
+observations up to ``origin`` (points after it are ignored: no peeking); with
+``recent`` and no ``origin`` the origin is ``recent``'s last point; with
+neither, the training series' last point. What each model takes from
+``recent``: naive its last finite value, linear_trend its last five finite
+points, seasonal_naive the values one season before each target (``recent``
+fills what came after training), prophet nothing: the fitted curve is simply
+evaluated at the later timestamps (the policy's level correction,
+``forecaster.level``, brings in the current observation). The quantile bands
+are those learnt at fit time.
+
 This package never imports ``scaler``.
 """
 
@@ -113,20 +130,50 @@ class Forecast:
 
 
 class Fitted(Protocol):
-    """A fitted model of one series."""
+    """A fitted model of one series.
 
-    def predict(self, horizon: int, quantiles: Sequence[float] = ()) -> Forecast:
-        """Forecast ``horizon`` steps after the training series' last point."""
+    ``model``: the family name (``auto`` keeps its own name and says what it
+    picked in ``chosen``; the others have ``chosen == model``). ``step``: the
+    grid step in seconds. ``last_t``: the training series' last timestamp.
+    ``history_max``: the largest finite training value (for the policy's
+    absurdity check). ``to_state()``: a JSON-able dict, restored by
+    ``forecaster.models.from_state``.
+    """
+
+    model: str
+    chosen: str
+    step: float
+    last_t: float
+    history_max: float
+
+    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
+                recent: Series | None = None) -> Forecast:
+        """Forecast ``horizon`` points at ``origin + step * (1..horizon)``.
+
+        ``origin`` defaults to the last point of ``recent``, else to ``last_t``
+        (see the module docstring for forecasting from a later origin).
+        """
         ...
+
+    def to_state(self) -> dict: ...
 
 
 class Forecaster(Protocol):
-    """A model family. ``fit`` must be deterministic for a given seed."""
+    """A model family. ``fit`` must be deterministic for a given seed.
+
+    ``warm_start``: a previous ``Fitted`` of the same family on (mostly) the
+    same series; models that optimise (prophet) start from its parameters,
+    the others ignore it.
+    """
 
     name: str
 
-    def fit(self, series: Series) -> Fitted: ...
+    def fit(self, series: Series, *, warm_start: Fitted | None = None) -> Fitted: ...
 
 
 class InsufficientHistory(ValueError):
     """The series is too short (or too empty) for this model; not a guess."""
+
+
+class FitFailed(RuntimeError):
+    """The model's optimiser failed on this series (policy reason ``fallback_fit_failed``)."""

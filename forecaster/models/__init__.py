@@ -1,0 +1,71 @@
+"""The model registry: ``make(name, **options) -> Forecaster`` and state (de)serialisation.
+
+Names: ``prophet`` (the default), ``seasonal_naive``, ``naive``,
+``linear_trend``, ``auto`` (picks one of the others per series by
+rolling-origin MASE). Every model accepts ``seed``.
+
+``to_state(fitted) -> dict`` gives a JSON-able dict (``json.dumps`` works,
+no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
+server writes fitted models to its state directory to survive restarts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from ..base import Fitted, Forecaster
+from .auto import AutoFitted, AutoForecaster
+from .linear_trend import LinearTrendFitted, LinearTrendForecaster
+from .naive import NaiveFitted, NaiveForecaster
+from .prophet import ProphetFitted, ProphetForecaster
+from .seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
+
+_FORECASTERS = {
+    "prophet": ProphetForecaster,
+    "seasonal_naive": SeasonalNaiveForecaster,
+    "naive": NaiveForecaster,
+    "linear_trend": LinearTrendForecaster,
+    "auto": AutoForecaster,
+}
+_FITTED = {
+    "prophet": ProphetFitted,
+    "seasonal_naive": SeasonalNaiveFitted,
+    "naive": NaiveFitted,
+    "linear_trend": LinearTrendFitted,
+    "auto": AutoFitted,
+}
+NAMES: tuple[str, ...] = tuple(_FORECASTERS)
+DEFAULT = "prophet"
+
+
+def make(name: str, **options: Any) -> Forecaster:
+    """A model by name with its options (e.g. ``make("prophet", seed=1, fit_step=900)``)."""
+    cls = _FORECASTERS.get(str(name).strip().lower())
+    if cls is None:
+        raise ValueError(f"unknown model {name!r}; accepted: {', '.join(NAMES)}")
+    accepted = [f.name for f in fields(cls)]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)} for model {name!r}; accepted: {', '.join(accepted)}")
+    return cls(**options)
+
+
+def to_state(fitted: Fitted) -> dict:
+    """A JSON-able dict of a fitted model (includes ``model`` and ``version``)."""
+    return fitted.to_state()
+
+
+def from_state(state: dict) -> Fitted:
+    """The fitted model back from ``to_state``'s dict. ValueError on an unknown or malformed state."""
+    name = state.get("model") if isinstance(state, dict) else None
+    cls = _FITTED.get(name)
+    if cls is None:
+        raise ValueError(f"state names model {name!r}; accepted: {', '.join(NAMES)}")
+    try:
+        return cls.from_state(state)
+    except (KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"malformed {name} state: missing or bad field {e}") from None
+
+
+__all__ = ["DEFAULT", "NAMES", "from_state", "make", "to_state"] + [c.__name__ for c in _FORECASTERS.values()]

@@ -1,0 +1,189 @@
+"""Shared pieces of the models: forecast grids, origins, empirical error bands, JSON helpers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..base import Forecast, InsufficientHistory, Series
+
+# quantile levels stored in every band table; others are interpolated
+LEVELS = np.round(np.concatenate(([0.005], np.arange(0.01, 1.0, 0.01), [0.995])), 3)
+MIN_ERRORS = 10  # fewer error samples than this: the band has zero width
+
+
+def finite_points(series: Series) -> int:
+    return int(np.count_nonzero(np.isfinite(series.y)))
+
+
+def require(series: Series, n: int, model: str) -> None:
+    """Raise InsufficientHistory unless ``series`` has at least ``n`` finite points."""
+    k = finite_points(series)
+    if k < n:
+        raise InsufficientHistory(f"{model}: {k} finite point(s) in the history, at least {n} needed")
+
+
+def history_max(series: Series) -> float:
+    y = series.y[np.isfinite(series.y)]
+    return float(y.max()) if y.size else 0.0
+
+
+def resolve_origin(last_t: float, step: float, origin: float | None, recent: Series | None) -> tuple[float, Series | None]:
+    """The origin to forecast from and the part of ``recent`` at or before it."""
+    if recent is not None and len(recent):
+        if origin is None:
+            origin = float(recent.t[-1])
+        recent = recent.until(origin + 0.5 * step)
+        if not len(recent):
+            recent = None
+    else:
+        recent = None
+    if origin is None:
+        origin = last_t
+    return float(origin), recent
+
+
+def grid(origin: float, step: float, horizon: int) -> np.ndarray:
+    if horizon < 0:
+        raise ValueError(f"horizon must be >= 0 steps, got {horizon}")
+    return origin + step * np.arange(1, horizon + 1, dtype=float)
+
+
+def check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
+    qs = tuple(float(q) for q in quantiles)
+    for q in qs:
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"quantiles must lie strictly between 0 and 1, got {q}")
+    return qs
+
+
+def finalize(t: np.ndarray, mean: np.ndarray, bands: dict[float, np.ndarray], model: str) -> Forecast:
+    """Floor at 0, replace non-finite values by the mean, and make the quantiles non-crossing."""
+    mean = np.where(np.isfinite(mean), mean, 0.0)
+    mean = np.maximum(mean, 0.0)
+    qs = sorted(bands)
+    out: dict[float, np.ndarray] = {}
+    if qs:
+        stack = np.vstack([np.where(np.isfinite(bands[q]), bands[q], mean) for q in qs])
+        stack = np.maximum(np.sort(stack, axis=0), 0.0)  # monotone in q, pointwise
+        out = {q: stack[i] for i, q in enumerate(qs)}
+    return Forecast(t, mean, out, model)
+
+
+def last_finite(y: np.ndarray) -> float | None:
+    idx = np.flatnonzero(np.isfinite(y))
+    return float(y[idx[-1]]) if idx.size else None
+
+
+def h_grid(hmax: int, n: int = 16) -> np.ndarray:
+    """Integer horizons 1..hmax, log-spaced, at most ``n`` of them."""
+    hmax = max(1, int(hmax))
+    return np.unique(np.rint(np.geomspace(1, hmax, num=min(n, hmax))).astype(int))
+
+
+@dataclass(frozen=True)
+class BandTable:
+    """Empirical error quantiles by horizon: ``values[i, j]`` = quantile ``LEVELS[j]`` at ``hs[i]`` steps.
+
+    ``relative``: the errors were divided by (curve + ``offset``) and are
+    multiplied back by it at predict time (bands that scale with traffic).
+    """
+
+    hs: np.ndarray
+    values: np.ndarray
+    relative: bool = False
+    offset: float = 0.0
+
+    @staticmethod
+    def zero() -> "BandTable":
+        return BandTable(np.array([1]), np.zeros((1, LEVELS.size)))
+
+    @staticmethod
+    def from_errors(hs: np.ndarray, errors_at: Callable[[int], np.ndarray], *, relative: bool = False,
+                    offset: float = 0.0) -> "BandTable":
+        rows, keep = [], []
+        for h in hs:
+            e = np.asarray(errors_at(int(h)), dtype=float)
+            e = e[np.isfinite(e)]
+            if e.size >= MIN_ERRORS:
+                rows.append(np.quantile(e, LEVELS))
+                keep.append(int(h))
+        if not rows:
+            return BandTable.zero()
+        values = np.maximum.accumulate(np.vstack(rows), axis=1)  # monotone in q
+        return BandTable(np.array(keep), values, relative, offset)
+
+    def at(self, h: np.ndarray, q: float) -> np.ndarray:
+        """The error quantile ``q`` at horizons ``h`` (steps), interpolated; clamped outside the table."""
+        col = np.array([np.interp(q, LEVELS, row) for row in self.values])
+        return np.interp(np.asarray(h, dtype=float), self.hs.astype(float), col)
+
+    def apply(self, mean: np.ndarray, h: np.ndarray, q: float) -> np.ndarray:
+        e = self.at(h, q)
+        if self.relative:
+            return mean + (np.maximum(mean, 0.0) + self.offset) * e
+        return mean + e
+
+    def to_state(self) -> dict:
+        return {"hs": self.hs.tolist(), "values": _f(self.values.tolist()), "relative": self.relative,
+                "offset": self.offset, "levels": LEVELS.tolist()}
+
+    @staticmethod
+    def from_state(d: dict) -> "BandTable":
+        levels = np.asarray(d.get("levels", LEVELS), dtype=float)
+        values = np.asarray(d["values"], dtype=float).reshape(len(d["hs"]), -1)
+        if levels.shape != LEVELS.shape or not np.allclose(levels, LEVELS):
+            values = np.vstack([np.interp(LEVELS, levels, row) for row in values])
+        return BandTable(np.asarray(d["hs"], dtype=int), values, bool(d.get("relative", False)),
+                         float(d.get("offset", 0.0)))
+
+
+def bands_for(table: BandTable, mean: np.ndarray, quantiles: Sequence[float]) -> dict[float, np.ndarray]:
+    h = np.arange(1, mean.size + 1)
+    return {q: table.apply(mean, h, q) for q in quantiles}
+
+
+def _f(x):
+    """Nested lists with NaN/Inf replaced by None (strict JSON)."""
+    if isinstance(x, list):
+        return [_f(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def arr_to_json(a: np.ndarray) -> list:
+    return _f(np.asarray(a, dtype=float).tolist())
+
+
+def arr_from_json(v: list) -> np.ndarray:
+    return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+
+def merged_tail(t0: float, y: np.ndarray, step: float, recent: Series | None, origin: float) -> tuple[float, np.ndarray]:
+    """Stored history (starting at ``t0``) extended with ``recent`` up to ``origin``, on one grid.
+
+    Where both have a point, ``recent`` wins; grid slots neither covers are NaN.
+    """
+    n_end = int(round((origin - t0) / step)) + 1
+    n = max(len(y), n_end)
+    out = np.full(n, np.nan)
+    out[:len(y)] = y
+    if recent is not None and len(recent):
+        idx = np.rint((recent.t - t0) / step).astype(np.int64)
+        ok = (idx >= 0) & (idx < n) & np.isfinite(recent.y)
+        out[idx[ok]] = recent.y[ok]
+    return t0, out[:max(n_end, 0)] if n_end < n else out
+
+
+def require_model(state: dict, name: str) -> None:
+    if state.get("model") != name:
+        raise ValueError(f"state is for model {state.get('model')!r}, not {name!r}")
+
+
+__all__ = ["BandTable", "InsufficientHistory", "LEVELS", "arr_from_json", "arr_to_json", "bands_for",
+           "check_quantiles", "finalize", "finite_points", "grid", "h_grid", "history_max", "last_finite",
+           "merged_tail", "require", "require_model", "resolve_origin"]

@@ -1,0 +1,148 @@
+"""Auto: pick one model per series by rolling-origin MASE on its recent history.
+
+``fit``: the last ``validation`` seconds (at most a quarter of the history)
+are held out; every candidate is fitted on the history before them and
+forecasts from cutoffs across them (every ``stride`` steps, no refit, later
+origins via ``predict(origin=..., recent=...)``), level-corrected with
+``level_half_life`` exactly as the policy will use it; the candidate with the
+lowest MASE at ``lead`` seconds ahead wins (ties go to the earlier
+candidate), and is refitted on the whole history. ``Fitted.chosen`` says
+which, ``Fitted.scores`` the validation MASE of each (NaN: it could not be
+fitted), and forecasts carry ``model="auto:<chosen>"``.
+
+With too little history to validate (fewer than ``min_cutoffs`` cutoffs),
+the first candidate that fits is used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..base import FitFailed, Forecast, InsufficientHistory, Series
+from ..level import DEFAULT_HALF_LIFE_SECONDS, level_correct
+from ..metrics import mase
+
+NAME = "auto"
+CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend")
+
+
+@dataclass(frozen=True, eq=False)
+class AutoForecaster:
+    seed: int = 0
+    candidates: tuple[str, ...] = CANDIDATES
+    lead: float = 300.0  # seconds ahead the selection is scored at
+    validation: float = 86400.0  # seconds held out
+    cutoffs: int = 96  # about this many validation cutoffs
+    min_cutoffs: int = 12
+    level_half_life: float = DEFAULT_HALF_LIFE_SECONDS
+    options: dict = field(default_factory=dict)  # per-candidate options, e.g. {"prophet": {"fit_step": 600}}
+
+    name = NAME
+
+    def _make(self, name: str):
+        from . import make
+
+        opts = {"seed": self.seed, **self.options.get(name, {})}
+        if name in ("prophet", "seasonal_naive"):
+            opts.setdefault("level_half_life", self.level_half_life)
+        return make(name, **opts)
+
+    def fit(self, series: Series, *, warm_start=None) -> "AutoFitted":
+        for c in self.candidates:
+            if c == NAME or c not in CANDIDATES:
+                raise ValueError(f"auto: unknown candidate {c!r}; accepted: {', '.join(CANDIDATES)}")
+        step = series.step
+        h = max(1, int(round(self.lead / step)))
+        n_val = min(int(self.validation // step), len(series) // 4)
+        stride = max(1, n_val // max(1, self.cutoffs))
+        n_cut = (n_val - h) // stride + 1 if n_val > h else 0
+        scores: dict[str, float] = {}
+        if n_cut >= self.min_cutoffs:
+            split = len(series) - n_val
+            train = Series(series.t[:split], series.y[:split], step)
+            insample = train.y
+            for name in self.candidates:
+                scores[name] = self._score(name, train, series, split, h, stride, insample)
+        order = [c for c in self.candidates if math.isfinite(scores.get(c, math.nan))]
+        order.sort(key=lambda c: scores[c])  # stable: ties keep the candidates' order
+        order += [c for c in self.candidates if c not in order]
+        prev = warm_start.inner if isinstance(warm_start, AutoFitted) else None
+        last_err: Exception | None = None
+        for name in order:
+            try:
+                ws = prev if prev is not None and prev.model == name else None
+                inner = self._make(name).fit(series, warm_start=ws)
+            except (InsufficientHistory, FitFailed) as e:
+                last_err = e
+                continue
+            return AutoFitted(inner=inner, scores={c: scores.get(c, math.nan) for c in self.candidates})
+        raise InsufficientHistory(f"auto: no candidate could be fitted ({last_err})")
+
+    def _score(self, name: str, train: Series, full: Series, split: int, h: int, stride: int,
+               insample: np.ndarray) -> float:
+        try:
+            fitted = self._make(name).fit(train)
+        except (InsufficientHistory, FitFailed):
+            return math.nan
+        step = full.step
+        lo = max(0, split - 10)
+        actual, pred = [], []
+        for i in range(split, len(full) - h + 1, stride):  # i: index of the cutoff
+            now_i = i - 1
+            recent = Series(full.t[lo:i], full.y[lo:i], step)
+            # the curve as the server holds it covers ``now``: the model's value there, made one step earlier
+            at_now = fitted.predict(1, origin=full.t[now_i] - step, recent=recent)
+            fc = fitted.predict(h, origin=full.t[now_i], recent=recent)
+            curve = Forecast(np.concatenate((at_now.t, fc.t)), np.concatenate((at_now.mean, fc.mean)), model=fc.model)
+            obs = full.y[now_i]
+            if np.isfinite(obs) and self.level_half_life > 0:
+                curve = level_correct(curve, full.t[now_i], float(obs), self.level_half_life)
+            actual.append(full.y[now_i + h])
+            pred.append(curve.mean[h])
+        return mase(np.array(actual), np.array(pred), insample, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class AutoFitted:
+    inner: object  # the chosen model's Fitted
+    scores: dict
+    model: str = NAME
+
+    @property
+    def chosen(self) -> str:
+        return self.inner.model
+
+    @property
+    def step(self) -> float:
+        return self.inner.step
+
+    @property
+    def last_t(self) -> float:
+        return self.inner.last_t
+
+    @property
+    def history_max(self) -> float:
+        return self.inner.history_max
+
+    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
+                recent: Series | None = None) -> Forecast:
+        fc = self.inner.predict(horizon, quantiles, origin=origin, recent=recent)
+        return Forecast(fc.t, fc.mean, fc.quantiles, f"{NAME}:{self.chosen}")
+
+    def to_state(self) -> dict:
+        return {"model": NAME, "version": 1, "chosen": self.chosen, "inner": self.inner.to_state(),
+                "scores": {k: (v if math.isfinite(v) else None) for k, v in self.scores.items()}}
+
+    @staticmethod
+    def from_state(d: dict) -> "AutoFitted":
+        from . import from_state
+
+        if d.get("model") != NAME:
+            raise ValueError(f"state is for model {d.get('model')!r}, not {NAME!r}")
+        inner = from_state(d["inner"])
+        scores = {k: (math.nan if v is None else float(v)) for k, v in d.get("scores", {}).items()}
+        return AutoFitted(inner=inner, scores=scores)

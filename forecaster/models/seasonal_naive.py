@@ -1,0 +1,140 @@
+"""Seasonal naive: the value one season before the target.
+
+The season is a week when the history spans at least two weeks, else a day
+when it spans at least two days; shorter histories raise
+``InsufficientHistory``. A target more than one season ahead reuses the last
+observed season (lag k * season). A missing lagged value is replaced by the
+last finite value before it.
+
+Quantiles: the empirical distribution of the errors of the forecast as the
+policy uses it, over the last ``window`` seconds: with ``r[i] = y[i] -
+y[i - season]`` (the seasonal residual) and level correction of half-life
+``level_half_life`` (``forecaster.level``), the error h steps ahead is
+``r[i+h] - w_h * r[i]``, ``w_h = 0.5 ** (h * step / half_life)``;
+``level_half_life=0`` gives the plain residual quantiles. Added to the
+forecast, floored at 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..base import Forecast, InsufficientHistory, Series
+from ..level import DEFAULT_HALF_LIFE_SECONDS
+from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, grid, h_grid,
+                      history_max, merged_tail, require, require_model, resolve_origin)
+
+NAME = "seasonal_naive"
+DAY, WEEK = 86400.0, 604800.0
+
+
+def season_for(span_seconds: float) -> float | None:
+    """Weekly with >= 2 weeks of history, daily with >= 2 days, else None."""
+    if span_seconds >= 2 * WEEK - 1e-6:
+        return WEEK
+    if span_seconds >= 2 * DAY - 1e-6:
+        return DAY
+    return None
+
+
+@dataclass(frozen=True)
+class SeasonalNaiveForecaster:
+    """``season``: None = by history length (see module doc), or seconds. ``window``: seconds for the bands."""
+
+    seed: int = 0
+    season: float | None = None
+    window: float = 7 * DAY
+    level_half_life: float = DEFAULT_HALF_LIFE_SECONDS  # bands for the level-corrected forecast; 0 = plain
+
+    name = NAME
+
+    def fit(self, series: Series, *, warm_start=None) -> "SeasonalNaiveFitted":
+        season = self.season if self.season is not None else season_for(series.span_seconds)
+        if season is None:
+            raise InsufficientHistory(f"{NAME}: {series.span_seconds / 3600:.1f} h of history; at least 2 days "
+                                      "needed (daily season), 2 weeks for weekly")
+        lag = int(round(season / series.step))
+        if lag < 1 or len(series) < 2 * lag:
+            raise InsufficientHistory(f"{NAME}: {len(series)} points, at least 2 seasons ({2 * lag}) needed")
+        require(series, 2, NAME)
+        y = series.y
+        tail_n = min(len(y), lag + int(round(self.window / series.step)))
+        yt = y[-tail_n:]
+        res = yt[lag:] - yt[:-lag]
+        hl = self.level_half_life
+        if hl > 0:
+            hs = h_grid(max(1, min(int(np.ceil(8 * hl / series.step)), len(res) // 2)), 20)
+
+            def errors(h: int) -> np.ndarray:
+                w = 0.5 ** (h * series.step / hl)
+                return res[h:] - w * res[:-h] if h < len(res) else np.array([])
+            table = BandTable.from_errors(hs, errors)
+        else:
+            table = BandTable.from_errors(np.array([1]), lambda h: res)
+        keep = y[-lag:]  # the last season: all that predict needs
+        return SeasonalNaiveFitted(step=series.step, last_t=float(series.t[-1]), lag=lag,
+                                   t0=float(series.t[-lag]), values=keep.copy(), bands=table,
+                                   history_max=history_max(series))
+
+
+@dataclass(frozen=True, eq=False)
+class SeasonalNaiveFitted:
+    step: float
+    last_t: float
+    lag: int  # steps in one season
+    t0: float  # timestamp of values[0]
+    values: np.ndarray  # the last season of training values
+    bands: BandTable
+    history_max: float
+    model: str = NAME
+
+    @property
+    def chosen(self) -> str:
+        return self.model
+
+    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
+                recent: Series | None = None) -> Forecast:
+        qs = check_quantiles(quantiles)
+        origin, recent = resolve_origin(self.last_t, self.step, origin, recent)
+        t = grid(origin, self.step, horizon)
+        t0, hist = merged_tail(self.t0, self.values, self.step, recent, origin)
+        hist = _ffill(hist)
+        n_origin = int(round((origin - t0) / self.step))  # index of origin in hist
+        h = np.arange(1, horizon + 1)
+        k = -(-h // self.lag)  # seasons back, so that the source is at or before origin
+        src = n_origin + h - k * self.lag
+        src = np.clip(src, 0, len(hist) - 1) if len(hist) else src
+        mean = hist[src] if len(hist) else np.full(horizon, np.nan)
+        if np.isnan(mean).any():
+            fallback = hist[np.isfinite(hist)][-1] if np.isfinite(hist).any() else 0.0
+            mean = np.where(np.isnan(mean), fallback, mean)
+        return finalize(t, mean, bands_for(self.bands, mean, qs), self.model)
+
+    def to_state(self) -> dict:
+        return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t, "lag": self.lag,
+                "t0": self.t0, "values": arr_to_json(self.values), "bands": self.bands.to_state(),
+                "history_max": self.history_max}
+
+    @staticmethod
+    def from_state(d: dict) -> "SeasonalNaiveFitted":
+        require_model(d, NAME)
+        return SeasonalNaiveFitted(step=float(d["step"]), last_t=float(d["last_t"]), lag=int(d["lag"]),
+                                   t0=float(d["t0"]), values=arr_from_json(d["values"]),
+                                   bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]))
+
+
+def _ffill(y: np.ndarray) -> np.ndarray:
+    """Forward-fill NaN (a leading NaN run takes the first finite value)."""
+    if not len(y):
+        return y
+    ok = np.isfinite(y)
+    if ok.all() or not ok.any():
+        return y
+    idx = np.where(ok, np.arange(len(y)), -1)
+    np.maximum.accumulate(idx, out=idx)
+    first = np.flatnonzero(ok)[0]
+    idx[idx < 0] = first
+    return y[idx]
