@@ -63,23 +63,33 @@ class Decision:
         return math.ceil(self.planned / qps_per_replica - 1e-9) if self.planned > 0 else 0
 
 
+def to_milli(value: float) -> int:
+    """The value as KEDA hands it to the HPA: a milli-quantity of ``"%.3f"`` (NaN/Inf/negative -> 0)."""
+    if not math.isfinite(value) or value <= 0:
+        return 0
+    return int(round(float(f"{value:.3f}") * 1000))
+
+
 def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> float:
     """Push ``value`` past the HPA's tolerance band below the replica count it asks for.
 
     The HPA (AverageValue) wants ceil(value/target) replicas but does nothing
-    while |value / (target * current) - 1| <= tolerance. A value that needs r
-    replicas while r-1 run is inside the band whenever value <= (1+tol)(r-1)
-    target; the return value is the smallest value outside it. At r-1 >= 10
-    (tolerance 0.1) that value itself rounds to more than r replicas: a +1 step
-    cannot exist, the HPA jumps by two, which is the price of not missing.
+    while ``1 - tol <= value / (target * current) <= 1 + tol`` (Kubernetes >=
+    1.33; KEDA passes value and target as milli-quantities). A value that
+    needs r replicas while r-1 run is inside the band whenever value <=
+    (1+tol)(r-1) target; the return value is the smallest milli-quantity
+    outside it. At r-1 >= 10 (tolerance 0.1) that value itself rounds to more
+    than r replicas: a +1 step cannot exist, the HPA jumps by two, which is the
+    price of not missing.
     """
     if tolerance <= 0 or value <= 0:
         return value
-    r = math.ceil(value / qps_per_replica - 1e-9)
-    if r <= 1 or abs(value / (qps_per_replica * (r - 1)) - 1.0) > tolerance:
-        return value  # already outside the band (same float arithmetic as the HPA)
-    edge = (1.0 + tolerance) * (r - 1) * qps_per_replica
-    return max(value, edge * (1 + 1e-9))
+    v_m, t_m = to_milli(value), to_milli(qps_per_replica)
+    r = math.ceil(v_m / t_m)
+    if r <= 1 or v_m / (t_m * (r - 1)) > 1.0 + tolerance:
+        return value  # already outside the band, in the HPA's own arithmetic
+    edge_m = (1.0 + tolerance) * t_m * (r - 1)
+    return max(value, (math.floor(edge_m + 1e-6) + 1) / 1000.0)
 
 
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster.base import Forecast
-from scaler.policy import PolicyParams, Reason, clear_dead_band, decide
+from scaler.policy import PolicyParams, Reason, clear_dead_band, decide, to_milli
 
 NOW = 1_700_000_000.0
 STEP = 60.0
@@ -77,18 +77,19 @@ def test_level_correction_carries_the_current_residual():
     assert d.forecast_peak == pytest.approx(80 + 20 * 0.5 ** (240 / 600))
 
 
-# HPA (AverageValue): no change while |value / (target * current) - 1| <= tolerance
+# HPA (AverageValue, Kubernetes >= 1.33): no change while 1 - tol <= value / (target * current) <= 1 + tol,
+# on the milli-quantities KEDA passes
 def hpa_desired(value, target, current, tolerance=0.1):
-    ratio = value / (target * current)
-    if abs(ratio - 1) <= tolerance:
+    v, t = to_milli(value), to_milli(target)
+    ratio = v / (t * current)
+    if 1 - tolerance <= ratio <= 1 + tolerance:
         return current
-    return math.ceil(value / target)
+    return math.ceil(v / t)
 
 
 @pytest.mark.parametrize("current,planned,raw_result,compensated_result", [
-    # exactly +10 % at 10 replicas: in float64 (the HPA's arithmetic too) 110/100 - 1 = 0.10000000000000009 > 0.1,
-    # so the raw value already scales to 11 and is left alone
-    (10, 110.0, 11, 11),
+    (10, 110.0, 10, 12),  # exactly +10 % at 10 replicas: inside the band (ratio <= 1.1); cleared, and +1 cannot exist
+    (4, 44.001, 5, 5),    # one milli-unit past the edge over 4 running: the HPA acts, left alone
     (10, 109.0, 10, 12),  # inside the band: a +1 step from 10 cannot exist at tolerance 0.1, so +2
     (4, 42.0, 4, 5),      # 5 % over 4 replicas: swallowed raw, exact +1 compensated
     (9, 95.0, 9, 10),     # 5.6 % over 9: swallowed raw, +1 compensated (1.1 * 9 = 9.9 < 10)
@@ -116,10 +117,18 @@ def test_tolerance_compensation_follows_the_configured_tolerance():
     # a cluster with behavior.scaleUp.tolerance = 0.02
     value = clear_dead_band(42.0, 10.0, 0.02)
     assert value == 42.0  # 42/40 = 1.05 is already outside a 2 % band
-    assert clear_dead_band(40.5, 10.0, 0.02) == pytest.approx(40.8, rel=1e-6)
+    assert clear_dead_band(40.5, 10.0, 0.02) == 40.801  # the next milli-quantity past 1.02 x 40
     assert clear_dead_band(42.0, 10.0, 0.0) == 42.0
 
 
 def test_decide_applies_the_compensation():
     d = decide(42.0, None, params(mode="reactive", hpa_tolerance=0.1), NOW)
-    assert d.base == 42.0 and d.planned > 44.0 and math.ceil(d.planned / 10 - 1e-9) == 5
+    assert d.base == 42.0 and d.planned == 44.001 and math.ceil(d.planned / 10) == 5
+
+
+def test_compensated_value_survives_keda_rounding():
+    # KEDA formats the value with %.3f: a margin below one milli-unit would vanish and leave the ratio at 1.1
+    for planned in (105.0, 100.0001, 42.0, 95.0, 1000.5):
+        value = clear_dead_band(planned, 10.0, 0.1)
+        r = math.ceil(to_milli(planned) / 10_000)  # the replicas the HPA reads from the rounded value
+        assert to_milli(value) / (10_000 * (r - 1)) > 1.1
