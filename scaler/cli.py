@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import click
 
+from .backtest_cli import backtest_command
+from .probe.cli import probe_command
+from .tune import tune_command
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="forescale")
@@ -41,6 +45,10 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
     except (OSError, ValueError) as e:
         raise click.ClickException(str(e)) from None
 
+
+main.add_command(probe_command, name="probe")
+main.add_command(backtest_command, name="backtest")
+main.add_command(tune_command, name="tune")
 
 if __name__ == "__main__":
     main()

@@ -34,11 +34,27 @@ class ScalerMetrics:
         self.rpc_errors = Counter("forescale_rpc_errors_total", "RPCs answered with an error, by gRPC code",
                                   ("method", "code"), registry=r)
         self.workloads = Gauge("forescale_scaledobjects", "ScaledObjects currently tracked", registry=r)
+        # tuning: auto (scaler.autotune); the knob labels take values from the swept grid only
+        self.tuning_info = Gauge("forescale_tuning_info",
+                                 "The configuration tuning: auto chose (1), with its knobs; applied=false in shadow mode",
+                                 SO + ("policy", "mode", "model", "quantile", "level_correction", "headroom",
+                                       "hpa_tolerance", "target_met", "applied"), registry=r)
+        self.tuning_miss = Gauge("forescale_tuning_expected_miss_ratio",
+                                 "Missed-request fraction the chosen configuration had on the workload's history", SO,
+                                 registry=r)
+        self.tuning_cost = Gauge("forescale_tuning_expected_cost_ratio",
+                                 "Replica-hours of the chosen configuration / a perfect-foresight oracle's, on the history",
+                                 SO, registry=r)
+        self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "When the current choice was made", SO,
+                                 registry=r)
+        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed)",
+                                   SO + ("outcome",), registry=r)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every series of one ScaledObject (bounded memory)."""
         for metric in (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason,
-                       self.decisions, self.model_info, self.last_fit, self.fit_failures, self.prom_errors):
+                       self.decisions, self.model_info, self.last_fit, self.fit_failures, self.prom_errors,
+                       self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs):
             labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)]
             for k in labelsets:
                 try:

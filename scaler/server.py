@@ -86,8 +86,9 @@ class Server:
         self.config = config
         self.metrics = ScalerMetrics()
         self.forecasts = _forecast_service(config, clock, self.metrics)
+        self.tuning = _tuning_service(config, clock, self.metrics)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
-                                 forecasts=self.forecasts)
+                                 forecasts=self.forecasts, tuning=self.tuning)
         self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
                                 handlers=list(extra_handlers))
         pb_grpc.add_ExternalScalerServicer_to_server(ExternalScalerServicer(self.registry), self.grpc)
@@ -112,6 +113,7 @@ class Server:
     def start(self) -> "Server":
         if self.forecasts is not None:
             self.forecasts.start()
+        self.tuning.start()
         self.registry.start()
         self.grpc.start()
         self._http_thread.start()
@@ -131,6 +133,7 @@ class Server:
         self.grpc.stop(self.config.grace_seconds if grace is None else grace).wait()
         if self.forecasts is not None:
             self.forecasts.stop()
+        self.tuning.stop()
         self.http.shutdown()
         self.http.server_close()
         log.info("forescale stopped")
@@ -158,6 +161,13 @@ def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics:
     from .fitting import FitService
 
     return FitService(clock, metrics, state_dir=config.state_dir, workers=config.fit_workers)
+
+
+def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
+    """``tuning: auto``: one background sweep at a time, in a low-priority worker process."""
+    from .autotune import TuningService
+
+    return TuningService(clock, metrics, state_dir=config.state_dir)
 
 
 def run(config: ServerConfig) -> None:

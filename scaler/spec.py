@@ -61,7 +61,7 @@ KEYS: tuple[Key, ...] = (
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up"),
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
     Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto"),
-    Key("levelCorrection", "30m", "half-life of the current forecast residual carried over the horizon (duration; 0 = off)"),
+    Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration; 0 = off)"),
     Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
     Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w)"),
     Key("step", "60s", "resolution of the history and the forecast (duration)"),
@@ -69,7 +69,13 @@ KEYS: tuple[Key, ...] = (
     Key("minHistory", "1d", "history needed before forecasts are trusted (duration)"),
     Key("headroom", "1.0", "multiplier on the planned rate, >= 1"),
     Key("hpaTolerance", "0.1", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
+    Key("tuning", "off", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
+                         "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule"),
+    Key("targetMiss", "0.005", "with tuning auto: the largest acceptable fraction of requests above ready capacity"),
+    Key("maxCostRatio", "", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight oracle's"),
+    Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, at least 10m)"),
 )
+TUNING = ("off", "auto")
 KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms))+\s*$")
@@ -164,6 +170,10 @@ class ScalerSpec:
     level_correction_seconds: float
     headroom: float
     hpa_tolerance: float
+    tuning: str = "off"
+    target_miss: float = 0.005
+    max_cost_ratio: float | None = None
+    tuning_interval_seconds: float = 86400.0
 
     @property
     def target_size(self) -> int:
@@ -171,7 +181,8 @@ class ScalerSpec:
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
-        return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds)
+        return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,
+                self.level_correction_seconds)
 
 
 def _metric_name(namespace: str, name: str) -> str:
@@ -315,10 +326,18 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     min_history = r.duration("minHistory", "1d")
     if min_history > history:
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
-    level = r.duration("levelCorrection", "30m")
+    level = r.duration("levelCorrection", "4h")
     headroom = r.number("headroom", "1.0", lo=1, accepted="a finite number >= 1, e.g. 1.1")
     tol = r.number("hpaTolerance", "0.1", lo=0, hi=1, hi_open=True,
                    accepted="the HPA tolerance as a fraction in [0, 1), e.g. 0.1 (Kubernetes' default)")
+    tuning = r.choice("tuning", "off", TUNING)
+    target_miss = r.number("targetMiss", "0.005", lo=0, hi=1, hi_open=True,
+                           accepted="a fraction of requests in [0, 1), e.g. 0.005 (0.5 %)")
+    max_cost = None
+    if r.raw("maxCostRatio") is not None:
+        max_cost = r.number("maxCostRatio", None, lo=0, lo_open=True,
+                            accepted="a finite number > 0 (replica-hours / the oracle's), e.g. 1.3, or absent")
+    tuning_interval = r.duration("tuningInterval", "24h", minimum=600)
 
     spec = ScalerSpec(
         prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds),
@@ -339,6 +358,10 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         level_correction_seconds=level,
         headroom=headroom,
         hpa_tolerance=tol,
+        tuning=tuning,
+        target_miss=target_miss,
+        max_cost_ratio=max_cost,
+        tuning_interval_seconds=tuning_interval,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown

@@ -63,6 +63,42 @@ class ForecastState:
     key: tuple | None = None  # spec.forecast_key() it was fitted for
 
 
+# What ``tuning: auto`` may change: the value's knobs, never the metric (qpsPerReplica, metricName) nor the series.
+TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance")
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A configuration the auto-tuner (``scaler.autotune``) chose for one workload."""
+
+    key: str  # digest of the declared inputs it was chosen for (``autotune.tuning_key``)
+    settings: tuple[tuple[str, object], ...]  # ScalerSpec field -> value, fields of TUNABLE only
+    label: str  # e.g. "predictive prophet q0.9 lc 30m x1.1"
+    policy: str  # the family
+    chosen_at: float
+    met: bool  # the target miss (and cost cap) was met on the history
+    miss: float  # expected underprovisioned fraction
+    cost_ratio: float | None  # expected replica-hours / oracle's
+
+    def apply(self, declared: ScalerSpec) -> ScalerSpec:
+        """The spec the scaler runs: the declared one with the chosen knobs (shadow mode stays shadow)."""
+        if declared.tuning != "auto" or declared.mode == "forecastOnly":
+            return declared
+        return dataclasses.replace(declared, **{k: v for k, v in self.settings if k in TUNABLE})
+
+
+class TuningService(Protocol):
+    """Runs ``tuning: auto`` in the background (``scaler.autotune.TuningService``)."""
+
+    def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool: ...
+
+    def restore(self, wl: "Workload") -> Tuned | None: ...
+
+    def maybe_tune(self, wl: "Workload", now: float, apply: Callable[["Workload", Tuned], bool]) -> None: ...
+
+    def forget(self, wl: "Workload") -> None: ...
+
+
 @dataclass
 class Workload:
     namespace: str
@@ -82,6 +118,13 @@ class Workload:
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
     active: bool | None = None  # last IsActive answer, for the streams
+    declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
+    tuned: Tuned | None = None
+    tuning_busy: bool = False  # a tuning job is queued or running
+
+    def __post_init__(self) -> None:
+        if self.declared is None:
+            self.declared = self.spec
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -123,12 +166,14 @@ class RegistryConfig:
 
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
-                 config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None):
+                 config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
+                 tuning: TuningService | None = None):
         self.clock = clock
         self.credentials = credentials
         self.metrics = metrics
         self.config = config
         self.forecasts = forecasts
+        self.tuning = tuning
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # notified after every refresh
         self._workloads: dict[tuple[str, str, str], Workload] = {}
@@ -170,7 +215,7 @@ class Registry:
         key = (namespace, name, spec.metric_name)
         with self._lock:
             wl = self._workloads.get(key)
-            if wl is not None and wl.spec != spec:
+            if wl is not None and wl.declared != spec:
                 wl = self._replace_spec(wl, spec)
             if wl is None:
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now)
@@ -182,7 +227,11 @@ class Registry:
             else:
                 created = False
             wl.last_polled = now
-        if created and self.forecasts is not None and spec.mode != "reactive":
+        if created and self.tuning is not None and spec.tuning == "auto":
+            tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
+            if tuned is not None:
+                self.apply_tuned(wl, tuned)
+        if created and self.forecasts is not None and wl.spec.mode != "reactive":
             self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
@@ -197,6 +246,12 @@ class Registry:
 
     def _replace_spec(self, wl: Workload, spec: ScalerSpec) -> Workload:
         """Metadata changed (caller holds the lock): keep observations; keep the forecast only if it still applies."""
+        wl.declared = spec
+        if wl.tuned is not None:  # a tuned choice survives only a change that does not concern it
+            if self.tuning is not None and self.tuning.applies(wl.tuned, spec):
+                spec = wl.tuned.apply(spec)
+            else:
+                wl.tuned = None
         old = wl.spec
         wl.client = self._client(spec)
         wl.spec = spec
@@ -216,6 +271,19 @@ class Registry:
             wl.attempted_at = None  # refresh on the next tick
         self.metrics.target.labels(wl.namespace, wl.name).set(spec.qps_per_replica)
         return wl
+
+    def apply_tuned(self, wl: Workload, tuned: Tuned) -> bool:
+        """Adopt an auto-tuned configuration (tuner thread or first sight); False if the metadata moved on.
+
+        Only the value's knobs change; a different model is refitted by the
+        forecast service on its next tick while the current curve keeps serving.
+        """
+        with self._lock:
+            if self.tuning is None or not self.tuning.applies(tuned, wl.declared):
+                return False
+            wl.tuned = tuned
+            wl.spec = tuned.apply(wl.declared)
+            return True
 
     def match_metric(self, wl: Workload, metric_name: str) -> None:
         """KEDA may lower-case names and strips its ``s<index>-`` prefix; accept both forms."""
@@ -303,6 +371,8 @@ class Registry:
                     self._submit_refresh(wl, now)
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, now)
+            if self.tuning is not None and wl.declared.tuning == "auto":
+                self.tuning.maybe_tune(wl, now, self.apply_tuned)
 
     def _forget(self, wl: Workload) -> None:
         with self._lock:
@@ -312,6 +382,8 @@ class Registry:
         self.metrics.forget(wl.namespace, wl.name)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
+        if self.tuning is not None:
+            self.tuning.forget(wl)
         log.info("forgot ScaledObject %s/%s (not polled for %.0fs)", wl.namespace, wl.name, self.config.forget_seconds)
 
     def _submit_refresh(self, wl: Workload, now: float) -> None:
