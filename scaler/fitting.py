@@ -55,6 +55,7 @@ class FitJob:
     horizon: int
     quantiles: tuple[float, ...]
     warm_state: dict | None
+    level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
     seed: int = 0
 
 
@@ -70,7 +71,7 @@ def run_fit(job: FitJob) -> dict:
             warm = from_state(job.warm_state)
         except ValueError:
             warm = None  # a state from another model or version: fit cold
-    fitted = make(job.model, seed=job.seed).fit(series, warm_start=warm)
+    fitted = make(job.model, seed=job.seed, level_half_life=job.level_half_life).fit(series, warm_start=warm)
     fc = fitted.predict(job.horizon, job.quantiles)
     return {
         "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),
@@ -84,7 +85,7 @@ def forecast_key_hash(spec: ScalerSpec) -> str:
     """A one-way digest of what a forecast depends on (headers may hold secrets: never stored in clear)."""
     p = spec.prometheus
     material = repr((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
-                     spec.model, spec.history_seconds, spec.step_seconds))
+                     spec.model, spec.history_seconds, spec.step_seconds, spec.level_correction_seconds))
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
@@ -268,7 +269,7 @@ class FitService:
         horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles,
-                     self._model_state.get(wl.key))
+                     self._model_state.get(wl.key), spec.level_correction_seconds)
         out = self._pool.submit(run_fit, job).result()
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=now, history_max=float(np.nanmax(series.y)), model=out["model"],
