@@ -42,7 +42,6 @@ BUNDLED_DIR = Path(__file__).resolve().parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
 DEFAULT_COLD_START = 180.0
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
-PROMETHEUS_MAX_POINTS = 11_000  # Prometheus refuses range queries of more points per series
 DAY = 86400.0
 
 
@@ -111,28 +110,11 @@ def bundled_trace() -> Trace:
 
 
 def fetch_prometheus(url: str, query: str, start: float, end: float, step: float) -> list[dict]:
-    """``data.result`` of a range query, split into requests of at most 11,000 points each.
+    """``data.result`` of a range query, through the server's own client (split under 11,000 points)."""
+    from .prom import PrometheusClient
+    from .spec import PrometheusTarget
 
-    The one place that talks to Prometheus for the backtest (the shared client
-    can replace it); series of the chunks are joined by their labels.
-    """
-    from prometheus_api_client import PrometheusConnect
-    from urllib3.util.retry import Retry
-
-    retry = Retry(total=2, backoff_factor=0.2, status_forcelist=(502, 503, 504), allowed_methods=("GET",))
-    prom = PrometheusConnect(url=url, disable_ssl=False, retry=retry, timeout=60)
-    merged: dict[tuple, dict] = {}
-    chunk = (PROMETHEUS_MAX_POINTS - 1) * step
-    s = start
-    while s <= end:
-        e = min(end, s + chunk)
-        part = prom.custom_query_range(query, start_time=datetime.fromtimestamp(s, timezone.utc),
-                                       end_time=datetime.fromtimestamp(e, timezone.utc), step=f"{step:g}s")
-        for r in part or []:
-            key = tuple(sorted((r.get("metric") or {}).items()))
-            merged.setdefault(key, {"metric": r.get("metric") or {}, "values": []})["values"].extend(r.get("values", []))
-        s = e + step
-    return list(merged.values())
+    return PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0)).range(query, start, end, step)
 
 
 def load_prometheus(url: str, query: str, start: float, end: float, step: float) -> Trace:

@@ -92,23 +92,47 @@ def cold_start_value(cold_start: float | None, cold_start_from: Path | None) -> 
     return cold
 
 
+def _compose(*decorators):
+    def apply(f):
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+    return apply
+
+
+def source_options(default_start: str):
+    """TRACE or --prometheus/--query/--start/--end/--step: the traffic, for backtest and tune."""
+    return _compose(
+        click.argument("trace", required=False, type=click.Path(dir_okay=False, path_type=Path)),
+        click.option("--prometheus", "prometheus_url", metavar="URL",
+                     help="Read the traffic from Prometheus (base URL) instead of a file."),
+        click.option("--query", metavar="PROMQL",
+                     help="With --prometheus: PromQL whose single result is the request rate (req/s)."),
+        click.option("--start", "prom_start", metavar="TIME", default=default_start, show_default=True,
+                     help="With --prometheus: range start (ISO-8601, epoch seconds, now-DURATION)."),
+        click.option("--end", "prom_end", metavar="TIME", default="now", show_default=True,
+                     help="With --prometheus: range end."),
+        click.option("--step", "prom_step", type=Duration(), default="60s", show_default=True,
+                     help="With --prometheus: resolution."),
+    )
+
+
+replica_options = _compose(
+    click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the "
+                      "simulated peak needs about 20 replicas (printed)."),
+    click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+                 help="T_cold: seconds from pod creation to ready. [default: 180]"),
+    click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 metavar="PROBE.json", help="Take T_cold from a `forescale probe --json` report."),
+    click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+                 help="T_buffer (lead = T_cold + T_buffer). [default: 30 + 60 + 15 = 105, the scaler's defaults]"),
+)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("trace", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--prometheus", "prometheus_url", metavar="URL", help="Read the trace from Prometheus (base URL) instead of a file.")
-@click.option("--query", metavar="PROMQL", help="With --prometheus: PromQL whose single result is the request rate (req/s).")
-@click.option("--start", "prom_start", metavar="TIME", default="now-16d", show_default=True,
-              help="With --prometheus: range start (ISO-8601, epoch seconds, now-14d).")
-@click.option("--end", "prom_end", metavar="TIME", default="now", show_default=True, help="With --prometheus: range end.")
-@click.option("--step", "prom_step", type=Duration(), default="60s", show_default=True, help="With --prometheus: resolution.")
-@click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the simulated "
-                   "peak needs about 20 replicas (printed).")
-@click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="T_cold: seconds from pod creation to ready. [default: 180]")
-@click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PROBE.json",
-              help="Take T_cold from a `forescale probe --json` report.")
-@click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="T_buffer (lead = T_cold + T_buffer). [default: 30 + 60 + 15 = 105, the scaler's defaults]")
+@source_options(default_start="now-16d")
+@replica_options
 @click.option("--policies", callback=_policies, default=None, metavar="a,b,...",
               help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
 @click.option("--model", type=click.Choice(MODELS), default="prophet", show_default=True,

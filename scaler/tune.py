@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from .backtest_cli import Duration, _fail, _write_json, cold_start_value, load_trace
+from .backtest_cli import Duration, _fail, _write_json, cold_start_value, load_trace, replica_options, source_options
 from .spec import MODELS
 
 DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
@@ -65,27 +65,13 @@ def summary(sr, sel, *, server_address: str, query: str, scaler_address: str, pl
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("trace", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--prometheus", "prometheus_url", metavar="URL", help="Read the traffic from Prometheus (base URL).")
-@click.option("--query", metavar="PROMQL", help="With --prometheus: PromQL whose single result is the request rate (req/s).")
-@click.option("--start", "prom_start", metavar="TIME", default="now-21d", show_default=True,
-              help="With --prometheus: range start (ISO-8601, epoch seconds, now-21d).")
-@click.option("--end", "prom_end", metavar="TIME", default="now", show_default=True, help="With --prometheus: range end.")
-@click.option("--step", "prom_step", type=Duration(), default="60s", show_default=True, help="With --prometheus: resolution.")
+@source_options(default_start="now-21d")
 @click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=0.005, show_default=True,
               help="Largest acceptable fraction of requests above ready capacity (0.005 = 0.5 %).")
 @click.option("--max-cost-ratio", type=click.FloatRange(min=0, min_open=True), default=None, metavar="R",
               help="Largest acceptable cost, in replica-hours / the oracle's. Nothing meets target and cap: the "
                    "lowest miss within the cap is printed, marked as not meeting the target.")
-@click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the simulated "
-                   "peak needs about 20 replicas (printed).")
-@click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="T_cold: seconds from pod creation to ready. [default: 180]")
-@click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PROBE.json",
-              help="Take T_cold from a `forescale probe --json` report.")
-@click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="T_buffer (lead = T_cold + T_buffer). [default: 30 + 60 + 15 = 105]")
+@replica_options
 @click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default="prophet", show_default=True,
               help="Forecast model of the predictive family (linear_trend and seasonal_naive are swept too).")
 @click.option("--span", type=Duration(), default="7d", show_default=True,
