@@ -252,3 +252,78 @@ def _wait_for(cond, timeout: float = 10.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not reached in time")
+
+
+def test_cold_start_query_sets_the_lead(scaler, prometheus):
+    m = md(prometheus, coldStartQuery='max(forescale_cold_start_seconds{phase="total",model="m1"})',
+           coldStartSeconds="60", mode="forecastAndScale")
+    scaler.value(m)
+    lead = {dict(k[1])["part"]: v for k, v in scaler.metrics().items() if k[0] == "forescale_lead_seconds"}
+    assert lead["cold_start"] == prometheus.cold_start_seconds == 240.0  # the probe's measured T_cold, not 60
+    assert lead["total"] == 240.0 + 105.0
+
+
+def test_forescale_serve_process_answers_and_stops_on_sigterm(prometheus_factory, free_port, tmp_path):
+    """The real command line: a client built from the project's proto, health, reflection, SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    now = time.time()
+    t = pf.sample_times(now - 3600, now + 3600)  # live at the wall clock: the process reads the real time
+    prom = prometheus_factory([pf.SeriesSpec("live_requests_total", {"job": "live"}, "counter", t,
+                                             pf.counter_from_rate(t, 8.0))])
+    http_port = pf.find_free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "forescale")
+    proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(free_port), "--http-port",
+                             str(http_port), "--state-dir", str(tmp_path / "state")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        ch = grpc.insecure_channel(f"127.0.0.1:{free_port}")
+        grpc.channel_ready_future(ch).result(timeout=30)
+        stub = pb_grpc.ExternalScalerStub(ch)
+        m = {"serverAddress": prom.url, "query": "sum(rate(live_requests_total[2m]))", "qpsPerReplica": "4",
+             "mode": "reactive", "hpaTolerance": "0"}
+        ref = pb.ScaledObjectRef(name="live", namespace="serving", scalerMetadata=m)
+        v = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName="forescale-serving-live"), timeout=10)
+        direct = prom.query_value("sum(rate(live_requests_total[2m]))")
+        assert v.metricValues[0].metricValueFloat == pytest.approx(direct, rel=1e-6) == pytest.approx(8.0)
+        assert stub.IsActive(ref, timeout=5).result is True
+        health = health_pb2_grpc.HealthStub(ch)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+        refl = reflection_pb2_grpc.ServerReflectionStub(ch)
+        answer = next(refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+                                                timeout=5))
+        services = {s.name for s in answer.list_services_response.service}
+        assert {"externalscaler.ExternalScaler", "grpc.health.v1.Health"} <= services
+        body = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5).read().decode()
+        assert 'forescale_planned_qps{namespace="serving",scaledobject="live"}' in body
+        ch.close()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        assert "received SIGTERM" in out and "forescale stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_reports_a_port_in_use(free_port):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        exe = os.path.join(os.path.dirname(sys.executable), "forescale")
+        r = subprocess.run([exe, "serve", "--host", "127.0.0.1", "--port", str(free_port), "--http-port", str(busy)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert f"127.0.0.1:{busy}" in r.stderr and "HTTP" in r.stderr
