@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in tests/bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 protos: $(STAMP)
 	$(BIN)/python -m scaler.protogen

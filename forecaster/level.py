@@ -13,7 +13,7 @@ import numpy as np
 from .base import Forecast
 
 # The default half-life of the carried residual (seconds), measured with
-# bench/bench_forecast_accuracy.py (prophet, rolling origin): 4 h was within
+# tests/bench/bench_forecast_accuracy.py (prophet, rolling origin): 4 h was within
 # 2 % of the best half-life tried (10 min to 8 h) at 3 and 10 min ahead on
 # worldcup98 (1 min) and at 30 min to 2 h on nab_nyc_taxi (30 min); 4 % behind
 # 8 h at 30 min on worldcup98. 30 min was 9-58 % worse than plain naive on

@@ -6,7 +6,7 @@ each cutoff to a curve that covers ``now`` (``include_now=True``); ``auto``
 the same. Baselines: ``naive`` and ``linear_trend`` (the seed predictor).
 
 Figures this file measured when it was written (mean over windows; MASE on
-the one-step naive in-sample scale; bench/bench_forecast_accuracy.py has the
+the one-step naive in-sample scale; tests/bench/bench_forecast_accuracy.py has the
 wider table):
 
     worldcup98, days 24 and 47, 1 day each of 5-min cutoffs, 14 d history, h = 3 / 5 min:

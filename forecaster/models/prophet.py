@@ -1,6 +1,6 @@
 """Prophet: piecewise-linear trend plus daily and weekly Fourier seasonality.
 
-Decisions (measured on the bundled traces, see ``bench/``):
+Decisions (measured on the bundled traces, see ``tests/bench/``):
 
 * **Fitted on a coarser grid.** Seasonality does not need 1-minute points: the
   history is averaged into ``fit_step`` buckets (default 15 min; each bucket

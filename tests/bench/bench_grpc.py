@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: promfixture
 import promfixture as pf  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import grpc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import promfixture as pf  # noqa: E402
 from bench_grpc import measure, noop_handler, percentiles  # noqa: E402
 
