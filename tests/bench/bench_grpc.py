@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -34,6 +35,15 @@ def noop_handler() -> grpc.GenericRpcHandler:
 def percentiles(samples: list[float]) -> tuple[float, float]:
     qs = statistics.quantiles(samples, n=100, method="inclusive")
     return qs[49], qs[98]
+
+
+def round_robin(stub, requests) -> Callable[[], None]:
+    """A GetMetrics call over ``requests`` in turn (every ScaledObject polled alike)."""
+    calls = iter(range(1 << 62))
+
+    def get_metrics() -> None:
+        stub.GetMetrics(requests[next(calls) % len(requests)], timeout=5)
+    return get_metrics
 
 
 def measure(call, n: int) -> list[float]:
@@ -70,15 +80,8 @@ def main() -> None:
                     name=f"so-{i}", namespace="bench", scalerMetadata=md)))
             for r in refs:  # register all and wait for their first observation
                 stub.GetMetrics(r, timeout=10)
-            i = 0
-
-            def get_metrics():
-                nonlocal i
-                stub.GetMetrics(refs[i % len(refs)], timeout=5)
-                i += 1
-
             base = measure(lambda: ping(b"", timeout=5), a.calls)
-            gm = measure(get_metrics, a.calls)
+            gm = measure(round_robin(stub, refs), a.calls)
             b50, b99 = percentiles(base)
             g50, g99 = percentiles(gm)
             print(f"ScaledObjects registered: {len(server.registry.workloads())}, calls: {a.calls}")

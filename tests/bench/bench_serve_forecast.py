@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import promfixture as pf  # noqa: E402
-from bench_grpc import measure, noop_handler, percentiles  # noqa: E402
+from bench_grpc import measure, noop_handler, percentiles, round_robin  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
@@ -57,15 +57,8 @@ def main() -> None:
                 stub.GetMetrics(r, timeout=10)
             t_start = time.monotonic()
             fits_before = _fits(server)
-            i = 0
-
-            def get_metrics():
-                nonlocal i
-                stub.GetMetrics(refs[i % len(refs)], timeout=5)
-                i += 1
-
             base = measure(lambda: ping(b"", timeout=5), a.calls)
-            gm = measure(get_metrics, a.calls)
+            gm = measure(round_robin(stub, refs), a.calls)
             # keep the fits going a while longer to measure throughput under the server's own scheduling
             while time.monotonic() - t_start < 90:
                 time.sleep(1)
