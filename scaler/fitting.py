@@ -13,6 +13,7 @@ RPCs never wait on any of this: they read ``Workload.forecast``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -40,6 +41,10 @@ from .workloads import ForecastState, Workload
 log = logging.getLogger(__name__)
 
 MIN_HORIZON_SECONDS = 6 * 3600.0
+# Models whose forecast depends on the newest points: between refits they are re-predicted from now with the
+# last RECENT_STEPS points (a short range query and numpy; no fit), every step.
+REPREDICT_MODELS = frozenset({"naive", "linear_trend", "seasonal_naive", "auto"})
+RECENT_STEPS = 30
 RETRY_AFTER_FAILURE_SECONDS = 300.0
 STATE_VERSION = 1
 
@@ -196,7 +201,16 @@ class FitService:
         spec = wl.spec
         due = (fs.key != spec.forecast_key() or fs.fitted_at is None
                or now - fs.fitted_at >= spec.refit_interval_seconds)
-        if not due or now < self._retry_at.get(key, -math.inf):
+        if now < self._retry_at.get(key, -math.inf):
+            return
+        if not due:
+            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and fs.key == spec.forecast_key()
+                    and key in self._model_state and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                fs.fitting = True
+                try:
+                    self._io.submit(self._repredict, wl, spec, now)
+                except RuntimeError:
+                    fs.fitting = False
             return
         fs.fitting = True
         try:
@@ -236,8 +250,7 @@ class FitService:
             old = wl.forecast
             if old.forecast is not None and old.key == spec.forecast_key():
                 # keep serving the previous curve while it covers the lead window (decide() checks)
-                state = ForecastState(old.forecast, old.fitted_at, old.history_max, old.model, None,
-                                      f"refit failed: {e}", key=old.key, fit_seconds=old.fit_seconds)
+                state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
             else:
                 state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=spec.forecast_key(),
                                       fitted_at=now)
@@ -249,6 +262,33 @@ class FitService:
         else:
             wl.forecast.fitting = False
         self.metrics.fit_duration.observe(time.perf_counter() - started)
+
+    def _repredict(self, wl: Workload, spec: ScalerSpec, now: float) -> None:
+        """The last fit, forecast again from ``now`` with the newest points (naive, linear_trend, ...)."""
+        from forecaster.models import from_state
+        from forecaster.series import from_prometheus_matrix
+
+        old = wl.forecast
+        try:
+            step = spec.step_seconds
+            end = math.floor(now / step) * step
+            result = wl.client.range(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
+            fc_old = old.forecast
+            horizon = int(round((fc_old.t[-1] - end) / step))
+            if not result or horizon <= 0:
+                raise ValueError("no recent points" if not result else "the curve no longer reaches past now")
+            recent, _ = from_prometheus_matrix(result, step)
+            fitted = from_state(self._model_state[wl.key])
+            fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
+            new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
+                                      predicted_at=now, fitting=False)
+        except Exception as e:  # keep the current curve; the next tick tries again
+            log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
+            new = dataclasses.replace(old, predicted_at=now, fitting=False)
+        if wl.spec.forecast_key() == spec.forecast_key() and wl.forecast is old:
+            wl.forecast = new
+        else:
+            wl.forecast.fitting = False
 
     def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> ForecastState:
         from forecaster.series import from_prometheus_matrix
@@ -272,7 +312,8 @@ class FitService:
                      self._model_state.get(wl.key), spec.level_correction_seconds)
         out = self._pool.submit(run_fit, job).result()
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
-        fs = ForecastState(forecast=fc, fitted_at=now, history_max=float(np.nanmax(series.y)), model=out["model"],
+        fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),
+                           model=out["model"],
                            fit_seconds=out["seconds"], key=spec.forecast_key(),
                            detail=report.message if hasattr(report, "message") else "")
         self._model_state[wl.key] = out["state"]

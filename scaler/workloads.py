@@ -53,7 +53,8 @@ class ForecastState:
     """The current forecast of one workload, as the fitter left it."""
 
     forecast: Forecast | None = None
-    fitted_at: float | None = None  # when the curve was produced
+    fitted_at: float | None = None  # when the model was fitted
+    predicted_at: float | None = None  # when the curve was last computed (re-predicted from then, between fits)
     history_max: float | None = None
     model: str = ""
     unusable: Reason | None = None  # why it must not be used, when known

@@ -135,3 +135,37 @@ def trace_peak_after_cut() -> float:
         rows = [r for r in csv.reader(f)][1:]
     after = [float(r[1]) / 60 for r in rows if CUT <= r[0] < "1998-06-24T12:30:00"]
     return max(after)
+
+
+def test_recent_point_models_are_re_predicted_from_now_between_fits(prometheus_factory):
+    """linear_trend fitted once, then forecast again from each new 'now' with the newest points (no refit)."""
+    now = float(int(time.time()))
+    t = pf.sample_times(now - 86400, now + 3600)  # samples after the query time stay invisible to it
+    slope = 0.2 / 60  # +0.2 req/s every minute
+    prom = prometheus_factory([pf.SeriesSpec("ramp_requests_total", {"job": "ramp"}, "counter", t,
+                                             pf.counter_from_rate(t, lambda x: 10.0 + slope * (x - t[0])))])
+    s = Scaler(FakeClock(now), refresh_seconds=1.0)
+    try:
+        m = {"serverAddress": prom.url, "query": "sum(rate(ramp_requests_total[2m]))", "qpsPerReplica": "50",
+             "model": "linear_trend", "history": "6h", "minHistory": "1h", "refitInterval": "1h",
+             "levelCorrection": "0", "hpaTolerance": "0", "coldStartSeconds": "300", "bufferSeconds": "0",
+             "quantile": "0.5"}
+        s.value(m, name="ramp")
+        wl = wait_for_fit(s, "ramp")
+        fitted_at, first = wl.forecast.fitted_at, wl.forecast.forecast
+        s.clock.advance(900)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (wl.forecast.predicted_at or 0) < now + 900:
+            time.sleep(0.1)
+        fs = wl.forecast
+        assert fs.predicted_at == now + 900 and fs.fitted_at == fitted_at  # re-predicted, not refitted
+        assert fs.forecast.t[0] == pytest.approx(first.t[0] + 900)  # the curve starts from the new now
+        # the newest points carry the ramp on: the plan at now+900 is the ramp's rate 5 min (L) later
+        d = s.server.registry.decision(wl)
+        expected = 10.0 + slope * (now + 900 + 300 - t[0])
+        assert d.reason is Reason.FORECAST
+        assert d.planned == pytest.approx(expected, rel=0.03)
+        # the curve fitted 15 minutes earlier would have planned for the old level
+        assert first.window_max(now, now + 300, 0.5) < expected - 2.5
+    finally:
+        s.close()
