@@ -49,10 +49,10 @@ STATE_VERSION = 1
 SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of what there is)
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run
-# Expressible as metadata and run by the server as simulated. Not linear_trend: the simulation forecasts it
-# from every minute's newest points, the server's fit service predicts only at each refit (refitInterval),
-# so its trend would be up to 30 min stale. Not hybrid: its floor is minReplicaCount, not trigger metadata.
-SERVER_FAMILIES = ("reactive", "seasonal_naive", "predictive", "oracle")
+# Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
+# seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
+# minReplicaCount, not trigger metadata.
+SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "oracle")
 DEFAULT_TOLERANCE = 0.1
 
 

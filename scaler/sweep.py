@@ -770,12 +770,7 @@ def metadata_for(p: Point, sr: SweepResult, *, server_address: str, query: str,
         md["model"] = str(v.model)
         md["quantile"] = f"{v.quantile:g}"
         md["levelCorrection"] = format_duration(float(v.level_correction_seconds or 0.0))
-    if v.policy == "linear_trend":
-        # the seed predictor extrapolates the newest points: the simulation forecasts from every step, and the
-        # server predicts at each refit only, so refit every step (on a short history: it uses one day)
-        md["history"] = "1d"
-        md["refitInterval"] = format_duration(max(r.trace.series.step, 10.0))
-    elif s.history_seconds != bt.parse_duration(bt._spec_default("history")):
+    if s.history_seconds != bt.parse_duration(bt._spec_default("history")):
         md["history"] = format_duration(s.history_seconds)
     md["headroom"] = f"{v.headroom:g}"
     md["hpaTolerance"] = f"{sr.tolerance:g}" if v.compensation else "0"

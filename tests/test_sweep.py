@@ -234,10 +234,8 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
         else:
             assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", v.model, v.quantile)
             assert spec.level_correction_seconds == v.level_correction_seconds
-        if v.policy == "linear_trend":  # refitted every step, as simulated (the server predicts at refits)
-            assert (spec.refit_interval_seconds, spec.history_seconds) == (60.0, DAY)
-        else:
-            assert spec.history_seconds == 1.5 * DAY
+        # the server re-predicts linear_trend from every step's newest points, as simulated: no special refit
+        assert (spec.refit_interval_seconds, spec.history_seconds) == (1800.0, 1.5 * DAY)
     assert seen == {"reactive", "linear_trend", "predictive", "hybrid"}
 
 
