@@ -424,17 +424,28 @@ class _NullBar:
     def close(self) -> None: ...
 
 
-def run(trace: Trace, settings: Settings, *, progress: bool | None = None,
-        log: Callable[[str], None] | None = None) -> Result:
-    """The whole backtest. ``progress``: True/False, or None = only on a terminal."""
-    settings.validate()
-    t_all = time.perf_counter()
+@dataclass(frozen=True)
+class Setup:
+    """What every run over a trace starts from: the simulated span, the replica size, the KEDA/HPA scenario."""
+
+    start: float
+    end: float
+    notes: list[str]
+    peak: float
+    qps: float
+    qps_note: str
+    lead: LeadTime
+    scenario: sim.Scenario
+    hpa: sim.Hpa
+
+
+def setup(trace: Trace, settings: Settings) -> Setup:
+    """The simulated span (the end of the trace, leaving history before it), qps per replica and scenario."""
     series = trace.series
     step = series.step
     t_first, t_end = float(series.t[0]), float(series.t[-1] + step)
     length = t_end - t_first
     notes: list[str] = []
-    # the simulated span: the end of the trace, leaving history before it
     if settings.sim_start is not None:
         start = float(settings.sim_start)
         if not t_first < start < t_end:
@@ -455,14 +466,25 @@ def run(trace: Trace, settings: Settings, *, progress: bool | None = None,
         qps_note = (f"derived: the simulated peak {peak:.4g} req/s / {TARGET_PEAK_REPLICAS} replicas, "
                     f"rounded (--qps-per-replica to set it)")
     else:
-        qps = float(settings.qps_per_replica)
-        qps_note = "given"
-    lead = settings.lead()
-    L = lead.seconds
+        qps, qps_note = float(settings.qps_per_replica), "given"
     sc = sim.scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
     hpa = sim.Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                   tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
+    return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa)
+
+
+def run(trace: Trace, settings: Settings, *, progress: bool | None = None,
+        log: Callable[[str], None] | None = None) -> Result:
+    """The whole backtest. ``progress``: True/False, or None = only on a terminal."""
+    settings.validate()
+    t_all = time.perf_counter()
+    series = trace.series
+    step = series.step
+    su = setup(trace, settings)
+    start, end, notes, peak, qps, qps_note = su.start, su.end, su.notes, su.peak, su.qps, su.qps_note
+    lead, sc, hpa = su.lead, su.scenario, su.hpa
+    L = lead.seconds
     timing: dict[str, float] = {}
 
     # ---- forecasts, shared by the accuracy table and the forecast-driven policies

@@ -470,26 +470,6 @@ def pareto_flags(miss: Sequence[float], cost: Sequence[float]) -> list[bool]:
     return out
 
 
-def _span(trace: bt.Trace, settings: bt.Settings) -> tuple[float, float]:
-    """The simulated span, chosen exactly as ``backtest.run`` chooses it."""
-    series = trace.series
-    step = series.step
-    t_first, t_end = float(series.t[0]), float(series.t[-1] + step)
-    length = t_end - t_first
-    if settings.sim_start is not None:
-        start = float(settings.sim_start)
-        if not t_first < start < t_end:
-            raise bt.BacktestError(f"--sim-start {bt._iso(start)} is outside the trace "
-                                   f"({bt._iso(t_first)} .. {bt._iso(t_end)})")
-    else:
-        start = max(t_end - settings.span_seconds, t_first + min(settings.history_seconds, length / 2))
-    start = t_first + math.ceil((start - t_first) / step - 1e-9) * step
-    end = min(t_end, start + settings.span_seconds)
-    if end - start < 4 * sim.TICK_SECONDS:
-        raise bt.BacktestError(f"the trace is too short to simulate: {length:g} s")
-    return start, end
-
-
 def default_jobs() -> int:
     try:
         n = len(os.sched_getaffinity(0))
@@ -505,26 +485,10 @@ def run(trace: bt.Trace, settings: bt.Settings, grid: Grid = Grid(), *, jobs: in
     t_all = time.perf_counter()
     series = trace.series
     step = series.step
-    t_first = float(series.t[0])
-    start, end = _span(trace, settings)
-    notes: list[str] = []
-    if start - t_first < settings.history_seconds:
-        notes.append(f"only {(start - t_first) / bt.DAY:.2f} d of history before the simulated span "
-                     f"(history window {settings.history_seconds / bt.DAY:g} d)")
-    span = bt._slice(series, start, end)
-    peak = float(np.nanmax(span.y)) if np.isfinite(span.y).any() else 0.0
-    if settings.qps_per_replica is None:
-        qps = bt.nice_round(peak / bt.TARGET_PEAK_REPLICAS) if peak > 0 else 1.0
-        qps_note = (f"derived: the simulated peak {peak:.4g} req/s / {bt.TARGET_PEAK_REPLICAS} replicas, "
-                    f"rounded (--qps-per-replica to set it)")
-    else:
-        qps, qps_note = float(settings.qps_per_replica), "given"
-    lead = settings.lead()
+    su = bt.setup(trace, settings)
+    start, end, notes, peak, qps, qps_note = su.start, su.end, su.notes, su.peak, su.qps, su.qps_note
+    lead, sc, hpa = su.lead, su.scenario, su.hpa
     L = lead.seconds
-    sc = sim.scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
-                      qps_per_replica=qps)
-    hpa = sim.Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
-                  tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
     train = bt._slice(series, start - settings.history_seconds, start)
     ok = np.isfinite(train.y)
     ctx = Context(sc, hpa, qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok], len(train) * step, peak)

@@ -9,7 +9,6 @@ under ``spec.triggers`` of a ScaledObject, with the figures it expects.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
