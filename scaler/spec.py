@@ -75,6 +75,7 @@ KEYS: tuple[Key, ...] = (
     Key("maxCostRatio", "", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight oracle's"),
     Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, at least 10m)"),
 )
+DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")
 KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Prometheus with backfilled data (see promfixture.py).
+"""Shared fixtures: a real Prometheus with backfilled data (see support/promfixture.py).
 
 * ``prometheus`` (session): one server holding
     - ``forescale_requests_total{job="llm",model="m1"}``: the last 14 days of the
@@ -29,16 +29,11 @@ from pathlib import Path
 
 import pytest
 
-try:  # tests/ as a package or as a plain rootdir
-    from . import promfixture as pf
-except ImportError:
-    import promfixture as pf
+from support import promfixture as pf
+from support.paths import TRACES
 
-WORLDCUP98 = Path("/work/shared/data/traces/worldcup98/per_minute.csv")
-_TRACE_CANDIDATES = [
-    Path(__file__).resolve().parent.parent / "shared/data/traces/worldcup98/per_minute.csv",
-    WORLDCUP98,
-]
+WORLDCUP98 = TRACES / "worldcup98" / "per_minute.csv"
+_TRACE_CANDIDATES = [WORLDCUP98]
 
 TRACE_DAYS = 14
 SCRAPE_INTERVAL = 15.0

@@ -663,7 +663,7 @@ def _dashboard_exprs(dash: dict) -> list[str]:
 
 def exported_metric_names() -> set[str]:
     """Series names the scaler and the probe register (read from the code, not a list)."""
-    from scaler.metrics import ScalerMetrics
+    from scaler.serve.metrics import ScalerMetrics
     from scaler.probe.metrics import ProbeMetrics
 
     names = set()
@@ -695,7 +695,7 @@ def test_dashboard_uses_only_exported_metrics():
         for var in re.findall(r"\$\{?(\w+)\}?", e):
             assert var in variables or var.startswith("__"), f"undefined variable ${var} in {e}"
     # label values the dashboard filters on exist on those metrics
-    from scaler.metrics import SO
+    from scaler.serve.metrics import SO
     assert set(SO) == {"namespace", "scaledobject"}
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from support.paths import REPO
 from scaler.spec import KEYS, MetadataError, parse_duration, parse_metadata
 
 BASE = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[2m]))",
@@ -133,7 +134,7 @@ def test_metric_name_is_lower_cased():
 
 def test_readme_documents_exactly_the_parsed_keys():
     """No drift: the README's metadata table lists every key of KEYS, with its default."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     section = readme.split("## Trigger metadata", 1)[1].split("\n## ", 1)[0]
     rows = dict(re.findall(r"^\| `([A-Za-z]+)` \| ([^|]*) \|", section, flags=re.M))
     assert set(rows) == {k.name for k in KEYS}

@@ -20,11 +20,11 @@ from typing import Callable
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: promfixture
-import promfixture as pf  # noqa: E402
+from support import promfixture as pf  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
-from scaler.server import Server, ServerConfig  # noqa: E402
+from scaler.serve.server import Server, ServerConfig  # noqa: E402
 
 
 def noop_handler() -> grpc.GenericRpcHandler:

@@ -22,12 +22,12 @@ import grpc
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
-import promfixture as pf  # noqa: E402
+from support import promfixture as pf  # noqa: E402
 from bench_grpc import measure, noop_handler, percentiles, round_robin  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
-from scaler.server import Server, ServerConfig  # noqa: E402
+from scaler.serve.server import Server, ServerConfig  # noqa: E402
 
 TRACE = ROOT.parent / "shared/data/traces/worldcup98/per_minute.csv"
 

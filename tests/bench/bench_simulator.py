@@ -13,15 +13,18 @@ import time
 import numpy as np
 
 from forecaster.base import Forecast
-from scaler import backtest as bt
-from scaler import simulator as sim
+from scaler.replay import hpa as hpa_mod
+from scaler.replay import policies as pol
+from scaler.replay import scenario as scn
+from scaler.cli import traces
+from scaler.replay import backtest as bt
 from scaler.policy import PolicyParams
 
 DAYS = 30
 
 
 def main() -> None:
-    tr = bt.bundled_trace()
+    tr = traces.bundled_trace()
     s = tr.series
     step = s.step
     # 28 bundled days + their first 3 again: 30 simulated days after one day of history
@@ -31,9 +34,9 @@ def main() -> None:
     end = min(end, t[-1] + step)
     q = bt.nice_round(float(np.max(y)) / 20)
     t0 = time.perf_counter()
-    sc = sim.scenario(t, y, step, start, end, cold_start_seconds=180, qps_per_replica=q)
+    sc = scn.scenario(t, y, step, start, end, cold_start_seconds=180, qps_per_replica=q)
     t_scen = time.perf_counter() - t0
-    hpa = sim.Hpa(target=q)
+    hpa = hpa_mod.Hpa(target=q)
     lead = 285.0
     h = int(math.ceil((lead + step) / step)) + 1
     day = int(86400 / step)
@@ -43,7 +46,7 @@ def main() -> None:
     for c, i in zip(cut, i0):
         past = y[i - day: i - day + h]
         ft = c + step * np.arange(h)
-        curves.append(sim.Curve(float(c), Forecast(ft, past, {0.9: past * 1.1}), float(np.max(y[:i]))))
+        curves.append(pol.Curve(float(c), Forecast(ft, past, {0.9: past * 1.1}), float(np.max(y[:i]))))
     params = PolicyParams(mode="forecastAndScale", lead_seconds=lead, quantile=0.9, qps_per_replica=q,
                           level_correction_seconds=1800)
     print(f"{sc.n} ticks ({(end - start) / 86400:.1f} days at 15 s), scenario built in {t_scen:.2f}s; "
@@ -53,21 +56,21 @@ def main() -> None:
     for name in ("reactive", "linear_trend", "predictive", "hybrid", "scheduled", "keep_alive", "oracle"):
         ta = time.perf_counter()
         if name == "reactive":
-            vals = sim.reactive_values(sc, hpa, q).values
+            vals = pol.reactive_values(sc, hpa, q).values
         elif name in ("linear_trend", "predictive", "hybrid"):
-            vals = sim.planned_values(sc, hpa, params, curves).values
+            vals = pol.planned_values(sc, hpa, params, curves).values
         elif name == "scheduled":
-            vals = np.full(sim.poll_count(sc.n, hpa), float(np.median(y)))
+            vals = np.full(hpa_mod.poll_count(sc.n, hpa), float(np.median(y)))
         else:
             vals = None
         tb = time.perf_counter()
         if name == "keep_alive":
-            tl = sim.fixed_pool(sc, int(math.ceil(np.max(sc.demand) / q)))
+            tl = pol.fixed_pool(sc, int(math.ceil(np.max(sc.demand) / q)))
         elif name == "oracle":
-            tl = sim.oracle(sc)
+            tl = pol.oracle(sc)
         else:
-            tl = sim.run_hpa(sc, vals, hpa)
-        sim.evaluate(sc, tl)
+            tl = hpa_mod.run_hpa(sc, vals, hpa)
+        scn.evaluate(sc, tl)
         tc = time.perf_counter()
         total_ticks += sc.n
         total_s += tc - ta

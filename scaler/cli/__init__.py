@@ -1,0 +1,60 @@
+"""VERBS: the ``forescale`` command line (click): serve, backtest, tune, probe.
+
+The only place for click, tqdm, matplotlib, files and "now-14d":
+
+* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files
+* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query
+* ``backtest`` / ``tune``  the verbs over ``scaler.replay``
+* ``render``   the table, the JSON contract, the frontier, trigger metadata, progress bars
+* ``report``   the PNG plots and index.html
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..probe.cli import probe_command
+from .backtest import backtest_command
+from .tune import tune_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="forescale")
+def main() -> None:
+    """forescale: a predictive KEDA external scaler for GPU inference services."""
+
+
+@main.command()
+@click.option("--port", default=9090, show_default=True, type=click.IntRange(0, 65535), help="gRPC port (KEDA's scalerAddress).")
+@click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="HTTP port for /metrics and /healthz.")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on (127.0.0.1 for local use).")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Directory where forecasts survive restarts.")
+@click.option("--credentials-dir", type=click.Path(file_okay=False), envvar="FORESCALE_CREDENTIALS_DIR", default=None,
+              help="Directory of credential sets, one sub-directory per name (env FORESCALE_CREDENTIALS_DIR).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), default=None, help="PEM certificate: serve gRPC over TLS.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="PEM private key of --tls-cert.")
+@click.option("--tls-client-ca", type=click.Path(dir_okay=False), default=None,
+              help="PEM CA bundle: require client certificates signed by it (mTLS).")
+@click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Processes fitting forecasts in the background.")
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True)
+def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None,
+          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, fit_workers: int, log_level: str) -> None:
+    """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
+    from ..serve.server import ServerConfig, run
+
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together (PEM files)")
+    if tls_client_ca and not tls_cert:
+        raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS plus client certificates)")
+    try:
+        run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
+                         credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
+                         tls_client_ca=tls_client_ca, fit_workers=fit_workers, log_level=log_level))
+    except (OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+main.add_command(probe_command, name="probe")
+main.add_command(backtest_command, name="backtest")
+main.add_command(tune_command, name="tune")

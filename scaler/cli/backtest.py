@@ -1,0 +1,108 @@
+"""``forescale backtest``: the click command (the work is in ``scaler.replay``)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ..replay.backtest import POLICIES as POLICY_NAMES
+from ..spec import MODELS
+from .options import Duration, cold_start_value, fail, load_trace, policies_option, replica_options, source_options, write_json
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@source_options(default_start="now-16d")
+@replica_options
+@click.option("--policies", callback=policies_option, default=None, metavar="a,b,...",
+              help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
+@click.option("--model", type=click.Choice(MODELS), default="prophet", show_default=True,
+              help="Forecast model of the predictive and hybrid policies.")
+@click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True,
+              help="Forecast quantile to provision for.")
+@click.option("--span", type=Duration(), default="2d", show_default=True,
+              help="Simulated span: the last part of the trace (the time before it is history).")
+@click.option("--sim-start", metavar="TIME", default=None, help="Start the simulated span here instead (ISO-8601 or epoch s).")
+@click.option("--history", type=Duration(), default="14d", show_default=True, help="Training window before each cutoff.")
+@click.option("--refit", type=Duration(), default="30m", show_default=True,
+              help="Refit cadence in simulated time (between refits: forecasts from each cutoff with the last fit).")
+@click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+              help="The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the "
+                   "forecast policies compensate for the same value.")
+@click.option("--min-replicas", type=click.IntRange(min=0), default=0, show_default=True, help="KEDA minReplicaCount.")
+@click.option("--max-replicas", type=click.IntRange(min=1), default=100, show_default=True, help="KEDA maxReplicaCount.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
+              help="Write the results as JSON (the contract is documented in the README).")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Write PNG plots and index.html here.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+@click.option("--sweep", "do_sweep", is_flag=True,
+              help="Sweep every policy family over its knob values (headroom, quantile, level correction, dead-band "
+                   "compensation...) and report the miss-vs-cost frontier (JSON `frontier`, frontier_sweep.png); "
+                   "every family is swept, --policies does not apply.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="With --sweep: worker processes. [default: usable cores, <= 4]")
+def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
+                     cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
+                     hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, progress, do_sweep, jobs) -> None:
+    """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
+
+    TRACE is a CSV with a header `timestamp,count` (requests per interval) or
+    `timestamp,qps` (gzip'd is fine); without it (and without --prometheus)
+    the bundled WorldCup98 trace is used. Prints SLO misses and replica-hours
+    per policy and forecast accuracy; --json and --report write them out.
+    """
+    from ..replay import backtest as bt
+    from ..replay import sweep
+    from . import render
+    from .traces import parse_time
+
+    t0 = time.perf_counter()
+    cold = cold_start_value(cold_start, cold_start_from)
+    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step)
+    start_at = None
+    if sim_start is not None:
+        try:
+            start_at = parse_time(sim_start, now=time.time())
+        except ValueError:
+            fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
+    tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
+    try:
+        settings = bt.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+                               model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
+                               span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
+                               min_replicas=min_replicas, max_replicas=max_replicas, policies=policies)
+        sweep_result = None
+        if do_sweep:
+            sweep_result = sweep.run(tr, settings, jobs=jobs, progress=tick)
+            result = sweep_result.result
+        else:
+            result = bt.run(tr, settings, progress=tick)
+    except bt.BacktestError as e:
+        fail(str(e))
+    finally:
+        close()
+    click.echo(render.format_table(result))
+    if sweep_result is not None:
+        click.echo(f"\nfrontier: {len(sweep_result.points)} configurations (the table above: each family's default)")
+        click.echo(render.format_frontier(sweep_result))
+    if tr.attribution:
+        click.echo(f"\ndata: {tr.attribution}")
+    if json_path is not None:
+        doc = render.to_json(result)
+        doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
+        if sweep_result is not None:
+            doc["frontier"] = render.frontier_json(sweep_result)
+        write_json(json_path, doc)
+        click.echo(f"wrote {json_path}")
+    if report_dir is not None:
+        from .report import write_report
+
+        index = write_report(result, report_dir, sweep=sweep_result)
+        click.echo(f"wrote {index}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    backtest_command(sys.argv[1:])

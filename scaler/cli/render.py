@@ -1,0 +1,248 @@
+"""What the verbs print and write: the backtest table and JSON contract, the frontier, trigger metadata, progress.
+
+The JSON contract is documented in the README ("The JSON contract").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Mapping, Sequence
+
+from ..replay.backtest import Result, iso
+from ..replay.scenario import DAY
+from ..replay.sweep import SELECTABLE, Point, Selection, SweepResult, format_duration
+from ..spec import DEFAULTS, parse_duration
+
+
+def _num(x: float) -> float | None:
+    """JSON-safe float (NaN/Inf -> null)."""
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def to_json(r: Result) -> dict:
+    """The JSON contract (README, "The JSON contract"; extra keys scripts may ignore)."""
+    s = r.settings
+    oh = r.oracle_hours
+    pols = {}
+    for name, p in r.policies.items():
+        d = p.outcome.as_dict()
+        d["cost_ratio"] = _num(p.outcome.replica_hours / oh) if oh else None
+        d["cold_start_request_fraction"] = (_num(p.outcome.cold_start_requests / p.outcome.requests)
+                                            if p.outcome.requests else 0.0)
+        d["note"] = p.note
+        if p.reasons:
+            d["reasons"] = dict(sorted(p.reasons.items()))
+        pols[name] = d
+    fc = {}
+    for m, mr in r.models.items():
+        fc[m] = {k: (_num(v) if isinstance(v, float) else v) for k, v in mr.scores.items()}
+        fc[m]["fits"] = mr.fits
+        if mr.failures:
+            fc[m]["failures"] = mr.failures
+    series = r.trace.series
+    return {
+        "trace": {
+            "name": r.trace.name,
+            "points": int(len(series)),
+            "step_seconds": float(series.step),
+            "span_days": float(series.span_seconds / DAY),
+            "source": r.trace.source,
+            "hygiene": r.trace.hygiene,
+        },
+        "settings": {
+            "cold_start_seconds": r.lead.cold_start_seconds,
+            "lead_seconds": r.lead.seconds,
+            "buffer_seconds": r.lead.buffer_seconds,
+            "qps_per_replica": r.qps_per_replica,
+            "qps_per_replica_source": r.qps_note,
+            "model": s.model,
+            "quantile": s.quantile,
+            "history_seconds": s.history_seconds,
+            "refit_seconds": s.refit_seconds,
+            "level_correction_seconds": s.level_correction_seconds,
+            "headroom": s.headroom,
+            "hpa_tolerance": s.hpa_tolerance,
+            "min_replicas": s.min_replicas,
+            "max_replicas": s.max_replicas,
+            "tick_seconds": r.scenario.tick,
+            "polling_seconds": 30.0,
+            "rate_window_seconds": 120.0,
+            "simulated_start": iso(r.sim_start),
+            "simulated_end": iso(r.sim_end),
+            "simulated_days": (r.sim_end - r.sim_start) / DAY,
+            "policies": list(r.policies),
+        },
+        "forecast": fc,
+        "policies": pols,
+        "notes": list(r.notes),
+        "timing": {k: round(v, 3) for k, v in r.timing.items()},
+    }
+
+
+def format_table(r: Result) -> str:
+    """The terminal summary: what was run, then one row per policy and one per model."""
+    s = r.settings
+    oh = r.oracle_hours
+    lines = [
+        f"trace     {r.trace.name}: {len(r.trace.series)} points at {r.trace.series.step:g}s, "
+        f"{r.trace.series.span_seconds / DAY:.1f} d ({r.trace.hygiene})",
+        f"simulated {iso(r.sim_start)} .. {iso(r.sim_end)} ({(r.sim_end - r.sim_start) / DAY:.2f} d, "
+        f"{r.scenario.n} ticks of {r.scenario.tick:g}s)",
+        f"replica   {r.qps_per_replica:g} req/s per replica ({r.qps_note}); T_cold {r.lead.cold_start_seconds:g}s, "
+        f"lead L = T_cold + {r.lead.buffer_seconds:g}s = {r.lead.seconds:g}s",
+        f"forecast  {s.model} q{s.quantile:g}, fitted on {s.history_seconds / DAY:g} d before each cutoff, "
+        f"refit every {s.refit_seconds / 60:g} min ({r.models[s.model].fits if s.model in r.models else 0} fits), "
+        f"forecast from every {r.trace.series.step:g}s cutoff",
+        f"HPA       tolerance {s.hpa_tolerance:g} (scale-up), +max(4 pods, 100 %)/15 s, 300 s down-stabilisation, "
+        f"replicas {s.min_replicas}..{s.max_replicas}, KEDA polls every 30 s",
+    ]
+    lines += [f"note      {n}" for n in r.notes]
+    lines.append("")
+    head = f"{'policy':<13}{'missed %':>9}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}{'scale-ups':>10}{'peak':>6}" \
+           f"{'in cold start %':>17}"
+    lines += [head, "-" * len(head)]
+    for name, p in r.policies.items():
+        o = p.outcome
+        ratio = f"{o.replica_hours / oh:.2f}" if oh else "-"
+        lines.append(f"{name:<13}{100 * o.underprovisioned_fraction:>9.3f}{o.violation_minutes:>9d}"
+                     f"{o.replica_hours:>11.1f}{ratio:>9}{o.scale_ups:>10d}{o.peak_replicas:>6d}"
+                     f"{100 * o.cold_start_requests / o.requests if o.requests else 0:>17.1f}")
+    lines.append("(missed: requests above ready capacity; viol min: minutes with any; in cold start: requests that "
+                 "arrived while a replica was starting)")
+    lines.append("")
+    lines.append(f"forecast accuracy at horizon L (rolling origin, {len(next(iter(r.models.values())).curves)} cutoffs; "
+                 f"scored level-corrected, as the policy uses it)")
+    head2 = f"{'model':<16}{'MASE':>8}{'WAPE':>8}{'pinball':>10}{'coverage':>10}{'fits':>6}"
+    lines += [head2, "-" * len(head2)]
+    for m, mr in r.models.items():
+        sc = mr.scores
+        lines.append(f"{m:<16}{_f(sc['mase'], 8, 3)}{_f(sc['wape'], 8, 3)}{_f(sc['pinball'], 10, 2)}"
+                     f"{_f(sc['coverage'], 10, 3)}{mr.fits:>6d}")
+    lines.append(f"(coverage: share of actuals at or below the q{s.quantile:g} forecast; MASE scaled by the "
+                 f"in-sample seasonal-naive error)")
+    return "\n".join(lines)
+
+
+def _f(x: float, w: int, d: int) -> str:
+    return f"{x:>{w}.{d}f}" if x is not None and math.isfinite(x) else f"{'-':>{w}}"
+
+
+def frontier_json(sr: SweepResult) -> list[dict]:
+    """The ``frontier`` list of the JSON contract."""
+    out = []
+    for p in sr.points:
+        o = p.outcome
+        out.append({
+            "policy": p.policy,
+            "knobs": p.knobs(sr.tolerance),
+            "underprovisioned_fraction": o.underprovisioned_fraction,
+            "violation_minutes": o.violation_minutes,
+            "replica_hours": o.replica_hours,
+            "cost_ratio": p.cost_ratio,
+            "pareto": p.pareto,
+            "label": p.variant.label(),
+            "selectable": p.selectable,
+            "default": p.default,
+            "reference": p.policy == "oracle",
+            "scale_ups": o.scale_ups,
+            "peak_replicas": o.peak_replicas,
+        })
+    return out
+
+
+def selection_json(sel: Selection, sr: SweepResult, md: Mapping[str, str] | None = None) -> dict:
+    p = sel.point
+    d: dict = {"target_miss": sel.target_miss, "max_cost_ratio": sel.max_cost_ratio, "met": sel.met,
+               "message": sel.message}
+    if p is not None:
+        d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(sr.tolerance),
+                 underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,
+                 replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
+    if md is not None:
+        d["metadata"] = dict(md)
+    return d
+
+
+def format_frontier(sr: SweepResult, *, only_pareto: bool = False) -> str:
+    """The terminal table of the sweep, sorted by cost."""
+    pts = sorted(sr.points, key=lambda p: (p.cost, p.miss))
+    head = f"{'':2}{'configuration':<44}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
+    lines = [head, "-" * len(head)]
+    for p in pts:
+        if only_pareto and not (p.pareto or p.policy == "oracle"):
+            continue
+        mark = "*" if p.pareto else ("o" if p.policy == "oracle" else " ")
+        ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
+        lines.append(f"{mark:<2}{p.variant.label()[:43]:<44}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
+                     f"{p.cost:>11.1f}{ratio:>9}")
+    n_p = sum(p.pareto for p in sr.points)
+    lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "
+                 f"{len(sr.points) - 1}; o = oracle, the cost reference)")
+    return "\n".join(lines)
+
+
+def metadata_for(p: Point, sr: SweepResult, *, server_address: str, query: str,
+                 scaler_address: str = "forescale.forescale.svc:9090") -> dict[str, str]:
+    """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
+    r = sr.result
+    s = r.settings
+    v = p.variant
+    if v.policy not in SELECTABLE:
+        raise ValueError(f"{v.policy} is not expressible as forescale trigger metadata")
+    md: dict[str, str] = {"scalerAddress": scaler_address, "serverAddress": server_address, "query": query,
+                          "qpsPerReplica": f"{r.qps_per_replica:g}",
+                          "coldStartSeconds": f"{r.lead.cold_start_seconds:g}"}
+    if s.buffer_seconds is not None:
+        md["bufferSeconds"] = f"{s.buffer_seconds:g}"
+    if v.policy == "reactive":
+        md["mode"] = "reactive"
+    else:
+        md["mode"] = "forecastAndScale"
+        md["model"] = str(v.model)
+        md["quantile"] = f"{v.quantile:g}"
+        md["levelCorrection"] = format_duration(float(v.level_correction_seconds or 0.0))
+    if s.history_seconds != parse_duration(DEFAULTS["history"]):
+        md["history"] = format_duration(s.history_seconds)
+    md["headroom"] = f"{v.headroom:g}"
+    md["hpaTolerance"] = f"{sr.tolerance:g}" if v.compensation else "0"
+    return md
+
+
+def render_metadata(md: Mapping[str, str], comments: Sequence[str] = (), *, notes: Mapping[str, str] | None = None,
+                    min_replicas: int | None = None) -> str:
+    """A YAML block to paste under ``spec.triggers`` of a ScaledObject (values quoted: KEDA wants strings).
+
+    ``comments`` go above the block, ``notes`` at the end of a key's line.
+    """
+    notes = notes or {}
+    lines = [f"# {c}" for c in comments]
+    if min_replicas is not None:
+        lines.append(f"# and in the ScaledObject's spec: minReplicaCount: {min_replicas}  (the always-warm floor)")
+    lines += ["- type: external", "  metadata:"]
+    for k, v in md.items():
+        note = f"  # {notes[k]}" if k in notes else ""
+        lines.append(f"    {k}: {json.dumps(str(v))}{note}")
+    return "\n".join(lines) + "\n"
+
+
+def progress_bar(desc: str, enabled: bool | None, unit: str = "fit"):
+    """A ``progress(done, total)`` callback drawing tqdm on stderr, and its closer; ``enabled`` None = a terminal only."""
+    if enabled is False:
+        return None, (lambda: None)
+    from tqdm import tqdm
+
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, desc=desc, unit=unit, leave=False, disable=None if enabled is None else False,
+                       dynamic_ncols=True, mininterval=0.5)
+        bar.update(done)
+
+    def close() -> None:
+        if bar is not None:
+            bar.close()
+
+    return progress, close

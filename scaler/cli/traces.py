@@ -1,0 +1,102 @@
+"""Where traffic comes from: a trace CSV, the bundled real trace, or a Prometheus range query."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ..replay.backtest import BacktestError, Trace
+from ..spec import parse_duration
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
+BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
+
+
+def load_csv(path: str | os.PathLike, *, name: str | None = None) -> Trace:
+    """A trace CSV (``timestamp,count`` or ``timestamp,qps``; ``.gz`` too) via ``forecaster.series.from_csv``."""
+    from forecaster.series import from_csv
+
+    p = Path(path)
+    if not p.is_file():
+        raise BacktestError(f"trace file {str(p)!r} does not exist; expected a CSV with a header 'timestamp,count' "
+                            f"or 'timestamp,qps' (optionally gzip'd, .csv.gz)")
+    label = name or re.sub(r"\.csv$", "", p.name[:-3] if p.name.endswith(".gz") else p.name)
+    try:
+        if p.suffix == ".gz":
+            with tempfile.TemporaryDirectory(prefix="forescale-") as d:
+                tmp = Path(d) / "trace.csv"
+                try:
+                    with gzip.open(p, "rb") as src, open(tmp, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                except (OSError, EOFError) as e:
+                    raise BacktestError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
+                try:
+                    series, rep = from_csv(tmp)
+                except ValueError as e:
+                    raise BacktestError(str(e).replace(str(tmp), str(p))) from None
+        else:
+            series, rep = from_csv(p)
+    except BacktestError:
+        raise
+    except ValueError as e:
+        raise BacktestError(str(e)) from None
+    if len(series) < 2 or not np.isfinite(series.y).any():
+        raise BacktestError(f"{p}: no usable rows ({rep.message})")
+    return Trace(label, series, rep.message, str(p))
+
+
+def bundled_trace() -> Trace:
+    """The packaged real trace (WorldCup98, 28 days at 1 min) with its attribution."""
+    t = load_csv(BUNDLED_TRACE, name="worldcup98 (bundled: 1998-06-03 .. 1998-06-30, 1 min)")
+    return replace(t, attribution=('M. Arlitt and T. Jin, "1998 World Cup Web Site Access Logs", August 1998 '
+                                   f'(notice: {BUNDLED_DIR / "ATTRIBUTION.txt"})'))
+
+
+def fetch_prometheus(url: str, query: str, start: float, end: float, step: float) -> list[dict]:
+    """``data.result`` of a range query, through the server's own client (split under 11,000 points)."""
+    from ..prom import PrometheusClient
+    from ..spec import PrometheusTarget
+
+    return PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0)).range(query, start, end, step)
+
+
+def load_prometheus(url: str, query: str, start: float, end: float, step: float) -> Trace:
+    from forecaster.series import from_prometheus_matrix
+
+    if end <= start:
+        raise BacktestError(f"--end must be after --start (got {start:g} .. {end:g} epoch s)")
+    try:
+        result = fetch_prometheus(url, query, start, end, step)
+    except BacktestError:
+        raise
+    except Exception as e:  # network, HTTP, PromQL errors: one clear line
+        raise BacktestError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
+    try:
+        series, rep = from_prometheus_matrix(result, step)
+    except ValueError as e:
+        raise BacktestError(f"Prometheus query {query!r}: {e}") from None
+    return Trace(f"prometheus: {query}", series, rep.message, url)
+
+
+def parse_time(text: str, *, now: float) -> float:
+    """ISO-8601 (naive = UTC), epoch seconds, ``now`` or ``now-14d``."""
+    s = text.strip()
+    m = re.fullmatch(r"now(?:\s*-\s*(.+))?", s)
+    if m:
+        return now - (parse_duration(m.group(1)) if m.group(1) else 0.0)
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()

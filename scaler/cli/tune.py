@@ -1,0 +1,162 @@
+"""``forescale tune``: the cheapest configuration that meets a miss target, as trigger metadata.
+
+Runs the frontier sweep (``scaler.replay``) on a trace or a Prometheus range
+query, picks the cheapest configuration whose missed-request fraction is at
+most ``--target-miss`` (within ``--max-cost-ratio`` when given; else the
+lowest miss within the cap, said clearly), and prints it as a block to paste
+under ``spec.triggers`` of a ScaledObject, with the figures it expects.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ..spec import MODELS
+from .options import Duration, cold_start_value, fail, load_trace, replica_options, source_options, write_json
+
+DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
+PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
+PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
+
+
+def summary(sr, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
+    """The human lines and the metadata block (text) for a selection."""
+    from . import render
+
+    r = sr.result
+    days = (r.sim_end - r.sim_start) / 86400
+    lines = []
+    p = sel.point
+    if p is None:
+        return sel.message, ""
+    verdict = "target met" if sel.met else "TARGET NOT MET"
+    lines.append(f"chosen    {p.variant.label()}: {sel.message} ({verdict})")
+    lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
+                 f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
+                 f"replicas")
+    refs = []
+    for pt in sr.points:
+        if pt.policy == "reactive" and pt.variant.headroom == 1.0 and not pt.variant.compensation:
+            refs.append(("KEDA's Prometheus scaler", pt))
+        elif pt.policy == "predictive" and pt.default:
+            refs.append(("forescale's default", pt))
+    for what, pt in refs:
+        if pt is not p:
+            lines.append(f"compare   {what} ({pt.variant.label()}): missed {100 * pt.miss:.3f} %, "
+                         f"{pt.cost_ratio:.3f}x oracle")
+    if not sel.met:
+        lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
+                     "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
+    md = render.metadata_for(p, sr, server_address=server_address, query=query, scaler_address=scaler_address)
+    notes = {}
+    if placeholders:
+        notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
+    comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
+                f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
+                f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
+                "paste under spec.triggers of your ScaledObject"]
+    block = render.render_metadata(md, comments, notes=notes, min_replicas=p.extra.get("minReplicaCount"))
+    return "\n".join(lines), block
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@source_options(default_start="now-21d")
+@click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=0.005, show_default=True,
+              help="Largest acceptable fraction of requests above ready capacity (0.005 = 0.5 %).")
+@click.option("--max-cost-ratio", type=click.FloatRange(min=0, min_open=True), default=None, metavar="R",
+              help="Largest acceptable cost, in replica-hours / the oracle's. Nothing meets target and cap: the "
+                   "lowest miss within the cap is printed, marked as not meeting the target.")
+@replica_options
+@click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default="prophet", show_default=True,
+              help="Forecast model of the predictive family (linear_trend and seasonal_naive are swept too).")
+@click.option("--span", type=Duration(), default="7d", show_default=True,
+              help="Simulated span: the last part of the traffic (the time before it is history).")
+@click.option("--history", type=Duration(), default="14d", show_default=True, help="Training window before each cutoff.")
+@click.option("--refit", type=Duration(), default="2h", show_default=True,
+              help="Refit cadence in simulated time (the server refits every 30m; level correction carries the "
+                   "current residual in between, so a slower cadence here costs little accuracy and saves time).")
+@click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+              help="Your HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33).")
+@click.option("--min-replicas", type=click.IntRange(min=0), default=0, show_default=True, help="KEDA minReplicaCount.")
+@click.option("--max-replicas", type=click.IntRange(min=1), default=100, show_default=True, help="KEDA maxReplicaCount.")
+@click.option("--scaler-address", default=DEFAULT_SCALER_ADDRESS, show_default=True,
+              help="scalerAddress to print (the forescale Service).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Worker processes. [default: usable cores, <= 4]")
+@click.option("--all", "show_all", is_flag=True, help="Print every swept configuration, not only the Pareto-optimal ones.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
+              help="Write the frontier, the selection and its metadata as JSON.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Write the frontier plot and the backtest report of the family defaults here.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
+                 qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
+                 hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
+                 progress) -> None:
+    """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
+    that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
+
+    TRACE is a CSV `timestamp,count` or `timestamp,qps` (gzip'd is fine); or
+    --prometheus URL --query Q [--start --end]; without either, the bundled
+    WorldCup98 trace. The figures are those of the same KEDA/HPA emulation
+    as `forescale backtest`, on the last --span of the traffic.
+    """
+    from ..replay import backtest as bt
+    from ..replay import sweep
+    from . import render
+
+    t0 = time.perf_counter()
+    cold = cold_start_value(cold_start, cold_start_from)
+    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step)
+    settings = bt.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+                           model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
+                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+    tick, close = render.progress_bar("sweep", progress)
+    try:
+        sr = sweep.run(tr, settings, jobs=jobs, progress=tick)
+    except bt.BacktestError as e:
+        fail(str(e))
+    finally:
+        close()
+    sel = sweep.select(sr.points, target_miss, max_cost_ratio)
+    r = sr.result
+    n_pareto = sum(p.pareto for p in sr.points)
+    click.echo("\n".join(render.format_table(r).splitlines()[:5]))
+    click.echo(f"swept     {len(sr.points)} configurations of {len({p.policy for p in sr.points})} families in "
+               f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
+    click.echo("")
+    click.echo(render.format_frontier(sr, only_pareto=not show_all))
+    click.echo("")
+    placeholders = not prometheus_url
+    text, block = summary(sr, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
+                          query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=placeholders)
+    click.echo(text)
+    if block:
+        click.echo("")
+        click.echo(block, nl=False)
+    if not sel.met:
+        click.echo(f"warning: {sel.message}", err=True)
+    if tr.attribution:
+        click.echo(f"\ndata: {tr.attribution}")
+    if json_path is not None:
+        doc = render.to_json(r)
+        md = None
+        if sel.point is not None:
+            md = render.metadata_for(sel.point, sr, server_address=prometheus_url or PLACEHOLDER_SERVER,
+                                    query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
+        doc["frontier"] = render.frontier_json(sr)
+        doc["selection"] = render.selection_json(sel, sr, md)
+        doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
+        write_json(json_path, doc)
+        click.echo(f"wrote {json_path}")
+    if report_dir is not None:
+        from .report import write_report
+
+        click.echo(f"wrote {write_report(r, report_dir, sweep=sr, selection=sel)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    tune_command(sys.argv[1:])

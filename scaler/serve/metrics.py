@@ -1,0 +1,63 @@
+"""The scaler's own Prometheus metrics (why it decided what it decided).
+
+Label sets are bounded: one series per live ScaledObject (removed when it is
+forgotten) and a fixed set of reasons, parts and quantiles.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+SO = ("namespace", "scaledobject")
+
+
+class ScalerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.observed = Gauge("forescale_observed_qps", "Observed request rate (the trigger's query)", SO, registry=r)
+        self.forecast = Gauge("forescale_forecast_qps",
+                              "Forecast request rate: max over [now, now+lead] of the mean and of the provisioned quantile",
+                              SO + ("quantile",), registry=r)
+        self.planned = Gauge("forescale_planned_qps", "Value sent to KEDA (planned request rate)", SO, registry=r)
+        self.target = Gauge("forescale_target_qps_per_replica", "HPA target: qpsPerReplica", SO, registry=r)
+        self.lead = Gauge("forescale_lead_seconds", "Lead time L and its parts", SO + ("part",), registry=r)
+        self.reason = Gauge("forescale_decision_reason", "1 for the reason of the current decision", SO + ("reason",), registry=r)
+        self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", SO + ("reason",), registry=r)
+        self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", SO + ("model",), registry=r)
+        self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", SO, registry=r)
+        self.fit_duration = Histogram("forescale_fit_duration_seconds", "Forecast fit duration",
+                                      buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60), registry=r)
+        self.fit_failures = Counter("forescale_fit_failures_total", "Forecast fits that failed", SO, registry=r)
+        self.prom_errors = Counter("forescale_prometheus_errors_total", "Failed Prometheus queries, by kind",
+                                   SO + ("kind",), registry=r)
+        self.rpc_errors = Counter("forescale_rpc_errors_total", "RPCs answered with an error, by gRPC code",
+                                  ("method", "code"), registry=r)
+        self.workloads = Gauge("forescale_scaledobjects", "ScaledObjects currently tracked", registry=r)
+        # tuning: auto (scaler.serve.tuning); the knob labels take values from the swept grid only
+        self.tuning_info = Gauge("forescale_tuning_info",
+                                 "The configuration tuning: auto chose (1), with its knobs; applied=false in shadow mode",
+                                 SO + ("policy", "mode", "model", "quantile", "level_correction", "headroom",
+                                       "hpa_tolerance", "target_met", "applied"), registry=r)
+        self.tuning_miss = Gauge("forescale_tuning_expected_miss_ratio",
+                                 "Missed-request fraction the chosen configuration had on the workload's history", SO,
+                                 registry=r)
+        self.tuning_cost = Gauge("forescale_tuning_expected_cost_ratio",
+                                 "Replica-hours of the chosen configuration / a perfect-foresight oracle's, on the history",
+                                 SO, registry=r)
+        self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "When the current choice was made", SO,
+                                 registry=r)
+        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed)",
+                                   SO + ("outcome",), registry=r)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop every series of one ScaledObject (bounded memory)."""
+        for metric in (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason,
+                       self.decisions, self.model_info, self.last_fit, self.fit_failures, self.prom_errors,
+                       self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs):
+            labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)]
+            for k in labelsets:
+                try:
+                    metric.remove(*k)
+                except KeyError:
+                    pass

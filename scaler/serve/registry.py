@@ -1,0 +1,326 @@
+"""The registry of tracked ScaledObjects, refreshed in the background; RPCs read it from memory.
+
+``Registry`` owns every tracked ScaledObject (a ``Workload``): its validated
+spec, its Prometheus client, the last observation, the cold-start value and
+the forecast. A scheduler thread (``tick``) refreshes observations every few
+seconds on an I/O pool, asks the forecast service to refit on its schedule and
+forgets ScaledObjects that KEDA stopped polling. ``decision`` turns that state
+into the policy's answer or a ``ScalerError`` -- never a blocking call, except
+the first call for a new ScaledObject, which may wait for one bounded refresh.
+
+The clock is injected (``clock``): the server passes ``time.time``, tests a
+fake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..policy import Decision, Reason, decide
+from ..prom import CredentialStore, PrometheusClient, PromError, PromErrorKind
+from ..spec import MetadataError, ScalerSpec, parse_metadata
+from .metrics import ScalerMetrics
+from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
+
+log = logging.getLogger(__name__)
+
+# Errors that mean the configuration is wrong: no amount of waiting fixes them.
+PRECONDITION = {PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MULTIPLE_SERIES,
+                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS}
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    refresh_seconds: float = 5.0  # observation cache lifetime
+    cold_start_refresh_seconds: float = 60.0
+    stale_seconds: float = 120.0  # how long the last good observation stands in for an unreachable Prometheus
+    forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten
+    first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
+    io_workers: int = 8
+    max_specs_cached: int = 4096
+
+
+class Registry:
+    def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
+                 config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
+                 tuning: TuningService | None = None):
+        self.clock = clock
+        self.credentials = credentials
+        self.metrics = metrics
+        self.config = config
+        self.forecasts = forecasts
+        self.tuning = tuning
+        self._lock = threading.Lock()
+        self.changed = threading.Condition(self._lock)  # notified after every refresh
+        self._workloads: dict[tuple[str, str, str], Workload] = {}
+        self._specs: OrderedDict[tuple, tuple[ScalerSpec, tuple[str, ...]] | MetadataError] = OrderedDict()
+        self._warned_unknown: set[tuple] = set()
+        self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lookup (RPC threads) -------------------------------------------------
+    def spec_for(self, namespace: str, name: str, metadata: Mapping[str, str]) -> ScalerSpec:
+        """Parse (cached) and validate; raises ScalerError INVALID_ARGUMENT."""
+        ck = (namespace, name, tuple(sorted(metadata.items())))
+        with self._lock:
+            hit = self._specs.get(ck)
+            if hit is not None:
+                self._specs.move_to_end(ck)
+        if hit is None:
+            try:
+                hit = parse_metadata(metadata, name=name, namespace=namespace)
+            except MetadataError as e:
+                hit = e
+            with self._lock:
+                self._specs[ck] = hit
+                while len(self._specs) > self.config.max_specs_cached:
+                    self._specs.popitem(last=False)
+        if isinstance(hit, MetadataError):
+            raise ScalerError("INVALID_ARGUMENT", f"ScaledObject {namespace}/{name}: {hit}")
+        spec, unknown = hit
+        if unknown and (namespace, name, unknown) not in self._warned_unknown:
+            self._warned_unknown.add((namespace, name, unknown))
+            log.warning("ScaledObject %s/%s: unknown metadata keys ignored: %s", namespace, name, ", ".join(unknown))
+        return spec
+
+    def workload(self, namespace: str, name: str, metadata: Mapping[str, str], *, wait: bool = True) -> Workload:
+        """The tracked workload for this trigger, created (and first refreshed) on first sight."""
+        spec = self.spec_for(namespace, name, metadata)
+        now = self.clock()
+        key = (namespace, name, spec.metric_name)
+        with self._lock:
+            wl = self._workloads.get(key)
+            if wl is not None and wl.declared != spec:
+                wl = self._replace_spec(wl, spec)
+            if wl is None:
+                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now)
+                self._workloads[key] = wl
+                self.metrics.workloads.set(len(self._workloads))
+                self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
+                self._submit_refresh(wl, now)
+                created = True
+            else:
+                created = False
+            wl.last_polled = now
+        if created and self.tuning is not None and spec.tuning == "auto":
+            tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
+            if tuned is not None:
+                self.apply_tuned(wl, tuned)
+        if created and self.forecasts is not None and wl.spec.mode != "reactive":
+            self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
+        if wait and not wl.first_done.is_set():
+            wl.first_done.wait(self.config.first_wait_seconds)
+        return wl
+
+    def _client(self, spec: ScalerSpec) -> PrometheusClient:
+        try:
+            creds = self.credentials.get(spec.prometheus.credentials)
+        except PromError as e:
+            raise ScalerError("FAILED_PRECONDITION", str(e)) from None
+        return PrometheusClient(spec.prometheus, creds)
+
+    def _replace_spec(self, wl: Workload, spec: ScalerSpec) -> Workload:
+        """Metadata changed (caller holds the lock): keep observations; keep the forecast only if it still applies."""
+        wl.declared = spec
+        if wl.tuned is not None:  # a tuned choice survives only a change that does not concern it
+            if self.tuning is not None and self.tuning.applies(wl.tuned, spec):
+                spec = wl.tuned.apply(spec)
+            else:
+                wl.tuned = None
+        old = wl.spec
+        wl.client = self._client(spec)
+        wl.spec = spec
+        if old.forecast_key() != spec.forecast_key():
+            if self.forecasts is not None:
+                self.forecasts.forget(wl)
+            wl.forecast = ForecastState()
+        if old.cold_start_query != spec.cold_start_query:
+            wl.cold_start = wl.cold_start_at = None
+        if (old.prometheus, old.query) != (spec.prometheus, spec.query):
+            # a different series: the old observation and its error say nothing about it
+            wl.observed = wl.observed_at = wl.error = wl.error_at = None
+            wl.first_done = threading.Event()
+            if not wl.refreshing:
+                self._submit_refresh(wl, self.clock())
+        else:
+            wl.attempted_at = None  # refresh on the next tick
+        self.metrics.target.labels(wl.namespace, wl.name).set(spec.qps_per_replica)
+        return wl
+
+    def apply_tuned(self, wl: Workload, tuned: Tuned) -> bool:
+        """Adopt an auto-tuned configuration (tuner thread or first sight); False if the metadata moved on.
+
+        Only the value's knobs change; a different model is refitted by the
+        forecast service on its next tick while the current curve keeps serving.
+        """
+        with self._lock:
+            if self.tuning is None or not self.tuning.applies(tuned, wl.declared):
+                return False
+            wl.tuned = tuned
+            wl.spec = tuned.apply(wl.declared)
+            return True
+
+    def match_metric(self, wl: Workload, metric_name: str) -> None:
+        """KEDA may lower-case names and strips its ``s<index>-`` prefix; accept both forms."""
+        asked = re.sub(r"^s\d+-", "", metric_name.strip().lower())
+        if metric_name and asked != wl.spec.metric_name and metric_name.strip().lower() != wl.spec.metric_name:
+            raise ScalerError("NOT_FOUND", f"ScaledObject {wl.namespace}/{wl.name}: unknown metric '{metric_name}'; "
+                                           f"this trigger serves '{wl.spec.metric_name}'")
+
+    # -- the decision (RPC threads, memory only) -------------------------------
+    def decision(self, wl: Workload) -> Decision:
+        now = self.clock()
+        err, observed, stale = wl.error, wl.observed, False
+        if err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at):
+            if err.kind in PRECONDITION:
+                raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
+            if observed is None or now - (wl.observed_at or 0) > self.config.stale_seconds:
+                age = "" if wl.observed_at is None else f"; last good observation {now - wl.observed_at:.0f}s ago"
+                raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {err}{age}")
+            stale = True
+        if observed is None:
+            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: no observation from Prometheus yet")
+        fs = wl.forecast
+        d = decide(observed, fs.forecast, wl.params(), now, unusable=fs.unusable, history_max=fs.history_max)
+        if stale:
+            d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
+        self._export(wl, d)
+        return d
+
+    def _export(self, wl: Workload, d: Decision) -> None:
+        m, ns, n = self.metrics, wl.namespace, wl.name
+        m.observed.labels(ns, n).set(d.observed)
+        m.planned.labels(ns, n).set(d.planned)
+        m.decisions.labels(ns, n, d.reason.value).inc()
+        for r in Reason:
+            m.reason.labels(ns, n, r.value).set(1.0 if r is d.reason else 0.0)
+        p = wl.params()
+        lead = wl.spec.lead if wl.cold_start is None else wl.spec.lead.with_cold_start(wl.cold_start)
+        for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
+            m.lead.labels(ns, n, part).set(v)
+        fc = wl.forecast.forecast
+        if fc is not None and d.forecast_peak is not None:
+            m.forecast.labels(ns, n, f"{p.quantile:g}").set(d.forecast_peak)
+            mean_peak = fc.window_max(self.clock(), self.clock() + p.lead_seconds, None)
+            if mean_peak is not None:
+                m.forecast.labels(ns, n, "mean").set(mean_peak)
+
+    # -- background ------------------------------------------------------------
+    def start(self, tick_seconds: float = 1.0) -> None:
+        def loop() -> None:
+            while not self._stop.wait(tick_seconds):
+                try:
+                    self.tick()
+                except Exception:  # the loop must survive anything
+                    log.exception("scheduler tick failed")
+        self._thread = threading.Thread(target=loop, name="forescale-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.changed:
+            self.changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+    def wait_stopping(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when the registry is stopping."""
+        return self._stop.wait(seconds)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def tick(self) -> None:
+        """Refresh what is due, schedule refits, forget what KEDA stopped polling."""
+        now = self.clock()
+        with self._lock:
+            workloads = list(self._workloads.values())
+        for wl in workloads:
+            if now - wl.last_polled > self.config.forget_seconds:
+                self._forget(wl)
+                continue
+            if not wl.refreshing and (wl.attempted_at is None or now - wl.attempted_at >= self.config.refresh_seconds):
+                with self._lock:
+                    self._submit_refresh(wl, now)
+            if self.forecasts is not None and wl.spec.mode != "reactive":
+                self.forecasts.maybe_refit(wl, now)
+            if self.tuning is not None and wl.declared.tuning == "auto":
+                self.tuning.maybe_tune(wl, now, self.apply_tuned)
+
+    def _forget(self, wl: Workload) -> None:
+        with self._lock:
+            if self._workloads.get(wl.key) is wl:
+                del self._workloads[wl.key]
+            self.metrics.workloads.set(len(self._workloads))
+        self.metrics.forget(wl.namespace, wl.name)
+        if self.forecasts is not None:
+            self.forecasts.forget(wl)
+        if self.tuning is not None:
+            self.tuning.forget(wl)
+        log.info("forgot ScaledObject %s/%s (not polled for %.0fs)", wl.namespace, wl.name, self.config.forget_seconds)
+
+    def _submit_refresh(self, wl: Workload, now: float) -> None:
+        """Caller holds the lock."""
+        wl.refreshing = True
+        wl.attempted_at = now
+        try:
+            self._io.submit(self._refresh, wl)
+        except RuntimeError:  # pool shut down
+            wl.refreshing = False
+
+    def _refresh(self, wl: Workload) -> None:
+        spec = wl.spec
+        observed: float | None = None
+        error: PromError | None = None
+        at = self.clock()  # queries are evaluated at the scaler's clock (a fake one in tests)
+        try:
+            observed = max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values))
+        except PromError as e:
+            error = e
+        except Exception as e:  # never let a refresher thread die silently
+            error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}: {e}")
+            log.exception("ScaledObject %s/%s: refresh failed", wl.namespace, wl.name)
+        now = self.clock()
+        if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
+            self._refresh_cold_start(wl, now)
+        with self.changed:
+            wl.refreshing = False
+            if wl.spec is not spec and (wl.spec.prometheus, wl.spec.query) != (spec.prometheus, spec.query):
+                self._submit_refresh(wl, now)  # the query changed meanwhile: this answer is about another series
+                return
+            if error is None:
+                wl.observed, wl.observed_at, wl.error = observed, now, None
+            else:
+                wl.error, wl.error_at = error, now
+            wl.first_done.set()
+            self.changed.notify_all()
+        if error is not None:
+            self.metrics.prom_errors.labels(wl.namespace, wl.name, error.kind.value).inc()
+            log.warning("ScaledObject %s/%s: %s", wl.namespace, wl.name, error)
+
+    def _refresh_cold_start(self, wl: Workload, now: float) -> None:
+        try:
+            v = wl.client.scalar(wl.spec.cold_start_query, now, ignore_null=False)
+            if v < 0:
+                raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
+            wl.cold_start, wl.cold_start_at = v, now
+        except PromError as e:
+            # keep the last good T_cold, else coldStartSeconds stands in; say so once per attempt
+            self.metrics.prom_errors.labels(wl.namespace, wl.name, "cold_start_" + e.kind.value).inc()
+            log.warning("ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
+                        f"last value {wl.cold_start:g}s" if wl.cold_start is not None
+                        else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
+
+    def workloads(self) -> list[Workload]:
+        with self._lock:
+            return list(self._workloads.values())

@@ -1,0 +1,119 @@
+"""The KEDA ExternalScaler servicer: translation between proto and domain only.
+
+Every RPC reads the ``Registry`` (memory); errors become gRPC status codes in
+one place (``_fail``). Values follow KEDA's rules: the float field is set and
+the deprecated int field carries its ceiling; exactly one MetricValue.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Iterator
+
+import grpc
+
+from .._proto import externalscaler_pb2 as pb
+from .._proto import externalscaler_pb2_grpc as pb_grpc
+from .registry import Registry
+from .workload import ScalerError, Workload
+
+log = logging.getLogger(__name__)
+
+_CODES = {name: getattr(grpc.StatusCode, name) for name in
+          ("INVALID_ARGUMENT", "UNAVAILABLE", "FAILED_PRECONDITION", "NOT_FOUND", "INTERNAL")}
+STREAM_RECHECK_SECONDS = 1.0
+
+
+def _ceil_int(x: float) -> int:
+    if not math.isfinite(x) or x <= 0:
+        return 0
+    return int(math.ceil(x - 1e-9))
+
+
+class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    # -- error mapping: the one place ------------------------------------------
+    def _fail(self, context: grpc.ServicerContext, method: str, err: Exception):
+        if isinstance(err, ScalerError):
+            code, msg = _CODES.get(err.code, grpc.StatusCode.INTERNAL), str(err)
+        else:
+            log.exception("%s failed", method)
+            code, msg = grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}"
+        self.registry.metrics.rpc_errors.labels(method, code.name).inc()
+        context.abort(code, msg)
+
+    def _workload(self, ref: pb.ScaledObjectRef) -> Workload:
+        return self.registry.workload(ref.namespace, ref.name, dict(ref.scalerMetadata))
+
+    def _active(self, wl: Workload) -> bool:
+        active = self.registry.decision(wl).planned > wl.spec.activation_threshold
+        wl.active = active
+        return active
+
+    def _spec(self, wl: Workload) -> pb.GetMetricSpecResponse:
+        target = wl.spec.qps_per_replica
+        return pb.GetMetricSpecResponse(metricSpecs=[
+            pb.MetricSpec(metricName=wl.spec.metric_name, targetSize=_ceil_int(target), targetSizeFloat=target)])
+
+    # -- RPCs ------------------------------------------------------------------
+    def IsActive(self, request, context):
+        try:
+            return pb.IsActiveResponse(result=self._active(self._workload(request)))
+        except Exception as e:
+            self._fail(context, "IsActive", e)
+
+    def GetMetricSpec(self, request, context):
+        try:
+            # the spec is static (KEDA rebuilds the HPA target only on spec changes): no wait for data
+            wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata), wait=False)
+            return self._spec(wl)
+        except Exception as e:
+            self._fail(context, "GetMetricSpec", e)
+
+    def GetMetrics(self, request, context):
+        try:
+            wl = self._workload(request.scaledObjectRef)
+            self.registry.match_metric(wl, request.metricName)
+            value = self.registry.decision(wl).planned
+            if not math.isfinite(value) or value < 0:
+                value = 0.0
+            return pb.GetMetricsResponse(metricValues=[
+                pb.MetricValue(metricName=wl.spec.metric_name, metricValue=_ceil_int(value), metricValueFloat=value)])
+        except Exception as e:
+            self._fail(context, "GetMetrics", e)
+
+    def StreamIsActive(self, request, context) -> Iterator[pb.IsActiveResponse]:
+        """The current state at once, then every change. Errors end the stream with their status."""
+        last: bool | None = None
+        changed = self.registry.changed
+        try:
+            wl = self._workload(request)
+            while context.is_active() and not self.registry.stopping:
+                now_active = self._active(wl)
+                if now_active != last:
+                    last = now_active
+                    yield pb.IsActiveResponse(result=now_active)
+                with changed:
+                    changed.wait(STREAM_RECHECK_SECONDS)
+                # keep the workload alive while KEDA holds the stream open
+                wl = self._workload(request)
+        except Exception as e:
+            self._fail(context, "StreamIsActive", e)
+
+    def StreamMetricSpec(self, request, context) -> Iterator[pb.GetMetricSpecResponse]:
+        """The current spec at once; then again only if it changes (it is static per metadata)."""
+        try:
+            wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata), wait=False)
+            sent = self._spec(wl)
+            yield sent
+            while context.is_active() and not self.registry.stopping:
+                self.registry.wait_stopping(STREAM_RECHECK_SECONDS)
+                spec = self._spec(wl)
+                if spec != sent:
+                    sent = spec
+                    yield spec
+        except Exception as e:
+            self._fail(context, "StreamMetricSpec", e)

@@ -1,0 +1,370 @@
+"""``tuning: auto``: the scaler runs ``forescale tune``'s selection on its own history, in the background.
+
+For each ScaledObject with ``tuning: auto`` the service, on a slow schedule
+(``tuningInterval``, default daily; at once when there is no valid choice
+yet), fetches the workload's ``history`` window from Prometheus (range query,
+the workload's own client, an I/O thread), replays the last few days of it
+through the frontier sweep (``scaler.replay``: reactive with headroom and
+dead-band compensation, seasonal_naive, the declared model with its
+quantile / level-correction / headroom grid, the oracle as the cost
+reference; see ``SERVER_FAMILIES``) and picks the cheapest configuration whose missed-request fraction
+is at most ``targetMiss`` (within ``maxCostRatio``; else the lowest miss, with
+a warning). The choice replaces ``mode``, ``model``, ``quantile``,
+``levelCorrection``, ``headroom`` and ``hpaTolerance`` of the running spec
+(``Registry.apply_tuned``): only the value sent to KEDA changes, never the
+metric or its target (KEDA rebuilds the HPA target only on spec changes).
+
+Bounded CPU: one sweep at a time for the whole scaler, in one worker process
+of its own at a lower priority (``nice``). RPCs never wait on any of this.
+The choice is exported (``forescale_tuning_info`` and friends), logged with
+its figures, and persisted under ``<state-dir>/tuning/`` so that a restart
+keeps it (until the next scheduled run, or a metadata change that concerns it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import multiprocessing
+import os
+import re
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .metrics import ScalerMetrics
+from ..spec import ScalerSpec
+from .workload import TUNABLE, Tuned, Workload
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of what there is)
+MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
+RETRY_SECONDS = 3600.0  # after a failed run
+# Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
+# seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
+# minReplicaCount, not trigger metadata.
+SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "oracle")
+DEFAULT_TOLERANCE = 0.1
+
+
+def cluster_tolerance(spec: ScalerSpec) -> float:
+    """The HPA tolerance to emulate: the declared one, or Kubernetes' default when compensation is declared off."""
+    return spec.hpa_tolerance if spec.hpa_tolerance > 0 else DEFAULT_TOLERANCE
+
+
+def tuning_key(spec: ScalerSpec) -> str:
+    """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
+    p = spec.prometheus
+    material = repr((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
+                     spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.model, spec.history_seconds,
+                     spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
+                     spec.max_cost_ratio))
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------- the job (worker process)
+
+
+@dataclass(frozen=True)
+class TuningJob:
+    """Everything the worker needs (plain data: it crosses a process boundary)."""
+
+    name: str
+    t: np.ndarray
+    y: np.ndarray
+    step: float
+    qps_per_replica: float
+    cold_start_seconds: float
+    buffer_seconds: float
+    model: str
+    history_seconds: float
+    refit_seconds: float
+    span_seconds: float
+    tolerance: float
+    activation_threshold: float
+    target_miss: float
+    max_cost_ratio: float | None
+    families: tuple[str, ...] = SERVER_FAMILIES
+
+
+def run_job(job: TuningJob) -> dict:
+    """Sweep and select (in the worker process). Returns plain data."""
+    from forecaster.base import Series
+
+    from ..replay import backtest as bt
+    from ..replay import sweep
+
+    t0 = time.perf_counter()
+    trace = bt.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
+    settings = bt.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
+                           buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
+                           refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
+                           hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
+    sr = sweep.run(trace, settings, sweep.Grid(families=job.families), jobs=1)
+    sel = sweep.select(sr.points, job.target_miss, job.max_cost_ratio)
+    if sel.point is None:
+        raise ValueError(sel.message)
+    p = sel.point
+    v = p.variant
+    settings_out: dict = {"headroom": v.headroom, "hpa_tolerance": job.tolerance if v.compensation else 0.0}
+    if v.policy == "reactive":
+        settings_out["mode"] = "reactive"
+    else:
+        settings_out.update(mode="forecastAndScale", model=v.model, quantile=v.quantile,
+                            level_correction_seconds=v.level_correction_seconds)
+    r = sr.result
+    return {
+        "label": v.label(), "policy": v.policy, "settings": settings_out, "met": sel.met, "message": sel.message,
+        "miss": p.miss, "cost_ratio": p.cost_ratio, "violation_minutes": p.outcome.violation_minutes,
+        "replica_hours": p.cost, "points": len(sr.points), "pareto": sum(q.pareto for q in sr.points),
+        "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,
+        "knobs": p.knobs(sr.tolerance),
+    }
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(10)
+    except OSError:  # pragma: no cover
+        pass
+
+
+# --------------------------------------------------------------------------- persistence
+
+
+def _file_name(namespace: str, name: str, metric: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}") + ".json"
+
+
+class TuningStore:
+    """Chosen configurations on disk, one JSON file per trigger, written atomically."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, wl: Workload) -> Path:
+        return self.root / _file_name(wl.namespace, wl.name, wl.declared.metric_name)
+
+    def save(self, wl: Workload, tuned: Tuned, figures: dict) -> None:
+        doc = {"version": STATE_VERSION, "namespace": wl.namespace, "name": wl.name,
+               "metric": wl.declared.metric_name, "key": tuned.key, "chosen_at": tuned.chosen_at,
+               "label": tuned.label, "policy": tuned.policy, "settings": dict(tuned.settings), "met": tuned.met,
+               "miss": tuned.miss, "cost_ratio": tuned.cost_ratio, "figures": figures}
+        path = self._path(wl)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, allow_nan=False))
+        os.replace(tmp, path)
+
+    def load(self, wl: Workload) -> tuple[Tuned, dict] | None:
+        path = self._path(wl)
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable tuning state %s: %s", path, e)
+            return None
+        if doc.get("version") != STATE_VERSION or doc.get("key") != tuning_key(wl.declared):
+            return None  # chosen for other inputs
+        try:
+            settings = tuple((k, v) for k, v in doc["settings"].items() if k in TUNABLE)
+            tuned = Tuned(key=doc["key"], settings=settings, label=str(doc["label"]), policy=str(doc["policy"]),
+                          chosen_at=float(doc["chosen_at"]), met=bool(doc["met"]), miss=float(doc["miss"]),
+                          cost_ratio=None if doc.get("cost_ratio") is None else float(doc["cost_ratio"]))
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("ignoring malformed tuning state %s: %s", path, e)
+            return None
+        return tuned, dict(doc.get("figures") or {})
+
+    def forget(self, wl: Workload) -> None:
+        try:
+            self._path(wl).unlink()
+        except FileNotFoundError:
+            pass
+
+
+# --------------------------------------------------------------------------- the service
+
+
+@dataclass
+class TuningConfig:
+    span_seconds: float = SPAN_SECONDS
+    min_refit_seconds: float = MIN_REFIT_SECONDS
+    retry_seconds: float = RETRY_SECONDS
+    nice: bool = True
+    families: tuple[str, ...] = field(default=SERVER_FAMILIES)
+
+
+class TuningService:
+    """Implements ``workload.TuningService``."""
+
+    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, state_dir: str | None = None,
+                 config: TuningConfig | None = None):
+        self.clock = clock
+        self.metrics = metrics
+        self.config = config or TuningConfig()
+        self.store = TuningStore(Path(state_dir) / "tuning") if state_dir else None
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune")  # one run at a time
+        self._pool: ProcessPoolExecutor | None = None
+        self._busy: set[tuple] = set()
+        self._retry_at: dict[tuple, float] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
+                                         initializer=_lower_priority if self.config.nice else None)
+
+    def stop(self) -> None:
+        self._io.shutdown(wait=False, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            procs = list(getattr(pool, "_processes", {}).values())  # a sweep takes minutes: do not wait for it
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                try:
+                    p.terminate()
+                except Exception:  # pragma: no cover
+                    pass
+            for p in procs:
+                p.join(timeout=5)
+
+    # -- TuningService protocol -------------------------------------------------
+    def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool:
+        return declared.tuning == "auto" and tuned.key == tuning_key(declared)
+
+    def restore(self, wl: Workload) -> Tuned | None:
+        if self.store is None:
+            return None
+        loaded = self.store.load(wl)
+        if loaded is None:
+            return None
+        tuned, figures = loaded
+        self._export(wl, tuned)
+        log.info("ScaledObject %s/%s: restored tuned configuration %s chosen at %.0f (expected miss %.3f %%, "
+                 "%.3fx oracle)", wl.namespace, wl.name, tuned.label, tuned.chosen_at, 100 * tuned.miss,
+                 tuned.cost_ratio or float("nan"))
+        return tuned
+
+    def maybe_tune(self, wl: Workload, now: float, apply: Callable[[Workload, Tuned], bool]) -> None:
+        declared = wl.declared
+        key = wl.key
+        if self._pool is None or declared.tuning != "auto":
+            return
+        with self._lock:
+            if key in self._busy:
+                return
+            t = wl.tuned
+            if t is not None and self.applies(t, declared) and now - t.chosen_at < declared.tuning_interval_seconds:
+                return
+            if now < self._retry_at.get(key, -math.inf):
+                return
+            self._busy.add(key)
+            wl.tuning_busy = True
+        try:
+            self._io.submit(self._run, wl, declared, now, apply)
+        except RuntimeError:  # shut down
+            with self._lock:
+                self._busy.discard(key)
+                wl.tuning_busy = False
+
+    def forget(self, wl: Workload) -> None:
+        with self._lock:
+            self._retry_at.pop(wl.key, None)
+
+    # -- the work (tuning thread) ------------------------------------------------
+    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Callable[[Workload, Tuned], bool]) -> None:
+        key = wl.key
+        ns, name = wl.namespace, wl.name
+        try:
+            out = self._tune_once(wl, declared, now)
+            tuned = Tuned(key=tuning_key(declared), settings=tuple(out["settings"].items()), label=out["label"],
+                          policy=out["policy"], chosen_at=now, met=bool(out["met"]), miss=float(out["miss"]),
+                          cost_ratio=out["cost_ratio"])
+            if not apply(wl, tuned):
+                log.info("ScaledObject %s/%s: metadata changed during tuning; choice discarded", ns, name)
+                return
+            figures = {k: out[k] for k in ("violation_minutes", "replica_hours", "points", "pareto",
+                                           "simulated_days", "seconds", "message", "knobs")}
+            if self.store is not None:
+                try:
+                    self.store.save(wl, tuned, figures)
+                except (OSError, ValueError) as e:
+                    log.warning("cannot write tuning state for %s/%s: %s", ns, name, e)
+            self._export(wl, tuned)
+            self.metrics.tuning_runs.labels(ns, name, "chosen").inc()
+            with self._lock:
+                self._retry_at.pop(key, None)
+            log.log(logging.INFO if tuned.met else logging.WARNING,
+                    "ScaledObject %s/%s: tuning chose %s: expected miss %.3f %% (target %.3f %%%s), %.3fx oracle's "
+                    "replica-hours, %d violation min in %.1f d of history; %d configurations swept (%d Pareto) in "
+                    "%.1fs%s", ns, name, tuned.label, 100 * tuned.miss, 100 * declared.target_miss,
+                    "" if declared.max_cost_ratio is None else f", cap {declared.max_cost_ratio:g}x",
+                    tuned.cost_ratio or float("nan"), out["violation_minutes"], out["simulated_days"], out["points"],
+                    out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
+        except Exception as e:  # a tuning run must never take the service down
+            self.metrics.tuning_runs.labels(ns, name, "failed").inc()
+            with self._lock:
+                self._retry_at[key] = now + min(declared.tuning_interval_seconds, self.config.retry_seconds)
+            log.warning("ScaledObject %s/%s: tuning failed (keeping %s): %s", ns, name,
+                        wl.tuned.label if wl.tuned is not None else "the declared configuration",
+                        e if isinstance(e, ValueError) else f"{type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._busy.discard(key)
+                wl.tuning_busy = False
+
+    def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
+        from forecaster.series import from_prometheus_matrix
+
+        step = spec.step_seconds
+        end = math.floor(now / step) * step
+        result = wl.client.range(spec.query, end - spec.history_seconds + step, end, step)
+        if not result:
+            raise ValueError("no history returned by the query")
+        series, _ = from_prometheus_matrix(result, step)
+        finite = np.isfinite(series.y)
+        covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
+        need = max(spec.min_history_seconds, 4 * 3600.0)
+        if covered < need:
+            raise ValueError(f"{covered / 3600:.1f} h of history, tuning needs {need / 3600:.1f} h")
+        cold = wl.cold_start if wl.cold_start is not None else spec.lead.cold_start_seconds
+        model = spec.model if spec.model != "auto" else "prophet"
+        job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
+                        qps_per_replica=spec.qps_per_replica, cold_start_seconds=cold,
+                        buffer_seconds=spec.lead.buffer_seconds, model=model, history_seconds=spec.history_seconds,
+                        refit_seconds=max(spec.refit_interval_seconds, self.config.min_refit_seconds),
+                        span_seconds=min(self.config.span_seconds, covered / 2), tolerance=cluster_tolerance(spec),
+                        activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
+                        max_cost_ratio=spec.max_cost_ratio, families=self.config.families)
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("tuning service stopped")
+        return pool.submit(run_job, job).result()
+
+    def _export(self, wl: Workload, tuned: Tuned) -> None:
+        m, ns, name = self.metrics, wl.namespace, wl.name
+        for k in [k for k in list(m.tuning_info._metrics) if k[:2] == (ns, name)]:
+            m.tuning_info.remove(*k)
+        st = dict(tuned.settings)
+        applied = wl.declared.mode != "forecastOnly"
+        m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", wl.declared.mode)),
+                             str(st.get("model", "")) if st.get("mode") != "reactive" else "",
+                             "" if "quantile" not in st or st.get("mode") == "reactive" else f"{st['quantile']:g}",
+                             "" if st.get("mode") == "reactive" else f"{st.get('level_correction_seconds', 0):g}",
+                             f"{st.get('headroom', 1.0):g}", f"{st.get('hpa_tolerance', 0.0):g}",
+                             "true" if tuned.met else "false", "true" if applied else "false").set(1)
+        m.tuning_miss.labels(ns, name).set(tuned.miss)
+        if tuned.cost_ratio is not None:
+            m.tuning_cost.labels(ns, name).set(tuned.cost_ratio)
+        m.tuning_last.labels(ns, name).set(tuned.chosen_at)

@@ -1,0 +1,137 @@
+"""What the scaler holds per ScaledObject (``Workload``) and the two background services' protocols.
+
+A ``Workload`` is plain state: its validated spec (the declared one and the
+one in force, with a tuned choice applied), its Prometheus client, the last
+observation, the cold-start value and the forecast. The ``Registry``
+(``scaler.serve.registry``) owns and writes it; the forecast and tuning
+services implement the protocols below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from forecaster.base import Forecast
+
+from ..policy import PolicyParams, Reason
+from ..prom import PrometheusClient, PromError
+from ..spec import ScalerSpec
+
+Clock = Callable[[], float]
+
+
+class ScalerError(Exception):
+    """An RPC must fail with this gRPC status code name and message."""
+
+    def __init__(self, code: str, message: str):
+        self.code = code
+        super().__init__(message)
+
+
+@dataclass
+class ForecastState:
+    """The current forecast of one workload, as the fitter left it."""
+
+    forecast: Forecast | None = None
+    fitted_at: float | None = None  # when the model was fitted
+    predicted_at: float | None = None  # when the curve was last computed (re-predicted from then, between fits)
+    history_max: float | None = None
+    model: str = ""
+    unusable: Reason | None = None  # why it must not be used, when known
+    detail: str = ""  # human detail for logs
+    fitting: bool = False
+    fit_seconds: float | None = None
+    key: tuple | None = None  # spec.forecast_key() it was fitted for
+
+
+# What ``tuning: auto`` may change: the value's knobs, never the metric (qpsPerReplica, metricName) nor the series.
+TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance")
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A configuration the auto-tuner (``scaler.serve.tuning``) chose for one workload."""
+
+    key: str  # digest of the declared inputs it was chosen for (``tuning.tuning_key``)
+    settings: tuple[tuple[str, object], ...]  # ScalerSpec field -> value, fields of TUNABLE only
+    label: str  # e.g. "predictive prophet q0.9 lc 30m x1.1"
+    policy: str  # the family
+    chosen_at: float
+    met: bool  # the target miss (and cost cap) was met on the history
+    miss: float  # expected underprovisioned fraction
+    cost_ratio: float | None  # expected replica-hours / oracle's
+
+    def apply(self, declared: ScalerSpec) -> ScalerSpec:
+        """The spec the scaler runs: the declared one with the chosen knobs (shadow mode stays shadow)."""
+        if declared.tuning != "auto" or declared.mode == "forecastOnly":
+            return declared
+        return dataclasses.replace(declared, **{k: v for k, v in self.settings if k in TUNABLE})
+
+
+class TuningService(Protocol):
+    """Runs ``tuning: auto`` in the background (``scaler.serve.tuning.TuningService``)."""
+
+    def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool: ...
+
+    def restore(self, wl: "Workload") -> Tuned | None: ...
+
+    def maybe_tune(self, wl: "Workload", now: float, apply: Callable[["Workload", Tuned], bool]) -> None: ...
+
+    def forget(self, wl: "Workload") -> None: ...
+
+
+@dataclass
+class Workload:
+    namespace: str
+    name: str
+    spec: ScalerSpec
+    client: PrometheusClient
+    created: float
+    last_polled: float
+    observed: float | None = None  # last good observation (req/s, floored at 0)
+    observed_at: float | None = None
+    error: PromError | None = None  # set when the latest attempt failed
+    error_at: float | None = None
+    attempted_at: float | None = None
+    refreshing: bool = False
+    cold_start: float | None = None  # T_cold from coldStartQuery, when set
+    cold_start_at: float | None = None
+    forecast: ForecastState = field(default_factory=ForecastState)
+    first_done: threading.Event = field(default_factory=threading.Event)
+    active: bool | None = None  # last IsActive answer, for the streams
+    declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
+    tuned: Tuned | None = None
+    tuning_busy: bool = False  # a tuning job is queued or running
+
+    def __post_init__(self) -> None:
+        if self.declared is None:
+            self.declared = self.spec
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.name, self.spec.metric_name)
+
+    def params(self) -> PolicyParams:
+        lead = self.spec.lead if self.cold_start is None else self.spec.lead.with_cold_start(self.cold_start)
+        return PolicyParams(
+            mode=self.spec.mode,
+            lead_seconds=lead.seconds,
+            quantile=self.spec.quantile,
+            qps_per_replica=self.spec.qps_per_replica,
+            headroom=self.spec.headroom,
+            hpa_tolerance=self.spec.hpa_tolerance,
+            level_correction_seconds=self.spec.level_correction_seconds,
+        )
+
+
+class ForecastService(Protocol):
+    """Keeps a workload's ``ForecastState`` fresh, off the RPC threads."""
+
+    def maybe_refit(self, wl: Workload, now: float) -> None: ...
+
+    def restore(self, wl: Workload) -> None: ...
+
+    def forget(self, wl: Workload) -> None: ...

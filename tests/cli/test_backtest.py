@@ -1,0 +1,244 @@
+"""``forescale backtest``: the command on the bundled trace, the JSON contract, the report, bad inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from forecaster.base import Series
+from scaler.cli import traces
+from scaler.cli import render
+from scaler.replay import backtest as bt
+from scaler.cli import main
+
+CONTRACT = {
+    "trace": {"name", "points", "step_seconds", "span_days"},
+    "settings": {"cold_start_seconds", "lead_seconds", "qps_per_replica"},
+    "forecast": {"mase", "wape", "pinball", "coverage"},
+    "policies": {"underprovisioned_fraction", "violation_minutes", "replica_hours", "scale_ups", "peak_replicas"},
+}
+
+
+def invoke(*args: str, cwd: Path | None = None):
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(main, ["backtest", *args], catch_exceptions=False)
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, ["backtest", *args], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def write_trace(path: Path, days: float = 3.0, step: int = 60, column: str = "qps") -> Path:
+    """A daily cycle with an evening burst, as a CSV."""
+    t0 = 1_700_006_400  # a Wednesday 00:00 UTC
+    n = int(days * 86400 / step)
+    t = t0 + step * np.arange(n)
+    hour = (t % 86400) / 3600
+    qps = 50 + 40 * np.sin(2 * np.pi * (hour - 9) / 24) + np.where((hour > 19) & (hour < 20), 120, 0)
+    vals = qps if column == "qps" else qps * step
+    with open(path, "w") as f:
+        f.write(f"timestamp,{column}\n")
+        for a, b in zip(t, vals):
+            f.write(f"{int(a)},{b:.3f}\n")
+    return path
+
+
+def test_bundled_trace_is_packaged_with_its_attribution():
+    assert traces.BUNDLED_TRACE.is_file() and traces.BUNDLED_TRACE.stat().st_size < 400_000
+    notice = (traces.BUNDLED_DIR / "ATTRIBUTION.txt").read_text()
+    assert "distributed unmodified" in notice and "Arlitt" in notice
+    assert (traces.BUNDLED_DIR / "LICENSE_AND_ATTRIBUTION.txt").is_file()
+    tr = traces.bundled_trace()
+    assert len(tr.series) == 28 * 1440 and tr.series.step == 60 and "Arlitt" in tr.attribution
+
+
+def test_no_args_runs_on_the_bundled_trace_and_writes_nothing(tmp_path):
+    # the newcomer's command, with the simulated span shortened for test speed
+    res = invoke("--span", "2h", "--refit", "1h", cwd=tmp_path)
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for name in bt.POLICIES:
+        assert f"\n{name} " in out
+    assert "worldcup98" in out and "req/s per replica (derived" in out and "T_cold 180s" in out
+    assert "prophet" in out and "Arlitt" in out
+    assert list(tmp_path.iterdir()) == []  # nothing surprising written
+    assert "plotly" not in res.output and "Traceback" not in res.output
+
+
+def test_json_contract_and_report(tmp_path):
+    trace = write_trace(tmp_path / "t.csv")
+    out = tmp_path / "out" / "r.json"
+    rep = tmp_path / "rep"
+    res = invoke(str(trace), "--model", "seasonal_naive", "--span", "1d", "--history", "2d", "--refit", "1h",
+                 "--qps-per-replica", "20", "--cold-start", "120", "--json", str(out), "--report", str(rep))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    for section in ("trace", "settings"):
+        assert CONTRACT[section] <= set(doc[section]), section
+    assert set(doc["forecast"]) == {"seasonal_naive", "linear_trend"}
+    for m in doc["forecast"].values():
+        assert CONTRACT["forecast"] <= set(m)
+    assert list(doc["policies"]) == list(bt.POLICIES)
+    for p in doc["policies"].values():
+        assert CONTRACT["policies"] <= set(p) and "cost_ratio" in p and "cold_start_requests" in p
+    assert doc["trace"]["points"] == 3 * 1440 and doc["trace"]["step_seconds"] == 60.0
+    assert doc["trace"]["span_days"] == pytest.approx(3.0)
+    s = doc["settings"]
+    assert s["cold_start_seconds"] == 120 and s["lead_seconds"] == 225 and s["qps_per_replica"] == 20
+    pol = doc["policies"]
+    assert pol["oracle"]["underprovisioned_fraction"] == 0 and pol["oracle"]["cost_ratio"] == 1.0
+    assert pol["keep_alive"]["underprovisioned_fraction"] == 0
+    for p in pol.values():
+        if p["underprovisioned_fraction"] == 0:
+            assert p["replica_hours"] >= pol["oracle"]["replica_hours"] - 1e-9
+    for name in ("capacity.png", "capacity_zoom.png", "forecast.png", "frontier.png"):
+        data = (rep / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        assert name in (rep / "index.html").read_text()
+    assert "predictive" in (rep / "index.html").read_text()
+
+
+def test_count_csv_gzip_and_policy_subset(tmp_path):
+    plain = write_trace(tmp_path / "c.csv", column="count")
+    gz = tmp_path / "c.csv.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    res = invoke(str(gz), "--model", "naive", "--span", "12h", "--history", "1d", "--policies", "reactive,oracle",
+                 "--json", str(tmp_path / "o.json"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert list(doc["policies"]) == ["reactive", "oracle"]
+    assert doc["trace"]["name"] == "c"
+
+
+def test_run_is_deterministic(tmp_path):
+    tr = traces.load_csv(write_trace(tmp_path / "t.csv"))
+    s = bt.Settings(model="linear_trend", span_seconds=43200, history_seconds=86400, qps_per_replica=15)
+    a, b = render.to_json(bt.run(tr, s)), render.to_json(bt.run(tr, s))
+    a.pop("timing"), b.pop("timing")
+    assert a == b
+
+
+def test_forecasts_use_only_data_before_each_cutoff():
+    step = 60.0
+    t = 1_700_000_000 + step * np.arange(600)
+    y = np.where(np.arange(600) < 500, 10.0, 1000.0)
+    series = Series(t, y, step)
+    cutoffs = t[490:510]
+    mr = bt.run_model(series, "naive", float(t[490]), float(t[510]), horizon=6, score_points=5, refit_every=30,
+                      history_seconds=1e9, quantiles=(0.1, 0.9), q=0.9, level_seconds=0.0)
+    assert [c.since for c in mr.curves] == cutoffs.tolist()
+    for c, curve in zip(cutoffs, mr.curves):
+        assert curve.since == c
+        seen_jump = c > t[500]  # the point at t[500] is known once its minute is over
+        assert (curve.forecast.mean.max() >= 1000) == seen_jump, c
+        assert curve.forecast.t[0] == c  # the first point is the one starting at the cutoff
+    assert mr.fits == 1
+
+
+def test_nice_round_and_derived_qps():
+    assert [bt.nice_round(x) for x in (187.6, 0.9, 12, 2001)] == [200.0, 1.0, 12.0, 2500.0]
+
+
+# --------------------------------------------------------------------------- bad inputs: exit 2, clear message
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["/nonexistent/trace.csv"], ["/nonexistent/trace.csv", "does not exist", "timestamp,count"]),
+    (["--policies", "reactive,magic"], ["'magic'", "accepted", "predictive", "oracle"]),
+    (["--cold-start", "-5"], ["--cold-start", "-5", ">=0"]),
+    (["--model", "arima"], ["--model", "arima", "prophet"]),
+    (["--span", "soon"], ["--span", "soon", "duration"]),
+    (["--cold-start", "60", "--cold-start-from", "x.json"], ["--cold-start", "--cold-start-from", "not both"]),
+    (["--query", "up"], ["--query", "--prometheus"]),
+])
+def test_bad_arguments_exit_2_naming_the_problem(args, needles):
+    res = invoke(*args)
+    assert res.exit_code == 2, res.output
+    for n in needles:
+        assert n in res.output, (n, res.output)
+
+
+def test_bad_csv_exits_2_with_the_accepted_form(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2\n3,4\n")
+    res = invoke(str(bad))
+    assert res.exit_code == 2
+    assert str(bad) in res.output and "timestamp" in res.output and "qps" in res.output
+    worse = tmp_path / "worse.csv"
+    worse.write_text("timestamp,qps\n2024-01-01T00:00:00,1\n2024-01-01T00:01:00,lots\n")
+    res = invoke(str(worse))
+    assert res.exit_code == 2 and "line 3" in res.output and "'lots'" in res.output
+    notgz = tmp_path / "x.csv.gz"
+    notgz.write_text("timestamp,qps\n")
+    res = invoke(str(notgz))
+    assert res.exit_code == 2 and "gzip" in res.output
+
+
+def test_cold_start_from_probe_report(tmp_path, monkeypatch):
+    import scaler.probe.report as probe_report
+
+    seen = []
+
+    def fake(path):
+        seen.append(str(path))
+        return 42.0
+
+    monkeypatch.setattr(probe_report, "read_cold_start", fake)
+    trace = write_trace(tmp_path / "t.csv", days=2)
+    res = invoke(str(trace), "--cold-start-from", str(tmp_path / "probe.json"), "--model", "naive", "--span", "6h",
+                 "--history", "1d", "--policies", "reactive,oracle", "--json", str(tmp_path / "o.json"))
+    assert res.exit_code == 0, res.output
+    assert seen == [str(tmp_path / "probe.json")]
+    assert json.loads((tmp_path / "o.json").read_text())["settings"]["cold_start_seconds"] == 42.0
+
+    def broken(path):
+        raise ValueError(f"{path}: not a probe report")
+
+    monkeypatch.setattr(probe_report, "read_cold_start", broken)
+    res = invoke(str(trace), "--cold-start-from", str(tmp_path / "probe.json"))
+    assert res.exit_code == 2 and "not a probe report" in res.output
+
+
+# --------------------------------------------------------------------------- Prometheus input (a real server)
+
+
+def test_prometheus_input_in_chunks(prometheus, tmp_path, monkeypatch):
+    calls = []
+    from prometheus_api_client import PrometheusConnect
+
+    real = PrometheusConnect.custom_query_range
+
+    def spy(self, query, start_time, end_time, step, params=None):
+        calls.append((start_time.timestamp(), end_time.timestamp()))
+        return real(self, query, start_time, end_time, step, params)
+
+    monkeypatch.setattr(PrometheusConnect, "custom_query_range", spy)
+    end = prometheus.end_at
+    start = end - 13 * 86400
+    out = tmp_path / "p.json"
+    res = invoke("--prometheus", prometheus.url, "--query", 'sum(rate(forescale_requests_total{job="llm"}[2m]))',
+                 "--start", str(start), "--end", str(end), "--model", "naive", "--span", "6h", "--history", "2d",
+                 "--policies", "reactive,predictive,oracle", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    assert len(calls) == 2  # 13 days at 60 s = 18,721 points: two requests of at most 11,000
+    assert all((e - s) / 60 + 1 <= 11_000 for s, e in calls)
+    doc = json.loads(out.read_text())
+    assert doc["trace"]["points"] >= 18_000
+    # the rate Prometheus returns is the trace's (to within rate() extrapolation)
+    tr = traces.load_prometheus(prometheus.url, 'sum(rate(forescale_requests_total{job="llm"}[2m]))', end - 3600, end, 60)
+    assert math.isclose(float(np.nanmean(tr.series.y)), prometheus.trace.mean_qps(end - 3600 - 120, end), rel_tol=0.1)
+
+
+def test_prometheus_unreachable_exits_2(tmp_path):
+    res = invoke("--prometheus", "http://127.0.0.1:9", "--query", "up", "--start", "now-1h")
+    assert res.exit_code == 2 and "Prometheus" in res.output and "127.0.0.1:9" in res.output
