@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..replay.backtest import POLICIES as POLICY_NAMES
+from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import MODELS
 from .options import Duration, cold_start_value, fail, load_trace, policies_option, replica_options, source_options, write_json
 
@@ -54,8 +54,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     the bundled WorldCup98 trace is used. Prints SLO misses and replica-hours
     per policy and forecast accuracy; --json and --report write them out.
     """
-    from ..replay import backtest as bt
-    from ..replay import sweep
+    from ..replay import engine, variants
     from . import render
     from .traces import parse_time
 
@@ -70,37 +69,38 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
-        settings = bt.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+        settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies)
-        sweep_result = None
         if do_sweep:
-            sweep_result = sweep.run(tr, settings, jobs=jobs, progress=tick)
-            result = sweep_result.result
+            grid = variants.Grid()
+            result = engine.run(tr, settings, variants.variants(grid, settings),
+                                score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick)
         else:
-            result = bt.run(tr, settings, progress=tick)
-    except bt.BacktestError as e:
+            result = engine.run(tr, settings, variants.defaults(settings), score=variants.accuracy_models(settings),
+                                progress=tick)
+    except engine.ReplayError as e:
         fail(str(e))
     finally:
         close()
     click.echo(render.format_table(result))
-    if sweep_result is not None:
-        click.echo(f"\nfrontier: {len(sweep_result.points)} configurations (the table above: each family's default)")
-        click.echo(render.format_frontier(sweep_result))
+    if do_sweep:
+        click.echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
+        click.echo(render.format_frontier(result))
     if tr.attribution:
         click.echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
         doc = render.to_json(result)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
-        if sweep_result is not None:
-            doc["frontier"] = render.frontier_json(sweep_result)
+        if do_sweep:
+            doc["frontier"] = render.frontier_json(result)
         write_json(json_path, doc)
         click.echo(f"wrote {json_path}")
     if report_dir is not None:
         from .report import write_report
 
-        index = write_report(result, report_dir, sweep=sweep_result)
+        index = write_report(result, report_dir, frontier=do_sweep)
         click.echo(f"wrote {index}")
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from ..replay.backtest import POLICIES as POLICY_NAMES
-from ..replay.backtest import BacktestError
+from ..replay.engine import ReplayError
+from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
 
@@ -69,7 +69,7 @@ def load_trace(trace: Path | None, prometheus_url: str | None, query: str | None
         if trace is not None:
             return traces.load_csv(trace)
         return traces.bundled_trace()
-    except BacktestError as e:
+    except ReplayError as e:
         fail(str(e))
 
 

@@ -9,9 +9,10 @@ import json
 import math
 from typing import Mapping, Sequence
 
-from ..replay.backtest import Result, iso
+from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
-from ..replay.sweep import SELECTABLE, Point, Selection, SweepResult, format_duration
+from ..replay.frontier import Point, Selection
+from ..replay.variants import SELECTABLE, format_duration
 from ..spec import DEFAULTS, parse_duration
 
 
@@ -128,14 +129,14 @@ def _f(x: float, w: int, d: int) -> str:
     return f"{x:>{w}.{d}f}" if x is not None and math.isfinite(x) else f"{'-':>{w}}"
 
 
-def frontier_json(sr: SweepResult) -> list[dict]:
+def frontier_json(r: Result) -> list[dict]:
     """The ``frontier`` list of the JSON contract."""
     out = []
-    for p in sr.points:
+    for p in r.points:
         o = p.outcome
         out.append({
             "policy": p.policy,
-            "knobs": p.knobs(sr.tolerance),
+            "knobs": p.knobs(r.tolerance),
             "underprovisioned_fraction": o.underprovisioned_fraction,
             "violation_minutes": o.violation_minutes,
             "replica_hours": o.replica_hours,
@@ -151,12 +152,12 @@ def frontier_json(sr: SweepResult) -> list[dict]:
     return out
 
 
-def selection_json(sel: Selection, sr: SweepResult, md: Mapping[str, str] | None = None) -> dict:
+def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None) -> dict:
     p = sel.point
     d: dict = {"target_miss": sel.target_miss, "max_cost_ratio": sel.max_cost_ratio, "met": sel.met,
                "message": sel.message}
     if p is not None:
-        d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(sr.tolerance),
+        d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(r.tolerance),
                  underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,
                  replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
     if md is not None:
@@ -164,9 +165,9 @@ def selection_json(sel: Selection, sr: SweepResult, md: Mapping[str, str] | None
     return d
 
 
-def format_frontier(sr: SweepResult, *, only_pareto: bool = False) -> str:
+def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     """The terminal table of the sweep, sorted by cost."""
-    pts = sorted(sr.points, key=lambda p: (p.cost, p.miss))
+    pts = sorted(r.points, key=lambda p: (p.cost, p.miss))
     head = f"{'':2}{'configuration':<44}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
     lines = [head, "-" * len(head)]
     for p in pts:
@@ -176,16 +177,15 @@ def format_frontier(sr: SweepResult, *, only_pareto: bool = False) -> str:
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
         lines.append(f"{mark:<2}{p.variant.label()[:43]:<44}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")
-    n_p = sum(p.pareto for p in sr.points)
+    n_p = sum(p.pareto for p in r.points)
     lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "
-                 f"{len(sr.points) - 1}; o = oracle, the cost reference)")
+                 f"{len(r.points) - 1}; o = oracle, the cost reference)")
     return "\n".join(lines)
 
 
-def metadata_for(p: Point, sr: SweepResult, *, server_address: str, query: str,
+def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
                  scaler_address: str = "forescale.forescale.svc:9090") -> dict[str, str]:
     """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
-    r = sr.result
     s = r.settings
     v = p.variant
     if v.policy not in SELECTABLE:
@@ -205,7 +205,7 @@ def metadata_for(p: Point, sr: SweepResult, *, server_address: str, query: str,
     if s.history_seconds != parse_duration(DEFAULTS["history"]):
         md["history"] = format_duration(s.history_seconds)
     md["headroom"] = f"{v.headroom:g}"
-    md["hpaTolerance"] = f"{sr.tolerance:g}" if v.compensation else "0"
+    md["hpaTolerance"] = f"{r.tolerance:g}" if v.compensation else "0"
     return md
 
 

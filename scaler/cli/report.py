@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..replay.backtest import Result
+from ..replay.engine import Result
 from .render import format_table, frontier_json, to_json
 
 COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
@@ -283,7 +283,7 @@ def _sweep_plot(sweep, path: Path, selection=None) -> None:
     handles += [Line2D([], [], marker="o", ls="", color="#999999", markeredgecolor="black", label="Pareto-optimal"),
                 Line2D([], [], marker="o", ls="", markerfacecolor="none", color="#999999", label="dominated")]
     ax.legend(handles=handles, loc="upper right", fontsize=9, frameon=True, ncol=2)
-    r = sweep.result
+    r = sweep
     ax.set_title(f"Miss vs cost of {len(pts)} configurations on {r.trace.name[:60]}\n"
                  f"{(r.sim_end - r.sim_start) / 86400:.1f} d simulated, T_cold {r.lead.cold_start_seconds:g} s, "
                  f"{r.qps_per_replica:g} req/s per replica; lower-left is better", fontsize=11, loc="left")
@@ -293,7 +293,6 @@ def _sweep_plot(sweep, path: Path, selection=None) -> None:
 
 
 def _sweep_html(sweep, selection) -> str:
-
     rows = []
     for d in sorted(frontier_json(sweep), key=lambda d: (d["replica_hours"], d["underprovisioned_fraction"])):
         if not (d["pareto"] or d["reference"]):
@@ -313,7 +312,7 @@ def _sweep_html(sweep, selection) -> str:
 """
 
 
-def write_report(r: Result, out_dir: str | Path, *, sweep=None, selection=None) -> Path:
+def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, selection=None) -> Path:
     """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -323,9 +322,9 @@ def write_report(r: Result, out_dir: str | Path, *, sweep=None, selection=None) 
     _forecast_plot(r, out / "forecast.png", window)
     _frontier_plot(r, out / "frontier.png")
     sweep_html = ""
-    if sweep is not None:  # `backtest --sweep`, `tune`
-        _sweep_plot(sweep, out / "frontier_sweep.png", selection)
-        sweep_html = _sweep_html(sweep, selection)
+    if frontier:  # `backtest --sweep`, `tune`
+        _sweep_plot(r, out / "frontier_sweep.png", selection)
+        sweep_html = _sweep_html(r, selection)
     doc = to_json(r)
     rows = []
     for name, p in doc["policies"].items():

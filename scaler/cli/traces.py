@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..replay.backtest import BacktestError, Trace
+from ..replay.engine import ReplayError, Trace
 from ..spec import parse_duration
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
@@ -26,7 +26,7 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None) -> Trace:
 
     p = Path(path)
     if not p.is_file():
-        raise BacktestError(f"trace file {str(p)!r} does not exist; expected a CSV with a header 'timestamp,count' "
+        raise ReplayError(f"trace file {str(p)!r} does not exist; expected a CSV with a header 'timestamp,count' "
                             f"or 'timestamp,qps' (optionally gzip'd, .csv.gz)")
     label = name or re.sub(r"\.csv$", "", p.name[:-3] if p.name.endswith(".gz") else p.name)
     try:
@@ -37,19 +37,19 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None) -> Trace:
                     with gzip.open(p, "rb") as src, open(tmp, "wb") as dst:
                         shutil.copyfileobj(src, dst)
                 except (OSError, EOFError) as e:
-                    raise BacktestError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
+                    raise ReplayError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
                 try:
                     series, rep = from_csv(tmp)
                 except ValueError as e:
-                    raise BacktestError(str(e).replace(str(tmp), str(p))) from None
+                    raise ReplayError(str(e).replace(str(tmp), str(p))) from None
         else:
             series, rep = from_csv(p)
-    except BacktestError:
+    except ReplayError:
         raise
     except ValueError as e:
-        raise BacktestError(str(e)) from None
+        raise ReplayError(str(e)) from None
     if len(series) < 2 or not np.isfinite(series.y).any():
-        raise BacktestError(f"{p}: no usable rows ({rep.message})")
+        raise ReplayError(f"{p}: no usable rows ({rep.message})")
     return Trace(label, series, rep.message, str(p))
 
 
@@ -72,17 +72,17 @@ def load_prometheus(url: str, query: str, start: float, end: float, step: float)
     from forecaster.series import from_prometheus_matrix
 
     if end <= start:
-        raise BacktestError(f"--end must be after --start (got {start:g} .. {end:g} epoch s)")
+        raise ReplayError(f"--end must be after --start (got {start:g} .. {end:g} epoch s)")
     try:
         result = fetch_prometheus(url, query, start, end, step)
-    except BacktestError:
+    except ReplayError:
         raise
     except Exception as e:  # network, HTTP, PromQL errors: one clear line
-        raise BacktestError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
+        raise ReplayError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
     try:
         series, rep = from_prometheus_matrix(result, step)
     except ValueError as e:
-        raise BacktestError(f"Prometheus query {query!r}: {e}") from None
+        raise ReplayError(f"Prometheus query {query!r}: {e}") from None
     return Trace(f"prometheus: {query}", series, rep.message, url)
 
 

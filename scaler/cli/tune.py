@@ -1,6 +1,6 @@
 """``forescale tune``: the cheapest configuration that meets a miss target, as trigger metadata.
 
-Runs the frontier sweep (``scaler.replay``) on a trace or a Prometheus range
+Runs the frontier sweep (``scaler.replay.engine`` over every family's knobs) on a trace or a Prometheus range
 query, picks the cheapest configuration whose missed-request fraction is at
 most ``--target-miss`` (within ``--max-cost-ratio`` when given; else the
 lowest miss within the cap, said clearly), and prints it as a block to paste
@@ -23,11 +23,10 @@ PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 
 
-def summary(sr, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
+def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection."""
     from . import render
 
-    r = sr.result
     days = (r.sim_end - r.sim_start) / 86400
     lines = []
     p = sel.point
@@ -39,7 +38,7 @@ def summary(sr, sel, *, server_address: str, query: str, scaler_address: str, pl
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
                  f"replicas")
     refs = []
-    for pt in sr.points:
+    for pt in r.points:
         if pt.policy == "reactive" and pt.variant.headroom == 1.0 and not pt.variant.compensation:
             refs.append(("KEDA's Prometheus scaler", pt))
         elif pt.policy == "predictive" and pt.default:
@@ -51,7 +50,7 @@ def summary(sr, sel, *, server_address: str, query: str, scaler_address: str, pl
     if not sel.met:
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
-    md = render.metadata_for(p, sr, server_address=server_address, query=query, scaler_address=scaler_address)
+    md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
     notes = {}
     if placeholders:
         notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
@@ -104,34 +103,34 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     WorldCup98 trace. The figures are those of the same KEDA/HPA emulation
     as `forescale backtest`, on the last --span of the traffic.
     """
-    from ..replay import backtest as bt
-    from ..replay import sweep
+    from ..replay import engine, frontier, variants
     from . import render
 
     t0 = time.perf_counter()
     cold = cold_start_value(cold_start, cold_start_from)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step)
-    settings = bt.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+    settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                            hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
     tick, close = render.progress_bar("sweep", progress)
     try:
-        sr = sweep.run(tr, settings, jobs=jobs, progress=tick)
-    except bt.BacktestError as e:
+        grid = variants.Grid()
+        r = engine.run(tr, settings, variants.variants(grid, settings),
+                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick)
+    except engine.ReplayError as e:
         fail(str(e))
     finally:
         close()
-    sel = sweep.select(sr.points, target_miss, max_cost_ratio)
-    r = sr.result
-    n_pareto = sum(p.pareto for p in sr.points)
+    sel = frontier.select(r.points, target_miss, max_cost_ratio)
+    n_pareto = sum(p.pareto for p in r.points)
     click.echo("\n".join(render.format_table(r).splitlines()[:5]))
-    click.echo(f"swept     {len(sr.points)} configurations of {len({p.policy for p in sr.points})} families in "
+    click.echo(f"swept     {len(r.points)} configurations of {len({p.policy for p in r.points})} families in "
                f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
     click.echo("")
-    click.echo(render.format_frontier(sr, only_pareto=not show_all))
+    click.echo(render.format_frontier(r, only_pareto=not show_all))
     click.echo("")
     placeholders = not prometheus_url
-    text, block = summary(sr, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
+    text, block = summary(r, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
                           query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=placeholders)
     click.echo(text)
     if block:
@@ -145,17 +144,17 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         doc = render.to_json(r)
         md = None
         if sel.point is not None:
-            md = render.metadata_for(sel.point, sr, server_address=prometheus_url or PLACEHOLDER_SERVER,
+            md = render.metadata_for(sel.point, r, server_address=prometheus_url or PLACEHOLDER_SERVER,
                                     query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
-        doc["frontier"] = render.frontier_json(sr)
-        doc["selection"] = render.selection_json(sel, sr, md)
+        doc["frontier"] = render.frontier_json(r)
+        doc["selection"] = render.selection_json(sel, r, md)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         click.echo(f"wrote {json_path}")
     if report_dir is not None:
         from .report import write_report
 
-        click.echo(f"wrote {write_report(r, report_dir, sweep=sr, selection=sel)}")
+        click.echo(f"wrote {write_report(r, report_dir, frontier=True, selection=sel)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,17 +1,220 @@
-"""Policies that are not the HPA (fixed pool, oracle) and the server's decision replayed at every KEDA poll."""
+"""THE per-family code of the replay: how each policy family turns the scenario into replicas.
+
+Every family is implemented here once, and ``backtest``, ``backtest --sweep``,
+``tune`` and the server's ``tuning: auto`` all reach it through
+``engine.run``. The HPA-driven families compute the value KEDA gets at each
+poll with the server's own ``decide`` in two stages: ``base_values`` (the
+forecast window, level correction: ``Decision.base``) and ``finish``
+(headroom and dead-band compensation, which ``decide`` applies last), so that
+variants differing only in those share the expensive stage; identical value
+sequences are replayed once.
+
+* ``reactive``        KEDA's Prometheus scaler: the observed rate (``decide`` in reactive mode)
+* ``linear_trend``, ``seasonal_naive``, ``predictive``  ``decide(forecastAndScale)`` on the model's curves
+* ``hybrid``          an always-warm floor (a percentile of the history, as ``minReplicaCount``)
+                      plus ``predictive`` above it
+* ``scheduled``       a quantile of each hour of the day/week of the history, L ahead, no observed floor
+* ``keep_alive``      a fixed pool sized for the simulated span's peak, in hindsight
+* ``oracle``          perfect foresight: every pod started exactly T_cold before it is needed
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
-from forecaster.base import Forecast
+from ..policy import Decision, PolicyParams, decide
+from .forecasts import Curve, Packed
+from .hpa import Hpa, poll_ticks, run_hpa
+from .scenario import DAY, EPS, Outcome, Scenario, Timeline, evaluate
+from .variants import HPA_FAMILIES, Variant
 
-from ..policy import Decision, PolicyParams, Reason, decide
-from .hpa import Hpa, poll_ticks
-from .scenario import EPS, Scenario, Timeline
+
+@dataclass(frozen=True)
+class Context:
+    """What every variant needs (plain data: it crosses a process boundary)."""
+
+    scenario: Scenario
+    hpa: Hpa
+    qps: float
+    lead_seconds: float
+    tolerance: float  # the emulated HPA's; compensation on = the policy uses it too
+    train_t: np.ndarray  # the finite history before the simulated span (scheduled, hybrid floor)
+    train_y: np.ndarray
+    train_seconds: float
+    peak: float  # the simulated span's peak rate (keep_alive)
+
+
+@dataclass
+class Evaluated:
+    variant: Variant
+    outcome: Outcome
+    reasons: dict
+    note: str
+    timeline: Timeline | None  # kept for the family's default configuration only
+    extra: dict = field(default_factory=dict)  # e.g. hybrid's minReplicaCount
+
+
+# --------------------------------------------------------------------------- the HPA-driven families
+
+
+@dataclass
+class Planned:
+    """The values a forecast-driven policy returns at each poll, with the reasons counted."""
+
+    values: np.ndarray
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve], *,
+                   observed_offset: float = 0.0) -> Planned:
+    """Call the server's ``decide`` at every KEDA poll with the curve in force then.
+
+    ``curves`` sorted by ``since``; at a poll at time t the latest curve with
+    ``since <= t`` is used (none yet: ``decide`` falls back to observed).
+    ``observed_offset`` is added to the observed rate (hybrid's warm floor,
+    whose curves carry the same offset).
+    """
+    idx = poll_ticks(sc.n, hpa, sc.tick)
+    times = sc.t0 + sc.tick * idx
+    obs = sc.observed[idx] + observed_offset
+    since = np.array([c.since for c in curves], dtype=np.float64)
+    which = np.searchsorted(since, times + EPS, side="right") - 1
+    out = np.empty(len(idx), dtype=np.float64)
+    reasons: dict[str, int] = {}
+    for k in range(len(idx)):
+        w = int(which[k])
+        cur = curves[w] if w >= 0 else None
+        d: Decision = decide(float(obs[k]), cur.forecast if cur else None, params, float(times[k]),
+                             unusable=cur.unusable if cur else None, history_max=cur.history_max if cur else None)
+        out[k] = d.planned
+        reasons[d.reason.value] = reasons.get(d.reason.value, 0) + 1
+    return Planned(out, reasons)
+
+
+def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.ndarray, dict, Hpa, str, dict]:
+    """Stage 1 of a decision at every KEDA poll: ``decide`` without headroom and compensation.
+
+    Returns the value per poll (``Decision.base``: max(observed, forecast peak)
+    or observed), the reasons counted, the HPA to replay it with, a note and
+    extras (hybrid: its ``minReplicaCount``).
+    """
+    sc, hpa, qps = ctx.scenario, ctx.hpa, ctx.qps
+    if v.policy == "reactive":
+        params = PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps,
+                              headroom=1.0, hpa_tolerance=0.0)
+        pv = planned_values(sc, hpa, params, ())
+        return pv.values, {}, hpa, "KEDA's Prometheus scaler: value = rate over 2 min, as is", {}
+    assert packed is not None and v.quantile is not None and v.level_correction_seconds is not None
+    params = PolicyParams(mode="forecastAndScale", lead_seconds=ctx.lead_seconds, quantile=v.quantile,
+                          qps_per_replica=qps, headroom=1.0, hpa_tolerance=0.0,
+                          level_correction_seconds=v.level_correction_seconds)
+    if v.policy == "hybrid":
+        assert v.floor_percentile is not None
+        y = ctx.train_y
+        floor_qps = float(np.percentile(y, v.floor_percentile)) if y.size else 0.0
+        floor = int(math.ceil(floor_qps / qps - 1e-9)) if floor_qps > 0 else 0
+        shift = floor * qps
+        pv = planned_values(sc, hpa, params, packed.curves(shift), observed_offset=shift)
+        h2 = replace(hpa, min_replicas=max(hpa.min_replicas, floor), max_replicas=max(hpa.max_replicas, floor))
+        note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
+                f"+ predictive above them")
+        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor)}
+    pv = planned_values(sc, hpa, params, packed.curves())
+    note = f"decide(forecastAndScale), model {packed.model}, q={v.quantile:g}, L={ctx.lead_seconds:g}s"
+    return pv.values, pv.reasons, hpa, note, {}
+
+
+def finish(base: np.ndarray, qps: float, headroom: float, tolerance: float) -> np.ndarray:
+    """Stage 2: headroom and dead-band compensation, by ``decide`` itself (reactive mode on the base value)."""
+    if headroom == 1.0 and tolerance <= 0:
+        return base
+    p = PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps, headroom=headroom,
+                     hpa_tolerance=tolerance)
+    return np.fromiter((decide(float(b), None, p, 0.0).planned for b in base), dtype=np.float64, count=len(base))
+
+
+def _knob_note(v: Variant, tolerance: float) -> str:
+    """What a variant adds to its family's note: headroom, and compensation where it is not the family's habit."""
+    note = f", x {v.headroom:g}" if v.headroom != 1.0 else ""
+    if v.policy == "reactive" and tolerance > 0:
+        note += ", pushed past the HPA dead band"
+    elif v.policy != "reactive" and tolerance <= 0:
+        note += ", no dead-band compensation"
+    return note
+
+
+def evaluate_batch(ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: Packed | None) -> list[Evaluated]:
+    """Replay configurations; ``(variant, keep_timeline)`` pairs, all of one model and quantile (or none)."""
+    sc, qps = ctx.scenario, ctx.qps
+    stage1: dict[tuple, tuple] = {}
+    replayed: dict[tuple, Timeline] = {}
+    out: list[Evaluated] = []
+    for v, keep in batch:
+        if v.policy not in HPA_FAMILIES:
+            out.append(baseline(ctx, v, keep))
+            continue
+        k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile)
+        if k1 not in stage1:
+            stage1[k1] = base_values(ctx, v, packed)
+        base, reasons, hpa, note, extra = stage1[k1]
+        tol = ctx.tolerance if v.compensation else 0.0
+        values = finish(base, qps, v.headroom, tol)
+        key = (hpa, values.tobytes())
+        if key not in replayed:
+            replayed[key] = run_hpa(sc, values, hpa)
+        tl = replayed[key]
+        out.append(Evaluated(v, evaluate(sc, tl), dict(reasons), note + _knob_note(v, tol), tl if keep else None,
+                             dict(extra)))
+    return out
+
+
+# --------------------------------------------------------------------------- the other families
+
+
+def baseline(ctx: Context, v: Variant, keep: bool) -> Evaluated:
+    """``scheduled``, ``keep_alive`` and ``oracle``."""
+    sc, hpa, qps = ctx.scenario, ctx.hpa, ctx.qps
+    if v.policy == "scheduled":
+        weekly = ctx.train_seconds >= 7 * DAY
+        prof = hour_profile(ctx.train_t, ctx.train_y, float(v.quantile), weekly)
+        times = sc.t0 + sc.tick * poll_ticks(sc.n, hpa, sc.tick)
+        vals = np.maximum(prof[hour_slot(times, weekly)], prof[hour_slot(times + ctx.lead_seconds, weekly)])
+        tl = run_hpa(sc, vals, hpa)
+        note = (f"q{v.quantile:g} of each hour of the {'week' if weekly else 'day'} in the history, "
+                f"{ctx.lead_seconds:g}s ahead, no observed floor")
+    elif v.policy == "keep_alive":
+        n = int(math.ceil(ctx.peak / qps - 1e-9)) if ctx.peak > 0 else 1
+        tl = fixed_pool(sc, n)
+        note = f"{n} replicas always ready (the simulated span's peak, in hindsight)"
+    elif v.policy == "oracle":
+        tl = oracle(sc)
+        note = "perfect foresight, pods started exactly T_cold ahead, no HPA limits"
+    else:
+        raise ValueError(f"unknown policy family {v.policy!r}")
+    return Evaluated(v, evaluate(sc, tl), {}, note, tl if keep else None)
+
+
+def hour_profile(t: np.ndarray, y: np.ndarray, q: float, weekly: bool) -> np.ndarray:
+    """The ``q`` quantile of the rate in each hour of the week (168) or of the day (24)."""
+    slots = 168 if weekly else 24
+    s = hour_slot(t, weekly)
+    prof = np.full(slots, np.nan)
+    ok = np.isfinite(y)
+    overall = float(np.quantile(y[ok], q)) if ok.any() else 0.0
+    for k in range(slots):
+        v = y[ok & (s == k)]
+        prof[k] = float(np.quantile(v, q)) if v.size else overall
+    return prof
+
+
+def hour_slot(t: np.ndarray, weekly: bool) -> np.ndarray:
+    h = np.floor(np.asarray(t, dtype=float) / 3600.0).astype(np.int64)
+    return (h + 72) % 168 if weekly else h % 24  # epoch 0 was a Thursday: Monday 00:00 -> slot 0
+
 
 
 def fixed_pool(sc: Scenario, replicas: int) -> Timeline:
@@ -55,54 +258,3 @@ def oracle(sc: Scenario) -> Timeline:
 
 
 # --------------------------------------------------------------------------- the decision, replayed
-
-
-@dataclass(frozen=True)
-class Curve:
-    """A forecast curve as the server would hold it: usable from ``since`` (the fit's cutoff)."""
-
-    since: float
-    forecast: Forecast | None
-    history_max: float | None = None
-    unusable: Reason | None = None  # why there is no usable forecast (passed to decide)
-
-
-@dataclass
-class Planned:
-    """The values a forecast-driven policy returns at each poll, with the reasons counted."""
-
-    values: np.ndarray
-    reasons: dict[str, int] = field(default_factory=dict)
-
-
-def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve], *,
-                   observed_offset: float = 0.0) -> Planned:
-    """Call the server's ``decide`` at every KEDA poll with the curve in force then.
-
-    ``curves`` sorted by ``since``; at a poll at time t the latest curve with
-    ``since <= t`` is used (none yet: ``decide`` falls back to observed).
-    ``observed_offset`` is added to the observed rate (hybrid's warm floor,
-    whose curves carry the same offset).
-    """
-    idx = poll_ticks(sc.n, hpa, sc.tick)
-    times = sc.t0 + sc.tick * idx
-    obs = sc.observed[idx] + observed_offset
-    since = np.array([c.since for c in curves], dtype=np.float64)
-    which = np.searchsorted(since, times + EPS, side="right") - 1
-    out = np.empty(len(idx), dtype=np.float64)
-    reasons: dict[str, int] = {}
-    for k in range(len(idx)):
-        w = int(which[k])
-        cur = curves[w] if w >= 0 else None
-        d: Decision = decide(float(obs[k]), cur.forecast if cur else None, params, float(times[k]),
-                             unusable=cur.unusable if cur else None, history_max=cur.history_max if cur else None)
-        out[k] = d.planned
-        reasons[d.reason.value] = reasons.get(d.reason.value, 0) + 1
-    return Planned(out, reasons)
-
-
-def reactive_values(sc: Scenario, hpa: Hpa, qps_per_replica: float) -> Planned:
-    """KEDA's Prometheus scaler: the observed rate as is (``decide`` in reactive mode, no dead-band compensation)."""
-    params = PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps_per_replica,
-                          hpa_tolerance=0.0)
-    return planned_values(sc, hpa, params, ())

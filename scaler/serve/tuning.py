@@ -100,17 +100,18 @@ def run_job(job: TuningJob) -> dict:
     """Sweep and select (in the worker process). Returns plain data."""
     from forecaster.base import Series
 
-    from ..replay import backtest as bt
-    from ..replay import sweep
+    from ..replay import engine, frontier, variants
 
     t0 = time.perf_counter()
-    trace = bt.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
-    settings = bt.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
-                           buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
-                           refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
-                           hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
-    sr = sweep.run(trace, settings, sweep.Grid(families=job.families), jobs=1)
-    sel = sweep.select(sr.points, job.target_miss, job.max_cost_ratio)
+    trace = engine.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
+    settings = engine.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
+                               buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
+                               refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
+                               hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
+    grid = variants.Grid(families=job.families)
+    r = engine.run(trace, settings, variants.variants(grid, settings),
+                   score=variants.accuracy_models(settings, grid.families), jobs=1)
+    sel = frontier.select(r.points, job.target_miss, job.max_cost_ratio)
     if sel.point is None:
         raise ValueError(sel.message)
     p = sel.point
@@ -121,13 +122,12 @@ def run_job(job: TuningJob) -> dict:
     else:
         settings_out.update(mode="forecastAndScale", model=v.model, quantile=v.quantile,
                             level_correction_seconds=v.level_correction_seconds)
-    r = sr.result
     return {
         "label": v.label(), "policy": v.policy, "settings": settings_out, "met": sel.met, "message": sel.message,
         "miss": p.miss, "cost_ratio": p.cost_ratio, "violation_minutes": p.outcome.violation_minutes,
-        "replica_hours": p.cost, "points": len(sr.points), "pareto": sum(q.pareto for q in sr.points),
+        "replica_hours": p.cost, "points": len(r.points), "pareto": sum(q.pareto for q in r.points),
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,
-        "knobs": p.knobs(sr.tolerance),
+        "knobs": p.knobs(r.tolerance),
     }
 
 

@@ -17,7 +17,8 @@ from scaler.replay import hpa as hpa_mod
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
 from scaler.cli import traces
-from scaler.replay import backtest as bt
+from scaler.replay import engine
+from scaler.replay.forecasts import Curve
 from scaler.policy import PolicyParams
 
 DAYS = 30
@@ -32,7 +33,7 @@ def main() -> None:
     t = s.t[0] + step * np.arange(y.size)
     start, end = t[0] + 86400, t[0] + 86400 + DAYS * 86400
     end = min(end, t[-1] + step)
-    q = bt.nice_round(float(np.max(y)) / 20)
+    q = engine.nice_round(float(np.max(y)) / 20)
     t0 = time.perf_counter()
     sc = scn.scenario(t, y, step, start, end, cold_start_seconds=180, qps_per_replica=q)
     t_scen = time.perf_counter() - t0
@@ -46,7 +47,7 @@ def main() -> None:
     for c, i in zip(cut, i0):
         past = y[i - day: i - day + h]
         ft = c + step * np.arange(h)
-        curves.append(pol.Curve(float(c), Forecast(ft, past, {0.9: past * 1.1}), float(np.max(y[:i]))))
+        curves.append(Curve(float(c), Forecast(ft, past, {0.9: past * 1.1}), float(np.max(y[:i]))))
     params = PolicyParams(mode="forecastAndScale", lead_seconds=lead, quantile=0.9, qps_per_replica=q,
                           level_correction_seconds=1800)
     print(f"{sc.n} ticks ({(end - start) / 86400:.1f} days at 15 s), scenario built in {t_scen:.2f}s; "
@@ -56,7 +57,8 @@ def main() -> None:
     for name in ("reactive", "linear_trend", "predictive", "hybrid", "scheduled", "keep_alive", "oracle"):
         ta = time.perf_counter()
         if name == "reactive":
-            vals = pol.reactive_values(sc, hpa, q).values
+            vals = pol.planned_values(sc, hpa, PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5,
+                                                             qps_per_replica=q, hpa_tolerance=0.0), ()).values
         elif name in ("linear_trend", "predictive", "hybrid"):
             vals = pol.planned_values(sc, hpa, params, curves).values
         elif name == "scheduled":

@@ -1,7 +1,7 @@
 """How long the frontier sweep takes: ~50 variants on 21 days of 1-minute data.
 
 The last 21 days of the bundled WorldCup98 trace (1 min): 14 days of history,
-the last 7 days simulated, every family of ``scaler.replay.sweep`` over its default
+the last 7 days simulated, every family of ``scaler.replay.engine`` over its default
 knob grid, the predictive family with Prophet. Prints the wall time, the
 number of variants and fits, the peak RSS of this process,
 and the Pareto-optimal points.
@@ -30,26 +30,27 @@ def main() -> None:
 
     from forecaster.base import Series
     from scaler.cli import render, traces
-    from scaler.replay import backtest as bt
-    from scaler.replay import sweep
+    from scaler.replay import engine, frontier, variants
     from scaler.spec import parse_duration
 
     tr = traces.bundled_trace()
     s = tr.series
     keep = s.t >= s.t[-1] + s.step - a.days * 86400
     tr = replace(tr, series=Series(s.t[keep], s.y[keep], s.step), name=f"worldcup98, last {a.days:g} d")
-    settings = bt.Settings(span_seconds=parse_duration(a.span), refit_seconds=parse_duration(a.refit), model=a.model)
-    jobs = a.jobs or sweep.default_jobs()
+    settings = engine.Settings(span_seconds=parse_duration(a.span), refit_seconds=parse_duration(a.refit), model=a.model)
+    jobs = a.jobs or engine.default_jobs()
     t0 = time.perf_counter()
-    sr = sweep.run(tr, settings, jobs=jobs)
+    grid = variants.Grid()
+    sr = engine.run(tr, settings, variants.variants(grid, settings), score=variants.accuracy_models(settings, grid.families),
+                    jobs=jobs)
     wall = time.perf_counter() - t0
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    fits = {m: r.fits for m, r in sr.result.models.items()}
-    r = sr.result
+    fits = {m: mr.fits for m, mr in sr.models.items()}
+    r = sr
     print(f"{tr.name}: {len(tr.series)} points at {s.step:g}s; simulated {(r.sim_end - r.sim_start) / 86400:.2f} d, "
           f"{a.refit} refits, {len(sr.points)} variants")
     print(render.format_frontier(sr, only_pareto=True))
-    sel = sweep.select(sr.points, 0.005)
+    sel = frontier.select(sr.points, 0.005)
     if sel.point is not None:
         print(f"tune --target-miss 0.005: {sel.point.variant.label()} (missed {100 * sel.point.miss:.3f} %, "
               f"{sel.point.cost_ratio:.3f}x oracle, met={sel.met})")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from forecaster.base import Series
 from scaler.cli import traces
 from scaler.cli import render
-from scaler.replay import backtest as bt
+from scaler.replay import engine, forecasts, variants
 from scaler.cli import main
 
 CONTRACT = {
@@ -67,7 +67,7 @@ def test_no_args_runs_on_the_bundled_trace_and_writes_nothing(tmp_path):
     res = invoke("--span", "2h", "--refit", "1h", cwd=tmp_path)
     assert res.exit_code == 0, res.output
     out = res.stdout
-    for name in bt.POLICIES:
+    for name in variants.POLICIES:
         assert f"\n{name} " in out
     assert "worldcup98" in out and "req/s per replica (derived" in out and "T_cold 180s" in out
     assert "prophet" in out and "Arlitt" in out
@@ -88,7 +88,7 @@ def test_json_contract_and_report(tmp_path):
     assert set(doc["forecast"]) == {"seasonal_naive", "linear_trend"}
     for m in doc["forecast"].values():
         assert CONTRACT["forecast"] <= set(m)
-    assert list(doc["policies"]) == list(bt.POLICIES)
+    assert list(doc["policies"]) == list(variants.POLICIES)
     for p in doc["policies"].values():
         assert CONTRACT["policies"] <= set(p) and "cost_ratio" in p and "cold_start_requests" in p
     assert doc["trace"]["points"] == 3 * 1440 and doc["trace"]["step_seconds"] == 60.0
@@ -122,8 +122,9 @@ def test_count_csv_gzip_and_policy_subset(tmp_path):
 
 def test_run_is_deterministic(tmp_path):
     tr = traces.load_csv(write_trace(tmp_path / "t.csv"))
-    s = bt.Settings(model="linear_trend", span_seconds=43200, history_seconds=86400, qps_per_replica=15)
-    a, b = render.to_json(bt.run(tr, s)), render.to_json(bt.run(tr, s))
+    s = engine.Settings(model="linear_trend", span_seconds=43200, history_seconds=86400, qps_per_replica=15)
+    vs, score = variants.defaults(s), variants.accuracy_models(s)
+    a, b = render.to_json(engine.run(tr, s, vs, score=score)), render.to_json(engine.run(tr, s, vs, score=score))
     a.pop("timing"), b.pop("timing")
     assert a == b
 
@@ -134,7 +135,7 @@ def test_forecasts_use_only_data_before_each_cutoff():
     y = np.where(np.arange(600) < 500, 10.0, 1000.0)
     series = Series(t, y, step)
     cutoffs = t[490:510]
-    mr = bt.run_model(series, "naive", float(t[490]), float(t[510]), horizon=6, score_points=5, refit_every=30,
+    mr = forecasts.run_model(series, "naive", float(t[490]), float(t[510]), horizon=6, score_points=5, refit_every=30,
                       history_seconds=1e9, quantiles=(0.1, 0.9), q=0.9, level_seconds=0.0)
     assert [c.since for c in mr.curves] == cutoffs.tolist()
     for c, curve in zip(cutoffs, mr.curves):
@@ -146,7 +147,7 @@ def test_forecasts_use_only_data_before_each_cutoff():
 
 
 def test_nice_round_and_derived_qps():
-    assert [bt.nice_round(x) for x in (187.6, 0.9, 12, 2001)] == [200.0, 1.0, 12.0, 2500.0]
+    assert [engine.nice_round(x) for x in (187.6, 0.9, 12, 2001)] == [200.0, 1.0, 12.0, 2500.0]
 
 
 # --------------------------------------------------------------------------- bad inputs: exit 2, clear message

@@ -11,10 +11,17 @@ from forecaster.base import Forecast
 from scaler.policy import PolicyParams, decide
 from scaler.policy import to_milli
 from scaler.replay.hpa import Hpa, poll_count, run_hpa
-from scaler.replay.policies import Curve, fixed_pool, oracle, planned_values, reactive_values
+from scaler.replay.forecasts import Curve
+from scaler.replay.policies import fixed_pool, oracle, planned_values
 from scaler.replay.scenario import Scenario, evaluate, scenario
 
 Q = 10.0  # qps per replica in the hand-computed cases
+
+
+def keda_prometheus_values(sc: Scenario, hpa: Hpa):
+    """What KEDA's Prometheus scaler returns at each poll: the observed rate as is (decide, reactive, no compensation)."""
+    return planned_values(sc, hpa, PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=Q,
+                                                hpa_tolerance=0.0), ())
 
 
 def step_trace(cold: float = 60.0) -> Scenario:
@@ -50,7 +57,7 @@ def test_observed_lags_like_rate_over_2m():
 def test_step_reactive_exact_timeline_and_metrics():
     sc = step_trace(cold=60.0)  # 4 ticks
     hpa = Hpa(target=Q)
-    tl = run_hpa(sc, reactive_values(sc, hpa, Q).values, hpa)
+    tl = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
     # polls at even ticks see 10, 20, 30, 40, 50 at ticks 40..48: one more replica per poll
     # (the +100 %/4-pod limit never binds), each ready 4 ticks later
     exp_rep = [1] * 42 + [2] * 2 + [3] * 2 + [4] * 2 + [5] * 32
@@ -250,7 +257,7 @@ def test_oracle_never_misses_and_is_cheapest_among_zero_miss_policies(seed):
     assert o.missed_requests == 0 and o.violation_minutes == 0
     zero_miss = 0
     hpa = Hpa(target=Q, tolerance_up=0.0)
-    base = reactive_values(sc, hpa, Q).values
+    base = keda_prometheus_values(sc, hpa).values
     for factor in (1.0, 1.5, 2.0, 3.0, 5.0):
         tl = run_hpa(sc, base * factor + 20 * (factor - 1), hpa)
         r = evaluate(sc, tl)
@@ -278,8 +285,8 @@ def test_deterministic():
     rng = np.random.default_rng(3)
     sc = _random_scenario(rng, 600, 180.0)
     hpa = Hpa(target=Q)
-    a = run_hpa(sc, reactive_values(sc, hpa, Q).values, hpa)
-    b = run_hpa(sc, reactive_values(sc, hpa, Q).values, hpa)
+    a = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
+    b = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
     assert np.array_equal(a.replicas, b.replicas) and np.array_equal(a.ready, b.ready)
     assert evaluate(sc, a) == evaluate(sc, b)
     assert np.array_equal(oracle(sc).replicas, oracle(sc).replicas)

@@ -1,4 +1,4 @@
-"""The frontier sweep and the selection (``scaler.replay.sweep``), on synthetic traces whose answer is known."""
+"""The frontier sweep and the selection (``scaler.replay.engine``), on synthetic traces whose answer is known."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 from forecaster.base import Series
+from scaler.cli import render
+from scaler.replay import engine, forecasts, frontier, variants
 from scaler.replay import hpa as hpa_mod
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
-from scaler.cli import render
-from scaler.replay import backtest as bt
-from scaler.replay import sweep
 from scaler.policy import PolicyParams
 from scaler.spec import parse_duration, parse_metadata
 
@@ -23,43 +22,50 @@ T0 = 1_700_006_400  # a Wednesday 00:00 UTC
 DAY = 86400.0
 
 
-def daily_trace(days: float = 3.0) -> bt.Trace:
+def daily_trace(days: float = 3.0) -> engine.Trace:
     """A clean daily cycle: 20 req/s at night, a steep morning ramp to 193 req/s at 08:00, down at 18:00."""
     t = T0 + 60.0 * np.arange(int(days * 1440))
     hour = (t % DAY) / 3600
     y = 20 + 173 / (1 + np.exp(-(hour - 8) * 6)) - 173 / (1 + np.exp(-(hour - 18) * 6))
-    return bt.Trace("daily", Series(t, y, 60.0), "synthetic", "memory")
+    return engine.Trace("daily", Series(t, y, 60.0), "synthetic", "memory")
 
 
-def flat_trace(days: float = 3.0) -> bt.Trace:
+def flat_trace(days: float = 3.0) -> engine.Trace:
     """48 req/s with unpredictable per-minute noise (sd 1.5): 5 replicas of 10 req/s are just too few at times."""
     t = T0 + 60.0 * np.arange(int(days * 1440))
     y = 48 + np.random.default_rng(1).normal(0, 1.5, len(t))
-    return bt.Trace("flat", Series(t, y, 60.0), "synthetic", "memory")
+    return engine.Trace("flat", Series(t, y, 60.0), "synthetic", "memory")
 
 
-def settings(**kw) -> bt.Settings:
+def settings(**kw) -> engine.Settings:
     base = dict(cold_start_seconds=600, qps_per_replica=10, model="seasonal_naive", history_seconds=1.5 * DAY,
                 span_seconds=1.5 * DAY, refit_seconds=7200)
     base.update(kw)
-    return bt.Settings(**base)
+    return engine.Settings(**base)
+
+
+def sweep_run(trace: engine.Trace, s: engine.Settings, grid: variants.Grid = variants.Grid(), *,
+              jobs: int = 1) -> engine.Result:
+    """What `backtest --sweep` and `tune` run: every family over its knobs, through the one engine."""
+    return engine.run(trace, s, variants.variants(grid, s), score=variants.accuracy_models(s, grid.families),
+                      jobs=jobs)
 
 
 @pytest.fixture(scope="module")
 def daily():
-    return sweep.run(daily_trace(), settings(), jobs=1)
+    return sweep_run(daily_trace(), settings(), jobs=1)
 
 
 @pytest.fixture(scope="module")
 def flat():
-    return sweep.run(flat_trace(), settings(cold_start_seconds=180), jobs=1)
+    return sweep_run(flat_trace(), settings(cold_start_seconds=180), jobs=1)
 
 
 # --------------------------------------------------------------------------- known answers
 
 
 def test_daily_cycle_tune_picks_a_forecast_family_that_meets_the_target(daily):
-    sel = sweep.select(daily.points, 0.005)
+    sel = frontier.select(daily.points, 0.005)
     assert sel.met and sel.point is not None
     assert sel.point.policy in ("linear_trend", "seasonal_naive", "predictive")
     assert sel.point.miss <= 0.005
@@ -67,18 +73,18 @@ def test_daily_cycle_tune_picks_a_forecast_family_that_meets_the_target(daily):
     reactive = [p for p in daily.points if p.policy == "reactive"]
     plain = next(p for p in reactive if p.variant.headroom == 1.0 and not p.variant.compensation)
     assert plain.miss > 0.005
-    assert all(p.cost > sel.point.cost * (1 + sweep.COST_TIE) for p in reactive if p.miss <= 0.005)
+    assert all(p.cost > sel.point.cost * (1 + frontier.COST_TIE) for p in reactive if p.miss <= 0.005)
 
 
 def test_flat_trace_tune_picks_reactive_with_the_smallest_headroom_that_meets_the_target(flat):
     reactive = [p for p in flat.points if p.policy == "reactive"]
     for target in (0.005, 0.0005):
-        sel = sweep.select(flat.points, target)
+        sel = frontier.select(flat.points, target)
         assert sel.met and sel.point.policy == "reactive", sel.point.variant.label()
         smallest = min(p.variant.headroom for p in reactive if p.miss <= target)
         assert sel.point.variant.headroom == smallest
     # the second target is not met at x1: the headroom is really needed
-    assert sweep.select(flat.points, 0.0005).point.variant.headroom > 1.0
+    assert frontier.select(flat.points, 0.0005).point.variant.headroom > 1.0
 
 
 def test_frontier_is_pareto(daily, flat):
@@ -98,7 +104,7 @@ def test_pareto_flags_against_brute_force():
         n = int(rng.integers(1, 30))
         m = rng.choice([0.0, 0.001, 0.01, 0.1], n) * rng.integers(1, 3, n)  # ties included
         c = rng.integers(1, 6, n).astype(float)
-        flags = sweep.pareto_flags(m, c)
+        flags = frontier.pareto_flags(m, c)
         for i in range(n):
             dom = any(m[j] <= m[i] and c[j] <= c[i] and (m[j] < m[i] or c[j] < c[i]) for j in range(n))
             assert flags[i] == (not dom)
@@ -108,14 +114,14 @@ def test_pareto_flags_against_brute_force():
 # --------------------------------------------------------------------------- the selection
 
 
-def _pt(policy: str, miss: float, cost: float, headroom: float = 1.0, **kw) -> sweep.Point:
+def _pt(policy: str, miss: float, cost: float, headroom: float = 1.0, **kw) -> frontier.Point:
     o = scn.Outcome(miss, 0, cost, 0, 0, 0.0, 0.0, 1.0)
-    v = sweep.Variant(policy, headroom=headroom, **kw)
-    return sweep.Point(v, o, cost / 100.0, False, False)
+    v = variants.Variant(policy, headroom=headroom, **kw)
+    return frontier.Point(v, o, cost / 100.0, False, False)
 
 
 def _with_pareto(points):
-    flags = sweep.pareto_flags([p.miss for p in points], [p.cost for p in points])
+    flags = frontier.pareto_flags([p.miss for p in points], [p.cost for p in points])
     return [replace(p, pareto=f) for p, f in zip(points, flags)]
 
 
@@ -139,13 +145,13 @@ POINTS = _with_pareto([
     (0.005, 0.9, "reactive", False),  # nothing selectable within the cap: the lowest miss overall
 ])
 def test_selection_respects_target_and_cap(target, cap, label, met):
-    sel = sweep.select(POINTS, target, cap)
+    sel = frontier.select(POINTS, target, cap)
     assert sel.point is not None and sel.point.policy == label and sel.met is met
     p = sel.point
     if met:
         assert p.miss <= target and (cap is None or p.cost_ratio <= cap)
         feasible = [q for q in POINTS if q.selectable and q.miss <= target and (cap is None or q.cost_ratio <= cap)]
-        assert p.cost <= min(q.cost for q in feasible) * (1 + sweep.COST_TIE)
+        assert p.cost <= min(q.cost for q in feasible) * (1 + frontier.COST_TIE)
     else:
         assert "no configuration" in sel.message
         within = [q for q in POINTS if q.selectable and (cap is None or q.cost_ratio <= cap)]
@@ -157,41 +163,37 @@ def test_selection_respects_target_and_cap(target, cap, label, met):
 def test_selection_prefers_the_simpler_configuration_at_equal_cost():
     pts = _with_pareto([_pt("predictive", 0.001, 100.2, model="prophet", quantile=0.9, level_correction_seconds=0.0),
                         _pt("reactive", 0.001, 100.0, 1.05), _pt("reactive", 0.001, 100.0, 1.1)])
-    assert sweep.select(pts, 0.005).point.variant.headroom == 1.05
+    assert frontier.select(pts, 0.005).point.variant.headroom == 1.05
 
 
 # --------------------------------------------------------------------------- one policy, one simulator
 
 
-def test_sweep_defaults_are_the_backtest(daily):
-    """Each family's default configuration in the sweep is exactly what `forescale backtest` computes."""
-    r = bt.run(daily_trace(), replace(settings(), policies=bt.POLICIES))
-    for name, pr in r.policies.items():
-        p = next(p for p in daily.points if p.policy == name and p.default)
-        assert p.outcome == pr.outcome, name
-        assert daily.result.policies[name].outcome == pr.outcome
-    for m, mr in r.models.items():  # the report's forecast band too (the sweep asks its models for more quantiles)
-        np.testing.assert_allclose(daily.result.models[m].hi_at_l, mr.hi_at_l)
-        np.testing.assert_allclose(daily.result.models[m].lo_at_l, mr.lo_at_l)
-        got, want = daily.result.models[m].scores, mr.scores
-        assert set(got) == set(want)
-        for k in want:
-            assert got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])), (m, k)
+def test_the_backtest_defaults_are_points_of_the_sweep(daily):
+    """`forescale backtest` runs each family's default configuration: the same variants the sweep marks default."""
+    s = settings()
+    defaults = variants.defaults(engine.Settings(**{**s.__dict__, "policies": variants.POLICIES}))
+    swept = variants.variants(variants.Grid(), s)
+    assert set(defaults) <= set(swept)
+    assert {v for v in swept if variants.is_default(v, s)} <= set(variants.defaults(s, variants.FAMILIES))
+    assert set(defaults) <= {p.variant for p in daily.points if p.default}
+    for name, run in daily.policies.items():  # the table's rows are those points
+        assert next(p for p in daily.points if p.policy == name and p.default).outcome == run.outcome
 
 
 def test_knob_variants_equal_a_direct_decide_at_every_poll(daily):
     """Stage 1 (shared) + stage 2 (headroom, compensation) = decide with all knobs, poll for poll."""
-    r = daily.result
+    r = daily
     sc, qps = r.scenario, r.qps_per_replica
     hpa = hpa_mod.Hpa(target=qps)
     mr = r.models["seasonal_naive"]
-    packed = sweep.Packed.from_curves("seasonal_naive", mr.curves)
-    ctx = sweep.Context(sc, hpa, qps, r.lead.seconds, 0.1, np.array([]), np.array([]), 0.0, 0.0)
-    for v in (sweep.Variant("predictive", "seasonal_naive", 0.8, 1800.0, 1.1, True),
-              sweep.Variant("predictive", "seasonal_naive", 0.95, 0.0, 1.0, True),
-              sweep.Variant("reactive", headroom=1.2, compensation=True)):
-        base, *_ = sweep.base_values(ctx, v, packed.only([v.quantile or 0.5]))
-        staged = sweep.finish(base, qps, v.headroom, 0.1 if v.compensation else 0.0)
+    packed = forecasts.Packed.from_curves("seasonal_naive", mr.curves)
+    ctx = pol.Context(sc, hpa, qps, r.lead.seconds, 0.1, np.array([]), np.array([]), 0.0, 0.0)
+    for v in (variants.Variant("predictive", "seasonal_naive", 0.8, 1800.0, 1.1, True),
+              variants.Variant("predictive", "seasonal_naive", 0.95, 0.0, 1.0, True),
+              variants.Variant("reactive", headroom=1.2, compensation=True)):
+        base, *_ = pol.base_values(ctx, v, packed.only([v.quantile or 0.5]))
+        staged = pol.finish(base, qps, v.headroom, 0.1 if v.compensation else 0.0)
         mode = "reactive" if v.policy == "reactive" else "forecastAndScale"
         params = PolicyParams(mode, r.lead.seconds, v.quantile or 0.5, qps, v.headroom,
                               0.1 if v.compensation else 0.0, v.level_correction_seconds or 0.0)
@@ -201,11 +203,11 @@ def test_knob_variants_equal_a_direct_decide_at_every_poll(daily):
 
 def test_parallel_sweep_is_deterministic_and_equal_to_in_process():
     tr = daily_trace(2.5)
-    grid = sweep.Grid(reactive_headroom=(1.0, 1.1), quantiles=(0.5, 0.9), level_corrections=(0.0, 1800.0),
+    grid = variants.Grid(reactive_headroom=(1.0, 1.1), quantiles=(0.5, 0.9), level_corrections=(0.0, 1800.0),
                       headroom=(1.0,), simple_quantiles=(0.9,), hybrid_floor_percentiles=(), scheduled_quantiles=())
     s = settings(history_seconds=DAY, span_seconds=DAY)
-    one = sweep.run(tr, s, grid, jobs=1)
-    two = sweep.run(tr, s, grid, jobs=2)
+    one = sweep_run(tr, s, grid, jobs=1)
+    two = sweep_run(tr, s, grid, jobs=2)
     assert [(p.variant, p.outcome, p.pareto) for p in one.points] == [(p.variant, p.outcome, p.pareto)
                                                                        for p in two.points]
 
@@ -229,8 +231,8 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
         spec, unknown = parse_metadata(got, name="llm", namespace="serving")
         assert unknown == ()
         v = p.variant
-        assert spec.qps_per_replica == daily.result.qps_per_replica
-        assert spec.lead.cold_start_seconds == daily.result.lead.cold_start_seconds
+        assert spec.qps_per_replica == daily.qps_per_replica
+        assert spec.lead.cold_start_seconds == daily.lead.cold_start_seconds
         assert spec.headroom == v.headroom and spec.hpa_tolerance == (0.1 if v.compensation else 0.0)
         if v.policy == "reactive":
             assert spec.mode == "reactive"
@@ -256,15 +258,15 @@ def test_frontier_json_contract(daily):
 
 @pytest.mark.parametrize("s,text", [(0, "0"), (1800, "30m"), (7200, "2h"), (86400, "1d"), (90, "90s"), (5400, "90m")])
 def test_format_duration_reads_back(s, text):
-    assert sweep.format_duration(s) == text
+    assert variants.format_duration(s) == text
     assert parse_duration(text) == s
 
 
 def test_variants_cover_the_grid():
-    vs = sweep.variants(sweep.Grid(), bt.Settings())
-    fam = {f: [v for v in vs if v.policy == f] for f in sweep.FAMILIES}
+    vs = variants.variants(variants.Grid(), engine.Settings())
+    fam = {f: [v for v in vs if v.policy == f] for f in variants.FAMILIES}
     assert len(fam["reactive"]) == 12 and len(fam["predictive"]) == 30
     assert {v.quantile for v in fam["predictive"]} == {0.5, 0.8, 0.9, 0.95, 0.99}
     assert {v.level_correction_seconds for v in fam["predictive"]} == {0.0, 1800.0, 14400.0}
     assert len(fam["oracle"]) == 1 and 50 <= len(vs) <= 60
-    assert math.isclose(sum(sweep.is_default(v, bt.Settings()) for v in vs), len(sweep.FAMILIES))
+    assert math.isclose(sum(variants.is_default(v, engine.Settings()) for v in vs), len(variants.FAMILIES))

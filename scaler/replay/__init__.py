@@ -1,0 +1,11 @@
+"""OFFLINE ENGINE, pure (no click, tqdm, matplotlib or files): a trace through KEDA/HPA with cold starts.
+
+* ``scenario``   demand and its Prometheus view on 15 s ticks; ``Timeline`` -> ``Outcome`` (misses, cost)
+* ``hpa``        KEDA + the HPA, one function per rule
+* ``forecasts``  historical forecasts over the simulated span, scored and packed
+* ``variants``   the policy families, their knobs, the default of each, the sweep grid
+* ``policies``   THE per-family code (one place per family), replayed through ``decide`` and ``hpa``
+* ``engine``     ``run(trace, settings, variants, progress=...) -> Result``: behind backtest, sweep, tune
+                 and the server's ``tuning: auto``
+* ``frontier``   the miss-vs-cost plane: Pareto flags and the selection
+"""

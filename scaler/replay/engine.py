@@ -1,0 +1,350 @@
+"""THE replay engine: a trace through KEDA/HPA with cold starts, for a list of policy variants.
+
+``forescale backtest`` (the family defaults), ``backtest --sweep`` and
+``forescale tune`` (every family over its knobs) and the server's
+``tuning: auto`` all call ``run``::
+
+    r = run(trace, Settings(...), variants.defaults(settings))      # one configuration per family
+    r = run(trace, settings, variants.variants(Grid(), settings), jobs=2)
+    choice = frontier.select(r.points, target_miss=0.005)
+
+How it stays fast: each forecast model is fitted once per refit time over the
+simulated span (``forecasts.run_model``: historical forecasts from every
+trace step, every quantile any variant needs taken from the same fit), and
+the variants are derived from those curves at decision time by the server's
+own ``policy.decide`` at each KEDA poll (``policies``). Every variant is
+replayed through the same HPA emulation (``hpa``). Work runs in ``jobs``
+processes (model fits first, variants as their curves arrive).
+
+Pure: no clock but ``time.perf_counter`` for the timing figures, no files, no
+terminal; progress is reported through a callback.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+import numpy as np
+
+from forecaster.base import Series
+
+from ..spec import DEFAULTS, LeadTime, parse_duration
+from .forecasts import ModelRun, fit_task, quiet_prophet_import, restore, slice_series
+from .frontier import Point, pareto_flags
+from .hpa import Hpa
+from .policies import Context, Evaluated, evaluate_batch, oracle
+from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
+from .variants import POLICIES, Variant, is_default
+
+TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
+Progress = Callable[[int, int], None]  # (units done since the last call, total units)
+
+
+class ReplayError(ValueError):
+    """Bad input for a replay: the message names what was wrong and what is accepted."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    series: Series
+    hygiene: str  # the HygieneReport's one-line message
+    source: str  # path or URL
+    attribution: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of one backtest (defaults: the scaler's documented metadata defaults)."""
+
+    cold_start_seconds: float = float(DEFAULTS["coldStartSeconds"])
+    qps_per_replica: float | None = None  # None: derived from the simulated span's peak
+    buffer_seconds: float | None = None  # None: forecastErrorSeconds + schedulingSeconds + readinessSeconds
+    model: str = DEFAULTS["model"]
+    quantile: float = float(DEFAULTS["quantile"])
+    history_seconds: float = parse_duration(DEFAULTS["history"])
+    refit_seconds: float = parse_duration(DEFAULTS["refitInterval"])
+    span_seconds: float = 2 * DAY
+    sim_start: float | None = None
+    level_correction_seconds: float = parse_duration(DEFAULTS["levelCorrection"])
+    headroom: float = float(DEFAULTS["headroom"])
+    hpa_tolerance: float = float(DEFAULTS["hpaTolerance"])  # the emulated HPA's and the policy's
+    min_replicas: int = 0
+    max_replicas: int = 100
+    activation_threshold: float = float(DEFAULTS["activationThreshold"])
+    hybrid_floor_percentile: float = 10.0
+    policies: tuple[str, ...] = POLICIES
+    seed: int = 0
+
+    def lead(self) -> LeadTime:
+        lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
+                      float(DEFAULTS["schedulingSeconds"]), float(DEFAULTS["readinessSeconds"]),
+                      self.buffer_seconds)
+        return lt
+
+    def validate(self) -> None:
+        if not (math.isfinite(self.cold_start_seconds) and self.cold_start_seconds >= 0):
+            raise ReplayError(f"cold start {self.cold_start_seconds:g} s: accepted is a finite number of seconds >= 0")
+        if self.qps_per_replica is not None and not (math.isfinite(self.qps_per_replica) and self.qps_per_replica > 0):
+            raise ReplayError(f"qps per replica {self.qps_per_replica:g}: accepted is a finite number > 0")
+        if not 0 < self.quantile < 1:
+            raise ReplayError(f"quantile {self.quantile:g}: accepted is a number strictly between 0 and 1")
+        unknown = [p for p in self.policies if p not in POLICIES]
+        if unknown or not self.policies:
+            raise ReplayError(f"unknown policy {', '.join(map(repr, unknown)) or '(none given)'}; "
+                                f"accepted: {', '.join(POLICIES)} (comma-separated)")
+        quiet_prophet_import()
+        from forecaster.models import NAMES
+
+        if self.model not in NAMES:
+            raise ReplayError(f"unknown model {self.model!r}; accepted: {', '.join(NAMES)}")
+        if not 0 <= self.hpa_tolerance < 1:
+            raise ReplayError(f"HPA tolerance {self.hpa_tolerance:g}: accepted is a fraction in [0, 1)")
+        if self.refit_seconds <= 0 or self.span_seconds <= 0 or self.history_seconds <= 0:
+            raise ReplayError("--refit, --span and --history must be positive durations")
+        if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
+            raise ReplayError(f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is "
+                                f"0 <= min <= max, max >= 1")
+
+
+def nice_round(x: float) -> float:
+    """Round to 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k (a figure a person would pick)."""
+    if not x > 0:
+        return 1.0
+    k = math.floor(math.log10(x))
+    base = x / 10 ** k
+    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if base <= m * 1.0000001:
+            return float(m * 10 ** k)
+    return float(10 ** (k + 1))
+
+
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run over a trace starts from: the simulated span, the replica size, the KEDA/HPA scenario."""
+
+    start: float
+    end: float
+    notes: list[str]
+    peak: float
+    qps: float
+    qps_note: str
+    lead: LeadTime
+    scenario: Scenario
+    hpa: Hpa
+
+
+def setup(trace: Trace, settings: Settings) -> Setup:
+    """The simulated span (the end of the trace, leaving history before it), qps per replica and scenario."""
+    series = trace.series
+    step = series.step
+    t_first, t_end = float(series.t[0]), float(series.t[-1] + step)
+    length = t_end - t_first
+    notes: list[str] = []
+    if settings.sim_start is not None:
+        start = float(settings.sim_start)
+        if not t_first < start < t_end:
+            raise ReplayError(f"--sim-start {iso(start)} is outside the trace ({iso(t_first)} .. {iso(t_end)})")
+    else:
+        start = max(t_end - settings.span_seconds, t_first + min(settings.history_seconds, length / 2))
+    start = t_first + math.ceil((start - t_first) / step - 1e-9) * step  # on the trace grid
+    end = min(t_end, start + settings.span_seconds)
+    if end - start < 4 * TICK_SECONDS:
+        raise ReplayError(f"the trace is too short to simulate: {length:g} s")
+    if start - t_first < settings.history_seconds:
+        notes.append(f"only {(start - t_first) / DAY:.2f} d of history before the simulated span "
+                     f"(history window {settings.history_seconds / DAY:g} d)")
+    span = slice_series(series, start, end)
+    peak = float(np.nanmax(span.y)) if np.isfinite(span.y).any() else 0.0
+    if settings.qps_per_replica is None:
+        qps = nice_round(peak / TARGET_PEAK_REPLICAS) if peak > 0 else 1.0
+        qps_note = (f"derived: the simulated peak {peak:.4g} req/s / {TARGET_PEAK_REPLICAS} replicas, "
+                    f"rounded (--qps-per-replica to set it)")
+    else:
+        qps, qps_note = float(settings.qps_per_replica), "given"
+    sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
+                      qps_per_replica=qps)
+    hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
+                  tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
+    return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa)
+
+@dataclass
+class PolicyRun:
+    """One family's default configuration as the backtest table shows it."""
+
+    name: str
+    timeline: Timeline
+    outcome: Outcome
+    note: str = ""
+    reasons: dict = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    trace: Trace
+    settings: Settings
+    qps_per_replica: float
+    qps_note: str
+    lead: LeadTime
+    scenario: Scenario
+    sim_start: float
+    sim_end: float
+    models: dict[str, ModelRun]
+    policies: dict[str, PolicyRun]  # the family defaults (the table, the report, the JSON contract)
+    notes: list[str]
+    timing: dict[str, float]
+    points: list[Point] = field(default_factory=list)  # every variant on the miss-vs-cost plane
+    tolerance: float = 0.0  # the emulated HPA's scale-up tolerance
+
+    @property
+    def oracle_hours(self) -> float | None:
+        for p in self.points:
+            if p.policy == "oracle":
+                return p.cost
+        o = self.policies.get("oracle")
+        if o is not None:
+            return o.outcome.replica_hours
+        return evaluate(self.scenario, oracle(self.scenario)).replica_hours
+
+
+def default_jobs() -> int:
+    """The usable cores, at most 4."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover (not Linux)
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as ISO-8601 UTC (messages, tables)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
+        jobs: int | None = 1, progress: Progress | None = None,
+        executor: ProcessPoolExecutor | None = None) -> Result:
+    """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
+
+    ``jobs`` worker processes (None: ``default_jobs()``; 1 = in this process).
+    ``progress(done, total)`` is called as fits and variants finish.
+    """
+    settings.validate()
+    t_all = time.perf_counter()
+    series = trace.series
+    step = series.step
+    su = setup(trace, settings)
+    start, end, L = su.start, su.end, su.lead.seconds
+    train = slice_series(series, start - settings.history_seconds, start)
+    ok = np.isfinite(train.y)
+    ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
+                  len(train) * step, su.peak)
+
+    vs = list(dict.fromkeys(variants))
+    if not any(v.policy == "oracle" for v in vs):
+        vs.append(Variant("oracle"))  # the cost reference
+    n_cutoffs = int(round((end - start) / step))
+    horizon = int(math.ceil((L + step) / step)) + 1
+    score_points = max(1, int(math.ceil(L / step - 1e-9)))
+    refit_every = max(1, int(round(settings.refit_seconds / step)))
+    q = settings.quantile
+    models: list[str] = []
+    for m in [v.model for v in vs if v.model is not None] + list(score):
+        if m not in models:
+            models.append(m)
+    models.sort(key=lambda m: m != settings.model)  # the slow default model first
+    need_q: dict[str, set[float]] = {m: {round(1 - q, 6), q} if q != 0.5 else {0.5} for m in models}
+    for v in vs:
+        if v.model is not None:
+            need_q[v.model].add(float(v.quantile))
+    fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
+                      history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
+                      level_seconds=settings.level_correction_seconds, seed=settings.seed) for m in models}
+
+    # batches: the model-free variants at once; a model's variants per quantile once its curves are there
+    free = [(v, is_default(v, settings)) for v in vs if v.model is None]
+    by_model: dict[str, dict[float, list[tuple[Variant, bool]]]] = {}
+    for v in vs:
+        if v.model is not None:
+            by_model.setdefault(v.model, {}).setdefault(float(v.quantile), []).append((v, is_default(v, settings)))
+    total = len(models) * -(-n_cutoffs // refit_every) + len(vs)
+    tick = (lambda n: progress(n, total)) if progress is not None else (lambda n: None)
+    timing: dict[str, float] = {}
+    runs: dict[str, ModelRun] = {}
+    done: list[Evaluated] = []
+    jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    if executor is None and jobs <= 1:
+        done += evaluate_batch(ctx, free, None)
+        tick(len(free))
+        for m in models:
+            mr, packed = fit_task(series, m, start, end, fit_kw[m])
+            tick(mr.fits)
+            runs[m] = restore(mr, packed)
+            timing[f"forecast_{m}_seconds"] = mr.seconds
+            for qq, batch in by_model.get(m, {}).items():
+                done += evaluate_batch(ctx, batch, packed.only([qq]))
+                tick(len(batch))
+    else:
+        own = executor is None
+        pool = executor or ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))
+        try:
+            pending: dict[Future, tuple] = {}
+            for m in models:
+                pending[pool.submit(fit_task, series, m, start, end, fit_kw[m])] = ("fit", m)
+            for i in range(0, len(free), 8):
+                chunk = free[i:i + 8]
+                pending[pool.submit(evaluate_batch, ctx, chunk, None)] = ("var", len(chunk))
+            while pending:
+                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for f in finished:
+                    kind, what = pending.pop(f)
+                    if kind == "fit":
+                        mr, packed = f.result()
+                        tick(mr.fits)
+                        runs[what] = restore(mr, packed)
+                        timing[f"forecast_{what}_seconds"] = mr.seconds
+                        for qq, batch in by_model.get(what, {}).items():
+                            part = packed.only([qq])
+                            for i in range(0, len(batch), 6):
+                                chunk = batch[i:i + 6]
+                                pending[pool.submit(evaluate_batch, ctx, chunk, part)] = ("var", len(chunk))
+                    else:
+                        done += f.result()
+                        tick(what)
+        finally:
+            if own:
+                pool.shutdown(wait=True, cancel_futures=True)
+    runs = {m: runs[m] for m in models}  # in the order asked for, whatever finished first
+
+    # ---- points, in the variants' order
+    order = {v: i for i, v in enumerate(vs)}
+    done.sort(key=lambda e: order[e.variant])
+    oracle_h = next(e.outcome.replica_hours for e in done if e.variant.policy == "oracle")
+    ranked = [e for e in done if e.variant.policy != "oracle"]
+    flags = pareto_flags([e.outcome.underprovisioned_fraction for e in ranked],
+                         [e.outcome.replica_hours for e in ranked])
+    is_pareto = {id(e): f for e, f in zip(ranked, flags)}
+    points = [Point(e.variant, e.outcome, (e.outcome.replica_hours / oracle_h) if oracle_h > 0 else None,
+                    is_pareto.get(id(e), False), is_default(e.variant, settings), e.extra) for e in done]
+
+    # ---- the family defaults as the backtest table shows them
+    pol: dict[str, PolicyRun] = {}
+    for e in done:
+        p = e.variant.policy
+        if e.timeline is not None and p in settings.policies and p not in pol:
+            pol[p] = PolicyRun(p, e.timeline, e.outcome, e.note, e.reasons)
+    pol = {k: pol[k] for k in POLICIES if k in pol}
+    timing["total_seconds"] = time.perf_counter() - t_all
+    timing["variants"] = float(len(vs))
+    used = replace(settings, policies=tuple(pol) or settings.policies)
+    return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, start, end, runs, pol, su.notes, timing,
+                  points, settings.hpa_tolerance)

@@ -1,0 +1,197 @@
+"""Policy families, their knobs and the variants a run replays (plain data; the code per family is in ``policies``).
+
+Families (``policy`` in the JSON) and their knobs, named as the trigger metadata names them:
+
+* ``reactive``       KEDA's Prometheus scaler, with ``headroom`` x dead-band compensation
+                     (``hpaTolerance`` 0 = off)
+* ``linear_trend``   the seed predictor: ``quantile`` x ``headroom``
+* ``seasonal_naive`` the same day last week/yesterday: ``quantile`` x ``headroom``
+* ``predictive``     forescale's model (prophet by default): ``quantile`` x ``levelCorrection`` x ``headroom``
+* ``hybrid``         an always-warm floor (``floorPercentile`` of the history, expressed as
+                     ``minReplicaCount``) plus predictive above it
+* ``scheduled``, ``keep_alive``  baselines (not expressible as forescale metadata)
+* ``oracle``         perfect foresight: the cost reference (cost_ratio 1), never Pareto-ranked nor selected
+
+``defaults(settings)`` is what ``forescale backtest`` runs (one configuration
+per family); ``variants(grid, settings)`` is the sweep (every family over its
+knob values, each family's default first). Both are lists of ``Variant`` for
+``engine.run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Settings
+
+FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", "scheduled", "keep_alive", "oracle")
+# the families of the backtest table (``--policies``), in its order
+POLICIES = ("reactive", "linear_trend", "predictive", "hybrid", "scheduled", "keep_alive", "oracle")
+# what a ScaledObject with forescale can express (hybrid through minReplicaCount), simplest first: the
+# selection prefers the simpler of two configurations of equal cost
+SELECTABLE = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid")
+HPA_FAMILIES = SELECTABLE  # the families whose value goes through KEDA and the HPA via ``decide``
+FORECAST_FAMILIES = {"linear_trend": "linear_trend", "seasonal_naive": "seasonal_naive"}  # family -> fixed model
+ACCURACY_BASELINES = ("seasonal_naive", "linear_trend")  # scored next to the settings' model
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The knob values swept per family (the family's default configuration is always added)."""
+
+    reactive_headroom: tuple[float, ...] = (1.0, 1.05, 1.1, 1.2, 1.3, 1.5)
+    reactive_compensation: tuple[bool, ...] = (False, True)
+    quantiles: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95, 0.99)  # predictive
+    level_corrections: tuple[float, ...] = (0.0, 1800.0, 14400.0)  # predictive, half-life seconds (0 = off)
+    headroom: tuple[float, ...] = (1.0, 1.1)  # the forecast families
+    simple_quantiles: tuple[float, ...] = (0.5, 0.9)  # linear_trend, seasonal_naive
+    hybrid_floor_percentiles: tuple[float, ...] = (10.0, 25.0)
+    scheduled_quantiles: tuple[float, ...] = (0.9, 0.99)
+    families: tuple[str, ...] = FAMILIES
+
+    def __post_init__(self) -> None:
+        bad = [f for f in self.families if f not in FAMILIES]
+        if bad:
+            raise ValueError(f"unknown policy family {', '.join(bad)}; accepted: {', '.join(FAMILIES)}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of one family."""
+
+    policy: str
+    model: str | None = None
+    quantile: float | None = None
+    level_correction_seconds: float | None = None
+    headroom: float = 1.0
+    compensation: bool = True  # push the value past the HPA's dead band
+    floor_percentile: float | None = None  # hybrid
+
+    @property
+    def uses_model(self) -> bool:
+        return self.model is not None
+
+    def label(self) -> str:
+        parts = [self.policy]
+        if self.policy in ("predictive", "hybrid") and self.model:
+            parts.append(self.model)
+        if self.floor_percentile is not None:
+            parts.append(f"floor p{self.floor_percentile:g}")
+        if self.quantile is not None:
+            parts.append(f"q{self.quantile:g}")
+        if self.level_correction_seconds is not None and self.policy in ("predictive", "hybrid"):
+            parts.append(f"lc {format_duration(self.level_correction_seconds)}")
+        if self.policy not in ("scheduled", "keep_alive", "oracle"):
+            parts.append(f"x{self.headroom:g}")
+            if not self.compensation:
+                parts.append("no dead-band comp.")
+        return " ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """1800 -> '30m', 7200 -> '2h', 0 -> '0' (a form ``spec.parse_duration`` reads back)."""
+    s = float(seconds)
+    if s <= 0:
+        return "0"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if s >= size and abs(s / size - round(s / size)) < 1e-9:
+            return f"{int(round(s / size))}{unit}"
+    return f"{s:g}s"
+
+
+def default_variant(family: str, settings: "Settings") -> Variant:
+    """The configuration ``forescale backtest`` runs for ``family`` (the settings' knobs)."""
+    s = settings
+    comp = s.hpa_tolerance > 0
+    if family == "reactive":
+        return Variant("reactive", compensation=False)  # what KEDA's Prometheus scaler does
+    if family in FORECAST_FAMILIES:
+        return Variant(family, FORECAST_FAMILIES[family], s.quantile, s.level_correction_seconds, s.headroom, comp)
+    if family == "predictive":
+        return Variant("predictive", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp)
+    if family == "hybrid":
+        return Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp,
+                       s.hybrid_floor_percentile)
+    if family == "scheduled":
+        return Variant("scheduled", quantile=s.quantile)
+    if family in ("keep_alive", "oracle"):
+        return Variant(family)
+    raise ValueError(f"unknown policy family {family!r}; accepted: {', '.join(FAMILIES)}")
+
+
+def defaults(settings: "Settings", families: Sequence[str] | None = None) -> list[Variant]:
+    """One default configuration per family (``settings.policies`` unless given), and always the oracle."""
+    fams = tuple(settings.policies if families is None else families)
+    out = [default_variant(f, settings) for f in fams]
+    if "oracle" not in fams:
+        out.append(Variant("oracle"))  # the cost reference
+    return out
+
+
+def accuracy_models(settings: "Settings", families: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The models of the accuracy table: the settings' model and the baselines (none for a sweep of
+    ``families`` without a forecast of the settings' model: no predictive, no hybrid)."""
+    if families is not None and not {"predictive", "hybrid"} & set(families):
+        return ()
+    return tuple(dict.fromkeys((settings.model, *ACCURACY_BASELINES)))
+
+
+def variants(grid: Grid, settings: "Settings") -> list[Variant]:
+    """The sweep: every family's knob values, its default configuration first."""
+    s = settings
+    comp_default = s.hpa_tolerance > 0
+    comps = tuple(dict.fromkeys(c for c in grid.reactive_compensation if c is False or s.hpa_tolerance > 0))
+    out: list[Variant] = []
+
+    def add(v: Variant) -> None:
+        if v not in out:
+            out.append(v)
+
+    fams = grid.families
+    if "reactive" in fams:
+        add(default_variant("reactive", s))
+        for h in grid.reactive_headroom:
+            for c in comps or (False,):
+                add(Variant("reactive", headroom=h, compensation=c))
+    for fam, model in FORECAST_FAMILIES.items():
+        if fam in fams and not ("predictive" in fams and s.model == model):
+            add(default_variant(fam, s))
+            for q in grid.simple_quantiles:
+                for h in grid.headroom:
+                    add(Variant(fam, model, q, s.level_correction_seconds, h, comp_default))
+    if "predictive" in fams:
+        add(default_variant("predictive", s))
+        for q in grid.quantiles:
+            for lc in grid.level_corrections:
+                for h in grid.headroom:
+                    add(Variant("predictive", s.model, q, lc, h, comp_default))
+    if "hybrid" in fams:
+        add(default_variant("hybrid", s))
+        for p in grid.hybrid_floor_percentiles:
+            add(Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp_default, p))
+    if "scheduled" in fams:
+        add(default_variant("scheduled", s))
+        for q in grid.scheduled_quantiles:
+            add(Variant("scheduled", quantile=q))
+    if "keep_alive" in fams:
+        add(Variant("keep_alive"))
+    add(Variant("oracle"))  # always: the cost reference
+    return out
+
+
+def is_default(v: Variant, settings: "Settings") -> bool:
+    """Whether ``v`` is the configuration ``forescale backtest`` runs for its family."""
+    s = settings
+    if v.policy == "reactive":
+        return v.headroom == 1.0 and not v.compensation
+    if v.policy in ("linear_trend", "seasonal_naive", "predictive", "hybrid"):
+        same = (v.quantile == s.quantile and v.level_correction_seconds == s.level_correction_seconds
+                and v.headroom == s.headroom and v.compensation == (s.hpa_tolerance > 0))
+        if v.policy == "hybrid":
+            return same and v.floor_percentile == s.hybrid_floor_percentile
+        return same
+    if v.policy == "scheduled":
+        return v.quantile == s.quantile
+    return True
