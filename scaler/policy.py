@@ -11,6 +11,7 @@ No clock, no I/O: ``now`` and every input are arguments.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -37,6 +38,42 @@ class Reason(str, Enum):
 FALLBACKS = frozenset(r for r in Reason if r.value.startswith("fallback_"))
 
 
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """The HPA's dead band around a usage ratio of 1 (Kubernetes' ``tolerances.isWithin``).
+
+    The HPA leaves the replica count alone while ``1 - down <= ratio <= 1 + up``
+    (both edges inside). ``up`` is ``behavior.scaleUp.tolerance`` and ``down``
+    ``behavior.scaleDown.tolerance`` (Kubernetes >= 1.33); both default to the
+    controller's ``--horizontal-pod-autoscaler-tolerance``.
+    """
+
+    up: float
+    down: float
+
+    @property
+    def high(self) -> float:
+        """The upper edge: the largest ratio still inside the band."""
+        return 1.0 + self.up
+
+    @property
+    def low(self) -> float:
+        """The lower edge: the smallest ratio still inside the band."""
+        return 1.0 - self.down
+
+    def is_within(self, ratio: float) -> bool:
+        return 1.0 - self.down <= ratio <= 1.0 + self.up
+
+
+KUBERNETES_TOLERANCE = Tolerance(up=0.1, down=0.1)  # --horizontal-pod-autoscaler-tolerance default
+
+
+@functools.lru_cache(maxsize=64)
+def _scale_up_band(tolerance: float) -> Tolerance:
+    """Kubernetes' band with ``behavior.scaleUp.tolerance`` = ``tolerance`` (cached: ``decide`` runs per poll)."""
+    return Tolerance(up=tolerance, down=KUBERNETES_TOLERANCE.down)
+
+
 @dataclass(frozen=True)
 class PolicyParams:
     """The knobs of the decision (from ``ScalerSpec``; the simulator builds them directly)."""
@@ -46,7 +83,7 @@ class PolicyParams:
     quantile: float
     qps_per_replica: float
     headroom: float = 1.0
-    hpa_tolerance: float = 0.1  # 0 = no dead-band compensation
+    hpa_tolerance: float = KUBERNETES_TOLERANCE.up  # 0 = no dead-band compensation
     level_correction_seconds: float = 0.0  # residual half-life; 0 = off
     absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
 
@@ -58,9 +95,8 @@ class Decision:
     observed: float
     forecast_peak: float | None  # max of the (corrected) quantile over [now, now+L]
     base: float  # max(observed, forecast_peak) before headroom and tolerance
-
-    def replicas(self, qps_per_replica: float) -> int:
-        return math.ceil(self.planned / qps_per_replica - 1e-9) if self.planned > 0 else 0
+    # max of the (corrected) mean over [now, now+L] when forecast_peak is set; only with decide(with_mean=True)
+    forecast_mean_peak: float | None = None
 
 
 def to_milli(value: float) -> int:
@@ -84,25 +120,29 @@ def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> f
     """
     if tolerance <= 0 or value <= 0:
         return value
+    band = _scale_up_band(tolerance)
     v_m, t_m = to_milli(value), to_milli(qps_per_replica)
     r = math.ceil(v_m / t_m)
-    if r <= 1 or v_m / (t_m * (r - 1)) > 1.0 + tolerance:
+    if r <= 1 or not band.is_within(v_m / (t_m * (r - 1))):  # that ratio is > 1: only the upper edge matters
         return value  # already outside the band, in the HPA's own arithmetic
-    edge_m = (1.0 + tolerance) * t_m * (r - 1)
+    edge_m = band.high * t_m * (r - 1)
     return max(value, (math.floor(edge_m + 1e-6) + 1) / 1000.0)
 
 
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
-           unusable: Reason | None = None, history_max: float | None = None) -> Decision:
+           unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False) -> Decision:
     """The planned request rate for ``now``.
 
     ``observed``: the current rate (already floored at 0 by the caller).
     ``forecast``: the precomputed curve, or None; ``unusable`` says why when
     the caller already knows the forecast must not be used.
     ``history_max``: the max of the fitted history, for the absurdity check.
+    ``with_mean``: also give the max of the mean over the window (``forecast_mean_peak``, for the
+    server's metrics; the replay, which decides millions of times, does not ask for it).
     """
     observed = max(0.0, observed) if math.isfinite(observed) else 0.0
     peak: float | None = None
+    mean_peak: float | None = None
     reason: Reason
     if params.mode == "reactive":
         reason = Reason.MODE_REACTIVE
@@ -126,6 +166,9 @@ def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now
             reason = Reason.FORECAST
         else:
             reason = Reason.OBSERVED_FLOOR
+        if with_mean and peak is not None:
+            mean_peak = curve.window_max(now, now + params.lead_seconds, None)
     base = peak if reason is Reason.FORECAST else observed
     planned = clear_dead_band(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
-    return Decision(planned=planned, reason=reason, observed=observed, forecast_peak=peak, base=base)
+    return Decision(planned=planned, reason=reason, observed=observed, forecast_peak=peak, base=base,
+                    forecast_mean_peak=mean_peak)

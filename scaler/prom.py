@@ -2,9 +2,10 @@
 
 One ``PrometheusClient`` per (target, credentials): instant queries for the
 observed rate and T_cold, range queries (split to respect Prometheus' 11,000
-points per series) for the forecast history. Credentials are held by the
-scaler (``CredentialStore``), selected by name from the metadata; no secret is
-ever logged or put in an error message.
+points per series) for the forecast history, and that history as one regular
+``Series`` (``range_series``: the one place where a range answer becomes one).
+Credentials are held by the scaler (``CredentialStore``), selected by name from
+the metadata; no secret is ever logged or put in an error message.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from typing import Any
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
+
+from forecaster.base import Series
+from forecaster.series import HygieneReport, from_prometheus_matrix
 
 from .spec import PrometheusTarget
 
@@ -160,6 +164,9 @@ class PrometheusClient:
         except requests.exceptions.Timeout:
             raise PromError(PromErrorKind.UNREACHABLE,
                             f"Prometheus at {where} did not answer within {self.target.timeout_seconds:g}s") from None
+        except (requests.exceptions.JSONDecodeError, KeyError, TypeError) as e:  # not a Prometheus API answer
+            raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} sent an unreadable answer: "
+                            f"{type(e).__name__}") from None
         except requests.exceptions.RequestException as e:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} is unreachable: {type(e).__name__}") from None
         except ValueError as e:  # a non-JSON body
@@ -215,6 +222,21 @@ class PrometheusClient:
                 merged.setdefault(key, {"metric": s.get("metric", {}), "values": []})["values"].extend(s.get("values", []))
             t0 = t1 + step
         return list(merged.values())
+
+    def range_series(self, query: str, start: float, end: float, step: float) -> tuple[Series, HygieneReport]:
+        """``range`` as one regular ``Series`` at ``step`` (hygiene applied), with what hygiene found.
+
+        No series: NO_DATA; several: MULTIPLE_SERIES (a rate for forecasting
+        must aggregate to one); malformed samples: ValueError.
+        """
+        result = self.range(query, start, end, step)
+        if not result:
+            raise PromError(PromErrorKind.NO_DATA, f"range query returned no series: {query}")
+        if len(result) > 1:
+            raise PromError(PromErrorKind.MULTIPLE_SERIES,
+                            f"range query returned {len(result)} series; expected exactly one "
+                            f"(aggregate it, e.g. sum(...)): {query}")
+        return from_prometheus_matrix(result, step)
 
 
 def _short(text: str, limit: int = 300) -> str:

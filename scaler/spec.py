@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
+from .policy import KUBERNETES_TOLERANCE
+
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
 MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto")
 SECRET_HINT = "<redacted>"
@@ -68,7 +70,7 @@ KEYS: tuple[Key, ...] = (
     Key("refitInterval", "30m", "how often the forecast is refitted (duration)"),
     Key("minHistory", "1d", "history needed before forecasts are trusted (duration)"),
     Key("headroom", "1.0", "multiplier on the planned rate, >= 1"),
-    Key("hpaTolerance", "0.1", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
+    Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
     Key("tuning", "off", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
                          "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule"),
     Key("targetMiss", "0.005", "with tuning auto: the largest acceptable fraction of requests above ready capacity"),
@@ -171,10 +173,10 @@ class ScalerSpec:
     level_correction_seconds: float
     headroom: float
     hpa_tolerance: float
-    tuning: str = "off"
-    target_miss: float = 0.005
-    max_cost_ratio: float | None = None
-    tuning_interval_seconds: float = 86400.0
+    tuning: str
+    target_miss: float
+    max_cost_ratio: float | None
+    tuning_interval_seconds: float
 
     @property
     def target_size(self) -> int:
@@ -201,18 +203,20 @@ class _Reader:
         v = self.md.get(key)
         return None if v is None or v.strip() == "" else v.strip()
 
-    def _get(self, key: str, default: str | None, conv: Callable[[str], object], accepted: str, secret: bool = False):
+    def get(self, key: str, conv: Callable[[str], object], accepted: str, *, secret: bool = False,
+            default: str | None = None):
+        """``conv`` of the value, or of the key's default (``DEFAULTS``, or ``default`` for derived ones)."""
         v = self.raw(key)
         if v is None:
-            if default is None:
+            v = default if default is not None else DEFAULTS.get(key)
+            if v is None:
                 raise MetadataError(key, None, accepted)
-            v = default
         try:
             return conv(v)
         except (ValueError, TypeError):
             raise MetadataError(key, v, accepted, secret) from None
 
-    def number(self, key: str, default: str | None, *, lo: float | None = None, lo_open: bool = False,
+    def number(self, key: str, *, lo: float | None = None, lo_open: bool = False,
                hi: float | None = None, hi_open: bool = False, accepted: str) -> float:
         def conv(v: str) -> float:
             x = float(v)
@@ -223,9 +227,9 @@ class _Reader:
             if hi is not None and (x > hi or (hi_open and x == hi)):
                 raise ValueError(v)
             return x
-        return self._get(key, default, conv, accepted)
+        return self.get(key, conv, accepted)
 
-    def boolean(self, key: str, default: str) -> bool:
+    def boolean(self, key: str) -> bool:
         def conv(v: str) -> bool:
             low = v.lower()
             if low in ("true", "1", "yes"):
@@ -233,24 +237,24 @@ class _Reader:
             if low in ("false", "0", "no"):
                 return False
             raise ValueError(v)
-        return self._get(key, default, conv, "true or false")
+        return self.get(key, conv, "true or false")
 
-    def duration(self, key: str, default: str, *, minimum: float = 0.0) -> float:
+    def duration(self, key: str, *, minimum: float = 0.0) -> float:
         def conv(v: str) -> float:
             d = parse_duration(v)
             if d < minimum:
                 raise ValueError(v)
             return d
         extra = f" (at least {minimum:g}s)" if minimum else ""
-        return self._get(key, default, conv, DURATION_FORM + extra)
+        return self.get(key, conv, DURATION_FORM + extra)
 
-    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+    def choice(self, key: str, options: tuple[str, ...]) -> str:
         def conv(v: str) -> str:
             for o in options:
                 if o.lower() == v.lower():
                     return o
             raise ValueError(v)
-        return self._get(key, default, conv, " | ".join(options))
+        return self.get(key, conv, " | ".join(options))
 
 
 def _timeout(v: str) -> float:
@@ -280,9 +284,9 @@ def _server_address(v: str) -> str:
 def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = "") -> tuple[ScalerSpec, tuple[str, ...]]:
     """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
     r = _Reader(md)
-    server = r._get("serverAddress", None, _server_address,
+    server = r.get("serverAddress", _server_address,
                     "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090")
-    query = r._get("query", None, str, "a PromQL expression whose single result is requests/s")
+    query = r.get("query", str, "a PromQL expression whose single result is requests/s")
 
     qps_form = "a finite number > 0 (requests/s one ready replica sustains), e.g. \"10\""
     qps_raw, thr_raw = r.raw("qpsPerReplica"), r.raw("threshold")
@@ -290,55 +294,56 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         raise MetadataError("qpsPerReplica", None, qps_form + " (or its alias 'threshold')")
     qps = thr = None
     if qps_raw is not None:
-        qps = r.number("qpsPerReplica", None, lo=0, lo_open=True, accepted=qps_form)
+        qps = r.number("qpsPerReplica", lo=0, lo_open=True, accepted=qps_form)
     if thr_raw is not None:
-        thr = r.number("threshold", None, lo=0, lo_open=True, accepted=qps_form)
+        thr = r.number("threshold", lo=0, lo_open=True, accepted=qps_form)
     if qps is not None and thr is not None and qps != thr:
         raise MetadataError("threshold", thr_raw, f"the same value as qpsPerReplica ({qps_raw}) or absent")
     qps_per_replica = qps if qps is not None else thr
 
-    activation = r.number("activationThreshold", "0", lo=0, accepted="a finite number >= 0 (requests/s)")
-    ignore_null = r.boolean("ignoreNullValues", "true")
-    qparams = r._get("queryParameters", "", parse_pairs, "key1=value1,key2=value2")
-    headers = r._get("customHeaders", "", parse_pairs, "key1=value1,key2=value2", secret=True)
-    unsafe = r.boolean("unsafeSsl", "false")
-    timeout = r._get("timeout", "5000", _timeout, "milliseconds in (0, 300000], e.g. 5000, or a duration such as 5s")
-    creds = r._get("credentials", "", _credential_name,
+    activation = r.number("activationThreshold", lo=0, accepted="a finite number >= 0 (requests/s)")
+    ignore_null = r.boolean("ignoreNullValues")
+    qparams = r.get("queryParameters", parse_pairs, "key1=value1,key2=value2")
+    headers = r.get("customHeaders", parse_pairs, "key1=value1,key2=value2", secret=True)
+    unsafe = r.boolean("unsafeSsl")
+    timeout = r.get("timeout", _timeout, "milliseconds in (0, 300000], e.g. 5000, or a duration such as 5s")
+    creds = r.get("credentials", _credential_name,
                    "the name of a credential set held by the scaler: letters, digits, '-', '_', '.' (no secret here)")
-    metric_name = r._get("metricName", _metric_name(namespace, name), _metric_name_conv,
-                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)")
+    metric_name = r.get("metricName", _metric_name_conv,
+                        "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)",
+                        default=_metric_name(namespace, name))
 
-    cold = r.number("coldStartSeconds", "180", lo=0, accepted="a finite number of seconds >= 0, e.g. \"180\"")
+    cold = r.number("coldStartSeconds", lo=0, accepted="a finite number of seconds >= 0, e.g. \"180\"")
     cold_query = r.raw("coldStartQuery") or ""
     buffer_override = None
     if r.raw("bufferSeconds") is not None:
-        buffer_override = r.number("bufferSeconds", None, lo=0, accepted="a finite number of seconds >= 0")
-    fe = r.number("forecastErrorSeconds", "30", lo=0, accepted="a finite number of seconds >= 0")
-    sched = r.number("schedulingSeconds", "60", lo=0, accepted="a finite number of seconds >= 0")
-    ready = r.number("readinessSeconds", "15", lo=0, accepted="a finite number of seconds >= 0")
+        buffer_override = r.number("bufferSeconds", lo=0, accepted="a finite number of seconds >= 0")
+    fe = r.number("forecastErrorSeconds", lo=0, accepted="a finite number of seconds >= 0")
+    sched = r.number("schedulingSeconds", lo=0, accepted="a finite number of seconds >= 0")
+    ready = r.number("readinessSeconds", lo=0, accepted="a finite number of seconds >= 0")
 
-    mode = r.choice("mode", "forecastAndScale", MODES)
-    model = r.choice("model", "prophet", MODELS)
-    quantile = r.number("quantile", "0.9", lo=0, lo_open=True, hi=1, hi_open=True,
+    mode = r.choice("mode", MODES)
+    model = r.choice("model", MODELS)
+    quantile = r.number("quantile", lo=0, lo_open=True, hi=1, hi_open=True,
                         accepted="a number strictly between 0 and 1, e.g. 0.9")
-    step = r.duration("step", "60s", minimum=1)
-    history = r.duration("history", "14d", minimum=step)
-    refit = r.duration("refitInterval", "30m", minimum=10)
-    min_history = r.duration("minHistory", "1d")
+    step = r.duration("step", minimum=1)
+    history = r.duration("history", minimum=step)
+    refit = r.duration("refitInterval", minimum=10)
+    min_history = r.duration("minHistory")
     if min_history > history:
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
-    level = r.duration("levelCorrection", "4h")
-    headroom = r.number("headroom", "1.0", lo=1, accepted="a finite number >= 1, e.g. 1.1")
-    tol = r.number("hpaTolerance", "0.1", lo=0, hi=1, hi_open=True,
-                   accepted="the HPA tolerance as a fraction in [0, 1), e.g. 0.1 (Kubernetes' default)")
-    tuning = r.choice("tuning", "off", TUNING)
-    target_miss = r.number("targetMiss", "0.005", lo=0, hi=1, hi_open=True,
+    level = r.duration("levelCorrection")
+    headroom = r.number("headroom", lo=1, accepted="a finite number >= 1, e.g. 1.1")
+    tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
+                   accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
+    tuning = r.choice("tuning", TUNING)
+    target_miss = r.number("targetMiss", lo=0, hi=1, hi_open=True,
                            accepted="a fraction of requests in [0, 1), e.g. 0.005 (0.5 %)")
     max_cost = None
     if r.raw("maxCostRatio") is not None:
-        max_cost = r.number("maxCostRatio", None, lo=0, lo_open=True,
+        max_cost = r.number("maxCostRatio", lo=0, lo_open=True,
                             accepted="a finite number > 0 (replica-hours / the oracle's), e.g. 1.3, or absent")
-    tuning_interval = r.duration("tuningInterval", "24h", minimum=600)
+    tuning_interval = r.duration("tuningInterval", minimum=600)
 
     spec = ScalerSpec(
         prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds),

@@ -19,19 +19,25 @@ Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 * Capacity during tick ``i`` = ready pods x ``qps_per_replica``.
 
 HPA rules (Kubernetes' replica calculator and behavior defaults, external
-metric with an AverageValue target, as KEDA creates it):
+metric with an AverageValue target, as KEDA creates it), one pure function
+each returning ``(replicas, HpaReason)``; ``run_hpa`` composes them per sync
+as Kubernetes does: bounds, then recommendation, stabilisation, rate limit, bounds:
 
 * KEDA hands the value and the target to the HPA as milli-quantities
   (``"%.3f"``); the HPA compares integers of milli-units.
 * ratio = value / (target x current replicas); nothing changes while
-  ``1 - tol_down <= ratio <= 1 + tol_up`` (tolerance 0.1 each by default,
-  ``behavior.scaleUp.tolerance`` makes the upper one configurable), else the
-  recommendation is ``ceil(value / target)``.
+  ``1 - tol_down <= ratio <= 1 + tol_up`` (``policy.Tolerance``, by default
+  ``KUBERNETES_TOLERANCE``: 0.1 each; ``behavior.scaleUp.tolerance`` makes the
+  upper one configurable), else the recommendation is ``ceil(value / target)``
+  (``replica_recommendation``).
 * Stabilisation: scale-down goes to the highest recommendation of the last
-  ``scale_down_window`` seconds (300 s); scale-up window 0.
+  ``scale_down_window`` seconds (300 s); scale-up window 0 (``stabilize``).
 * Scale-up rate: at most ``max(start + 4, ceil(start x 2))`` where ``start`` is
-  the replica count at the beginning of the ``scale_up_period`` (15 s).
-* HPA min replicas = max(minReplicaCount, 1); max = maxReplicaCount (100).
+  the replica count at the beginning of the ``scale_up_period`` (15 s)
+  (``period_start``, ``scale_up_limit``); scale-down rate: at least
+  ``int(start x (1 - percent/100))``, 0 at the default 100 % (``scale_down_limit``).
+* HPA min replicas = max(minReplicaCount, 1); max = maxReplicaCount (100)
+  (``bounds``); outside them the calculator is skipped and the count clamped.
 * minReplicaCount 0: at 0 replicas the HPA is disabled; KEDA activates 0 -> 1
   at a poll where IsActive is true and scales to 0 after ``cooldown_seconds``
   (300 s) without activity.
@@ -46,11 +52,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
-from ..policy import to_milli
+from ..policy import KUBERNETES_TOLERANCE, Tolerance, to_milli
 from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
 
 
@@ -61,8 +69,8 @@ class Hpa:
     target: float  # qps per replica: the AverageValue target
     min_replicas: int = 0  # KEDA minReplicaCount
     max_replicas: int = 100  # KEDA maxReplicaCount
-    tolerance_up: float = 0.1  # behavior.scaleUp.tolerance (Kubernetes >= 1.33), else 0.1
-    tolerance_down: float = 0.1  # behavior.scaleDown.tolerance
+    tolerance_up: float = KUBERNETES_TOLERANCE.up  # behavior.scaleUp.tolerance (Kubernetes >= 1.33)
+    tolerance_down: float = KUBERNETES_TOLERANCE.down  # behavior.scaleDown.tolerance
     scale_up_pods: int = 4  # scaleUp policy Pods/periodSeconds
     scale_up_percent: float = 100.0  # scaleUp policy Percent/periodSeconds
     scale_up_period_seconds: float = 15.0
@@ -85,6 +93,107 @@ class Hpa:
         if not (0 <= self.tolerance_up and 0 <= self.tolerance_down < 1):
             raise ValueError(f"tolerances must be >= 0 (down < 1), got up={self.tolerance_up} down={self.tolerance_down}")
 
+    @property
+    def tolerance(self) -> Tolerance:
+        return Tolerance(up=self.tolerance_up, down=self.tolerance_down)
+
+
+# --------------------------------------------------------------------------- the HPA's rules, one function each
+
+
+class HpaReason(str, Enum):
+    """Why a rule returned its replica count (Kubernetes' condition reason where it has one)."""
+
+    WITHIN_TOLERANCE = "within tolerance"  # ratio inside the dead band: stay at current
+    METRIC = "ceil(value / target)"  # ratio outside the band
+    RECOMMENDATION = "recommendation"  # stabilisation leaves the recommendation as it is
+    SCALE_UP_STABILIZED = "ScaleUpStabilized"  # held down by the lowest recommendation of the scale-up window
+    SCALE_DOWN_STABILIZED = "ScaleDownStabilized"  # held up by the highest recommendation of the scale-down window
+    DESIRED_WITHIN_RANGE = "DesiredWithinRange"  # no rate limit or bound binds
+    SCALE_UP_LIMIT = "ScaleUpLimit"
+    SCALE_DOWN_LIMIT = "ScaleDownLimit"
+    TOO_MANY_REPLICAS = "TooManyReplicas"  # above max replicas
+    TOO_FEW_REPLICAS = "TooFewReplicas"  # below the HPA's min replicas
+
+
+def replica_recommendation(value_m: float, target_m: float, current: int, tolerance: Tolerance,
+                           milli: bool = True) -> tuple[int, HpaReason]:
+    """The replica calculator for an external metric with an AverageValue target.
+
+    ``value_m``, ``target_m``: KEDA's milli-quantities (``to_milli``, integers)
+    when ``milli``, else the raw values (then ``ceil`` forgives ``EPS`` of float
+    noise). ``current`` >= 1. The usage ratio is ``value / (target x current)``.
+    """
+    if tolerance.is_within(value_m / (target_m * current)):
+        return current, HpaReason.WITHIN_TOLERANCE
+    return (math.ceil(value_m / target_m) if milli else math.ceil(value_m / target_m - EPS)), HpaReason.METRIC
+
+
+def stabilize(recommendation: int, current: int, records: Iterable[tuple[int, int]], now: int,
+              up_window: float, down_window: float) -> tuple[int, HpaReason]:
+    """Kubernetes' ``stabilizeRecommendationWithBehaviors``.
+
+    ``records``: the ``(tick, recommendation)`` of earlier syncs. A record
+    ``now - tick`` ticks old is inside a window when ``now - tick < window``
+    (windows in ticks, from ``window_ticks``). The result is ``current`` raised
+    to the lowest recommendation of the scale-up window, then lowered to the
+    highest of the scale-down window (the new recommendation counts in both).
+    """
+    up_rec = down_rec = recommendation
+    for j, r in records:
+        age = now - j
+        if age < up_window and r < up_rec:
+            up_rec = r
+        if age < down_window and r > down_rec:
+            down_rec = r
+    stab = current
+    if stab < up_rec:
+        stab = up_rec
+    if stab > down_rec:
+        stab = down_rec
+    if stab == recommendation:
+        return stab, HpaReason.RECOMMENDATION
+    return stab, HpaReason.SCALE_UP_STABILIZED if recommendation > current else HpaReason.SCALE_DOWN_STABILIZED
+
+
+def period_start(current: int, ups: Iterable[tuple[int, int]], downs: Iterable[tuple[int, int]], now: int,
+                 period: float) -> int:
+    """The replica count at the beginning of a rate-limit period: current - added + removed within it.
+
+    ``ups``/``downs``: ``(tick, replicas added/removed)`` events; an event is
+    inside the period when ``now - tick < period`` (ticks, from ``window_ticks``).
+    """
+    return (current - sum(k for j, k in ups if now - j < period)
+            + sum(k for j, k in downs if now - j < period))
+
+
+def scale_up_limit(desired: int, current: int, start: int, pods: int, percent: float) -> tuple[int, HpaReason]:
+    """At most ``max(start + pods, ceil(start x (1 + percent/100)))``, never below ``current``."""
+    limit = max(start + pods, math.ceil(start * (1.0 + percent / 100.0) - EPS))
+    if limit < current:
+        limit = current
+    if desired > limit:
+        return limit, HpaReason.SCALE_UP_LIMIT
+    return desired, HpaReason.DESIRED_WITHIN_RANGE
+
+
+def scale_down_limit(desired: int, current: int, start: int, percent: float) -> tuple[int, HpaReason]:
+    """At least ``int(start x (1 - percent/100))`` (Kubernetes truncates), never above ``current``."""
+    limit = int(start * (1.0 - percent / 100.0))
+    if limit > current:
+        limit = current
+    if desired < limit:
+        return limit, HpaReason.SCALE_DOWN_LIMIT
+    return desired, HpaReason.DESIRED_WITHIN_RANGE
+
+
+def bounds(replicas: int, min_replicas: int, max_replicas: int) -> tuple[int, HpaReason]:
+    """Clamp to the HPA's ``[min_replicas, max_replicas]`` (its min is ``max(minReplicaCount, 1)``)."""
+    if replicas > max_replicas:
+        return max_replicas, HpaReason.TOO_MANY_REPLICAS
+    if replicas < min_replicas:
+        return min_replicas, HpaReason.TOO_FEW_REPLICAS
+    return replicas, HpaReason.DESIRED_WITHIN_RANGE
 
 
 # --------------------------------------------------------------------------- KEDA + HPA
@@ -104,8 +213,12 @@ def _every(seconds: float, tick: float) -> int:
     return max(1, int(round(seconds / tick)))
 
 
-def _window_ticks(seconds: float, tick: float) -> float:
-    """A record ``k`` ticks old is inside a window when ``k < seconds / tick`` (Kubernetes' ``After(cutoff)``)."""
+def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
+    """A window of ``seconds`` in ticks: a record ``k`` ticks old is inside when ``k < window_ticks``.
+
+    ``seconds / tick - EPS``: at 15 s ticks a 300 s window holds records 0..19
+    ticks (0..285 s) old; one exactly 300 s old is out (Kubernetes' ``After(cutoff)``).
+    """
     return seconds / tick - EPS
 
 
@@ -124,21 +237,20 @@ def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int
     poll_every = _every(hpa.polling_seconds, tick)
     sync_every = _every(hpa.sync_seconds, tick)
     cold = sc.cold_ticks
-    tgt_m = to_milli(hpa.target) if hpa.milli else hpa.target
+    milli = hpa.milli
+    tgt_m = to_milli(hpa.target) if milli else hpa.target
     if tgt_m <= 0:
         raise ValueError(f"target {hpa.target} is 0 as a milli-quantity")
     hpa_min = max(hpa.min_replicas, 1)
     hpa_max = hpa.max_replicas
-    lo_band, hi_band = 1.0 - hpa.tolerance_down, 1.0 + hpa.tolerance_up
-    down_w = _window_ticks(hpa.scale_down_window_seconds, tick)
-    up_w = _window_ticks(hpa.scale_up_window_seconds, tick)
-    up_period = _window_ticks(hpa.scale_up_period_seconds, tick)
-    down_period = _window_ticks(hpa.scale_down_period_seconds, tick)
+    tol = hpa.tolerance
+    down_w = window_ticks(hpa.scale_down_window_seconds, tick)
+    up_w = window_ticks(hpa.scale_up_window_seconds, tick)
+    up_period = window_ticks(hpa.scale_up_period_seconds, tick)
+    down_period = window_ticks(hpa.scale_down_period_seconds, tick)
     cooldown_ticks = hpa.cooldown_seconds / tick
     act = hpa.activation_threshold
-    up_pods, up_factor = hpa.scale_up_pods, 1.0 + hpa.scale_up_percent / 100.0
-    down_factor = 1.0 - hpa.scale_down_percent / 100.0
-    milli = hpa.milli
+    up_pods, up_percent, down_percent = hpa.scale_up_pods, hpa.scale_up_percent, hpa.scale_down_percent
 
     v0 = float(values[0])
     if initial_replicas is None:
@@ -179,58 +291,7 @@ def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int
             else:
                 ready_on[c + cold] -= 1
 
-    def _sync(i: int) -> None:
-        """One HPA reconcile (replica calculator, stabilisation, rate limits, bounds)."""
-        cur = len(created)
-        if cur > hpa_max:
-            new = hpa_max
-            rec = cur
-        elif cur < hpa_min:
-            new = hpa_min
-            rec = cur
-        else:
-            ratio = vm / (tgt_m * cur)
-            if lo_band <= ratio <= hi_band:
-                rec = cur
-            else:
-                rec = math.ceil(vm / tgt_m) if milli else math.ceil(vm / tgt_m - EPS)
-            if not recs:  # maybeInitScaleDownStabilizationWindow
-                recs.append((i, cur))
-            while recs and i - recs[0][0] >= keep:
-                recs.popleft()
-            if rec == cur:  # fast path: the stabilised value is then always cur
-                recs.append((i, rec))
-                return
-            up_rec = down_rec = rec
-            for j, r in recs:
-                age = i - j
-                if age < up_w and r < up_rec:
-                    up_rec = r
-                if age < down_w and r > down_rec:
-                    down_rec = r
-            stab = cur
-            if stab < up_rec:
-                stab = up_rec
-            if stab > down_rec:
-                stab = down_rec
-            recs.append((i, rec))
-            new = stab
-            if stab > cur or stab < cur:
-                while ups and i - ups[0][0] >= keep_ev:
-                    ups.popleft()
-                while downs and i - downs[0][0] >= keep_ev:
-                    downs.popleft()
-            if stab > cur:
-                start = (cur - sum(k for j, k in ups if i - j < up_period)
-                         + sum(k for j, k in downs if i - j < up_period))
-                limit = max(start + up_pods, math.ceil(start * up_factor - EPS))
-                limit = max(limit, cur)
-                new = min(stab, limit, hpa_max)
-            elif stab < cur:
-                start = (cur - sum(k for j, k in ups if i - j < down_period)
-                         + sum(k for j, k in downs if i - j < down_period))
-                limit = int(start * down_factor)
-                new = max(stab, limit, hpa_min)
+    def scale(i: int, cur: int, new: int) -> None:
         if new > cur:
             add(i, new - cur)
             ups.append((i, new - cur))
@@ -238,14 +299,42 @@ def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int
             remove(i, cur - new)
             downs.append((i, cur - new))
 
+    memo_vm, memo_cur, rec = math.nan, 0, 0  # the last recommendation's inputs (the value is held between polls)
     for i in range(n):
         polled = i % poll_every == 0
         if polled:
             value = float(values[i // poll_every])
             vm = to_milli(value) if milli else value
         held[i] = value
-        if created and i % sync_every == 0:
-            _sync(i)
+        if created and i % sync_every == 0:  # one HPA reconcile
+            cur = len(created)
+            if cur > hpa_max or cur < hpa_min:  # outside the bounds the calculator is skipped
+                scale(i, cur, bounds(cur, hpa_min, hpa_max)[0])
+            else:
+                if vm != memo_vm or cur != memo_cur:
+                    memo_vm, memo_cur = vm, cur
+                    rec = replica_recommendation(vm, tgt_m, cur, tol, milli)[0]
+                if not recs:  # maybeInitScaleDownStabilizationWindow
+                    recs.append((i, cur))
+                while recs and i - recs[0][0] >= keep:
+                    recs.popleft()
+                if rec == cur:  # fast path: the stabilised value is then always cur
+                    recs.append((i, rec))
+                else:
+                    new = stabilize(rec, cur, recs, i, up_w, down_w)[0]
+                    recs.append((i, rec))
+                    if new != cur:
+                        while ups and i - ups[0][0] >= keep_ev:
+                            ups.popleft()
+                        while downs and i - downs[0][0] >= keep_ev:
+                            downs.popleft()
+                        if new > cur:
+                            new = scale_up_limit(new, cur, period_start(cur, ups, downs, i, up_period),
+                                                 up_pods, up_percent)[0]
+                        else:
+                            new = scale_down_limit(new, cur, period_start(cur, ups, downs, i, down_period),
+                                                   down_percent)[0]
+                        scale(i, cur, bounds(new, hpa_min, hpa_max)[0])
         if polled:  # KEDA acts on IsActive after the HPA's sync of the same tick
             if value > act:
                 last_active = i

@@ -6,5 +6,6 @@
 * ``workload``  ``Workload`` and the protocols of the two background services
 * ``fitting``   background forecast fits in worker processes
 * ``tuning``    ``tuning: auto``: the replay engine on the workload's own history
+* ``state``     the one JSON state store (forecasts, tuning choices) under --state-dir
 * ``metrics``   the scaler's own Prometheus metrics
 """

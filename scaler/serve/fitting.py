@@ -8,24 +8,22 @@ and the fitted model's parameters (for warm-started refits) are kept in
 memory and written to ``--state-dir``, so a restarted scaler answers with a
 forecast at once.
 
-RPCs never wait on any of this: they read ``Workload.forecast``.
+RPCs never wait on any of this: they read ``Workload.forecast``, which only
+the registry writes: every result goes to the registry's ``adopt`` callback,
+which keeps it only if the spec's forecast inputs did not change meanwhile.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import math
 import multiprocessing
-import os
-import re
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -34,9 +32,10 @@ from forecaster.base import Forecast, Series
 
 from .metrics import ScalerMetrics
 from ..policy import Reason
-from ..prom import PromError
+from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
-from .workload import ForecastState, Workload
+from .state import JsonStore, finite_or_none, float_array, json_floats
+from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
 
@@ -94,238 +93,215 @@ def forecast_key_hash(spec: ScalerSpec) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
-def _state_name(namespace: str, name: str, metric: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}")
-    return f"{safe}.json"
+def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:
+    """What ``FitService`` stores for one forecast (the store adds version, trigger and key)."""
+    fc = fs.forecast
+    return {
+        "fitted_at": fs.fitted_at, "model": fs.model, "history_max": finite_or_none(fs.history_max),
+        "fit_seconds": finite_or_none(fs.fit_seconds),
+        "forecast": {"t": json_floats(fc.t), "mean": json_floats(fc.mean),
+                     "quantiles": {f"{q:g}": json_floats(v) for q, v in fc.quantiles.items()}},
+        "model_state": model_state,
+    }
 
 
-def _jsonable(a) -> list:
-    return [None if not math.isfinite(float(x)) else float(x) for x in np.asarray(a, dtype=float)]
-
-
-def _array(v) -> np.ndarray:
-    return np.array([np.nan if x is None else x for x in v], dtype=float)
-
-
-class StateStore:
-    """Forecasts on disk, one JSON file per trigger, written atomically."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        probe = self.root / ".write-test"
-        try:
-            probe.write_text("ok")
-            probe.unlink()
-        except OSError as e:
-            raise OSError(f"--state-dir {self.root} is not writable: {e.strerror}") from None
-
-    def save(self, wl: Workload, fs: ForecastState, model_state: dict | None) -> None:
-        fc = fs.forecast
-        if fc is None:
-            return
-        doc = {
-            "version": STATE_VERSION, "namespace": wl.namespace, "name": wl.name, "metric": wl.spec.metric_name,
-            "key": forecast_key_hash(wl.spec), "fitted_at": fs.fitted_at, "model": fs.model,
-            "history_max": fs.history_max, "fit_seconds": fs.fit_seconds,
-            "forecast": {"t": _jsonable(fc.t), "mean": _jsonable(fc.mean),
-                         "quantiles": {f"{q:g}": _jsonable(v) for q, v in fc.quantiles.items()}},
-            "model_state": model_state,
-        }
-        path = self.root / _state_name(wl.namespace, wl.name, wl.spec.metric_name)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, path)
-
-    def load(self, wl: Workload) -> tuple[ForecastState, dict | None] | None:
-        path = self.root / _state_name(wl.namespace, wl.name, wl.spec.metric_name)
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable state file %s: %s", path, e)
-            return None
-        if doc.get("version") != STATE_VERSION or doc.get("key") != forecast_key_hash(wl.spec):
-            return None  # fitted for other inputs: refit
-        try:
-            f = doc["forecast"]
-            fc = Forecast(_array(f["t"]), _array(f["mean"]),
-                          {float(q): _array(v) for q, v in f["quantiles"].items()}, doc.get("model", ""))
-            fs = ForecastState(forecast=fc, fitted_at=float(doc["fitted_at"]), history_max=doc.get("history_max"),
-                               model=doc.get("model", ""), fit_seconds=doc.get("fit_seconds"),
-                               key=wl.spec.forecast_key())
-        except (KeyError, TypeError, ValueError) as e:
-            log.warning("ignoring malformed state file %s: %s", path, e)
-            return None
-        return fs, doc.get("model_state")
-
-    def forget(self, wl: Workload) -> None:
-        try:
-            (self.root / _state_name(wl.namespace, wl.name, wl.spec.metric_name)).unlink()
-        except FileNotFoundError:
-            pass
+def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict | None]:
+    """``forecast_document`` read back (KeyError/TypeError/ValueError when malformed)."""
+    f = doc["forecast"]
+    fc = Forecast(float_array(f["t"]), float_array(f["mean"]),
+                  {float(q): float_array(v) for q, v in f["quantiles"].items()}, doc.get("model", ""))
+    fs = ForecastState(forecast=fc, fitted_at=float(doc["fitted_at"]), history_max=doc.get("history_max"),
+                       model=doc.get("model", ""), fit_seconds=doc.get("fit_seconds"), key=key)
+    return fs, doc.get("model_state")
 
 
 class FitService:
-    """Implements ``workload.ForecastService``."""
+    """Implements ``workload.ForecastService``.
 
-    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, state_dir: str | None = None,
-                 workers: int = 1):
+    ``store``: where forecasts survive a restart (None: memory only). ``pool``
+    runs the fits (default: ``workers`` forkserver processes, made by
+    ``start``); ``io`` runs the range queries and hands results over (default:
+    a thread pool). Tests pass executors of their own.
+    """
+
+    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, store: JsonStore | None = None,
+                 workers: int = 1, pool: Executor | None = None, io: Executor | None = None):
         self.clock = clock
         self.metrics = metrics
-        self.store = StateStore(state_dir) if state_dir else None
+        self.store = store
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-        self._io = ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
+        self._pool = pool
+        self._own_pool = pool is None
+        self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._retry_at: dict[tuple, float] = {}
+        self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        # forkserver: never fork the gRPC process itself (threads); workers import the models once
-        ctx = multiprocessing.get_context("forkserver")
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+        if self._pool is None:
+            # forkserver: never fork the gRPC process itself (threads); workers import the models once
+            ctx = multiprocessing.get_context("forkserver")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
 
     def stop(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)
-        if self._pool is not None:
+        if self._pool is not None and self._own_pool:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- ForecastService -------------------------------------------------------
-    def maybe_refit(self, wl: Workload, now: float) -> None:
-        key = wl.key
-        fs = wl.forecast
-        if fs.fitting or self._pool is None:
+    def fitting(self, wl: Workload) -> bool:
+        with self._lock:
+            return wl.key in self._busy
+
+    def maybe_refit(self, wl: Workload, now: float, adopt: Adopt) -> None:
+        if self._pool is None:
             return
-        spec = wl.spec
-        due = (fs.key != spec.forecast_key() or fs.fitted_at is None
-               or now - fs.fitted_at >= spec.refit_interval_seconds)
-        if now < self._retry_at.get(key, -math.inf):
-            return
-        if not due:
-            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and fs.key == spec.forecast_key()
-                    and key in self._model_state and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
-                fs.fitting = True
-                try:
-                    self._io.submit(self._repredict, wl, spec, now)
-                except RuntimeError:
-                    fs.fitting = False
-            return
-        fs.fitting = True
+        key, spec, fs = wl.key, wl.spec, wl.forecast
+        fkey = spec.forecast_key()
+        with self._lock:
+            if key in self._busy or now < self._retry_at.get(key, -math.inf):
+                return
+            if fs.key != fkey or fs.fitted_at is None or now - fs.fitted_at >= spec.refit_interval_seconds:
+                job = self._fit
+            elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
+                  and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                job = self._repredict
+            else:
+                return
+            self._busy.add(key)
         try:
-            self._io.submit(self._fit, wl, spec, now)
-        except RuntimeError:
-            fs.fitting = False
+            self._io.submit(job, wl, spec, now, adopt)
+        except RuntimeError:  # shut down
+            self._done(key)
 
     def forget(self, wl: Workload) -> None:
-        self._model_state.pop(wl.key, None)
-        self._retry_at.pop(wl.key, None)
+        with self._lock:
+            self._model_state.pop(wl.key, None)
+            self._retry_at.pop(wl.key, None)
 
-    def restore(self, wl: Workload) -> None:
-        """Adopt a stored forecast fitted for the same inputs (restart)."""
-        if self.store is None or wl.forecast.forecast is not None:
-            return
-        loaded = self.store.load(wl)
-        if loaded is None:
-            return
-        fs, model_state = loaded
-        wl.forecast = fs
+    def restore(self, wl: Workload) -> ForecastState | None:
+        """A stored forecast fitted for the same inputs (restart), for the registry to adopt."""
+        if self.store is None:
+            return None
+        got = self.store.read(wl.key, lambda doc: forecast_from_document(doc, wl.spec.forecast_key()),
+                              version=STATE_VERSION, key=forecast_key_hash(wl.spec))
+        if got is None:
+            return None
+        fs, model_state = got
         if model_state:
-            self._model_state[wl.key] = model_state
+            with self._lock:
+                self._model_state[wl.key] = model_state
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: restored a %s forecast fitted at %.0f", wl.namespace, wl.name, fs.model,
                  fs.fitted_at)
+        return fs
 
     # -- the work (I/O thread) -------------------------------------------------
-    def _fit(self, wl: Workload, spec: ScalerSpec, now: float) -> None:
-        key, started = wl.key, time.perf_counter()
+    def _done(self, key: tuple) -> None:
+        with self._lock:
+            self._busy.discard(key)
+
+    def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt) -> None:
+        key, started, fkey = wl.key, time.perf_counter(), spec.forecast_key()
         try:
-            state = self._fit_once(wl, spec, now)
-        except Exception as e:  # a fit must never take the service down
-            log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
-                        e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-            self.metrics.fit_failures.labels(wl.namespace, wl.name).inc()
-            self._retry_at[key] = now + min(spec.refit_interval_seconds, RETRY_AFTER_FAILURE_SECONDS)
-            old = wl.forecast
-            if old.forecast is not None and old.key == spec.forecast_key():
-                # keep serving the previous curve while it covers the lead window (decide() checks)
-                state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
+            model_state = None
+            try:
+                state, model_state, points = self._fit_once(wl, spec, now)
+            except Exception as e:  # a fit must never take the service down
+                log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
+                            e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
+                self.metrics.fit_failures.labels(wl.namespace, wl.name).inc()
+                with self._lock:
+                    self._retry_at[key] = now + min(spec.refit_interval_seconds, RETRY_AFTER_FAILURE_SECONDS)
+                old = wl.forecast
+                if old.forecast is not None and old.key == fkey:
+                    # keep serving the previous curve while it covers the lead window (decide() checks)
+                    state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
+                else:
+                    state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=now)
             else:
-                state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=spec.forecast_key(),
-                                      fitted_at=now)
-        else:
-            self._retry_at.pop(key, None)
-        state.fitting = False
-        if wl.spec.forecast_key() == spec.forecast_key():
-            wl.forecast = state
-        else:
-            wl.forecast.fitting = False
-        self.metrics.fit_duration.observe(time.perf_counter() - started)
+                with self._lock:
+                    self._retry_at.pop(key, None)
+            if adopt(wl, state, fkey) and model_state is not None:
+                self._keep(wl, spec, state, model_state, points)
+            self.metrics.fit_duration.observe(time.perf_counter() - started)
+        finally:
+            self._done(key)
 
-    def _repredict(self, wl: Workload, spec: ScalerSpec, now: float) -> None:
-        """The last fit, forecast again from ``now`` with the newest points (naive, linear_trend, ...)."""
-        from forecaster.models import from_state
-        from forecaster.series import from_prometheus_matrix
-
-        old = wl.forecast
-        try:
-            step = spec.step_seconds
-            end = math.floor(now / step) * step
-            result = wl.client.range(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
-            fc_old = old.forecast
-            horizon = int(round((fc_old.t[-1] - end) / step))
-            if not result or horizon <= 0:
-                raise ValueError("no recent points" if not result else "the curve no longer reaches past now")
-            recent, _ = from_prometheus_matrix(result, step)
-            fitted = from_state(self._model_state[wl.key])
-            fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
-            new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
-                                      predicted_at=now, fitting=False)
-        except Exception as e:  # keep the current curve; the next tick tries again
-            log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
-            new = dataclasses.replace(old, predicted_at=now, fitting=False)
-        if wl.spec.forecast_key() == spec.forecast_key() and wl.forecast is old:
-            wl.forecast = new
-        else:
-            wl.forecast.fitting = False
-
-    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> ForecastState:
-        from forecaster.series import from_prometheus_matrix
-
-        step = spec.step_seconds
-        end = math.floor(now / step) * step
-        result = wl.client.range(spec.query, end - spec.history_seconds + step, end, step)
-        if not result:
-            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, detail="no history returned",
-                                 key=spec.forecast_key(), fitted_at=now)
-        series, report = from_prometheus_matrix(result, step)
-        finite = np.isfinite(series.y)
-        covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
-        if covered < spec.min_history_seconds:
-            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=spec.forecast_key(), fitted_at=now,
-                                 detail=f"{covered / 3600:.1f} h of history, minHistory is {spec.min_history_seconds / 3600:.1f} h")
-        lead = spec.lead.seconds if wl.cold_start is None else spec.lead.with_cold_start(wl.cold_start).seconds
-        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
-        quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
-        job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles,
-                     self._model_state.get(wl.key), spec.level_correction_seconds)
-        out = self._pool.submit(run_fit, job).result()
-        fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
-        fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),
-                           model=out["model"],
-                           fit_seconds=out["seconds"], key=spec.forecast_key(),
-                           detail=report.message if hasattr(report, "message") else "")
-        self._model_state[wl.key] = out["state"]
+    def _keep(self, wl: Workload, spec: ScalerSpec, fs: ForecastState, model_state: dict, points: int) -> None:
+        """An adopted fit: its parameters warm-start the next one, and it is stored and exported."""
+        with self._lock:
+            self._model_state[wl.key] = model_state
         if self.store is not None:
             try:
-                self.store.save(wl, fs, out["state"])
-            except OSError as e:
+                self.store.save(wl.namespace, wl.name, spec.metric_name, forecast_document(fs, model_state),
+                                version=STATE_VERSION, key=forecast_key_hash(spec))
+            except (OSError, ValueError) as e:
                 log.warning("cannot write forecast state for %s/%s: %s", wl.namespace, wl.name, e)
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: fitted %s on %d points in %.2fs", wl.namespace, wl.name, fs.model,
-                 int(finite.sum()), out["seconds"])
-        return fs
+                 points, fs.fit_seconds or 0.0)
+
+    def _repredict(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt) -> None:
+        """The last fit, forecast again from ``now`` with the newest points (naive, linear_trend, ...)."""
+        from forecaster.models import from_state
+
+        old = wl.forecast
+        try:
+            try:
+                step = spec.step_seconds
+                end = math.floor(now / step) * step
+                fc_old = old.forecast
+                horizon = int(round((fc_old.t[-1] - end) / step))
+                if horizon <= 0:
+                    raise ValueError("the curve no longer reaches past now")
+                recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
+                with self._lock:
+                    model_state = self._model_state[wl.key]
+                fitted = from_state(model_state)
+                fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
+                new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
+                                          predicted_at=now)
+            except Exception as e:  # keep the current curve; the next step tries again
+                log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
+                new = dataclasses.replace(old, predicted_at=now)
+            adopt(wl, new, spec.forecast_key(), replaces=old)
+        finally:
+            self._done(wl.key)
+
+    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> tuple[ForecastState, dict | None, int]:
+        """The new state, the fitted model's parameters (None: nothing fitted) and the points it used."""
+        step, fkey = spec.step_seconds, spec.forecast_key()
+        end = math.floor(now / step) * step
+        try:
+            series, report = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
+        except PromError as e:
+            if e.kind is not PromErrorKind.NO_DATA:
+                raise
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, detail="no history returned", key=fkey,
+                                 fitted_at=now), None, 0
+        finite = np.isfinite(series.y)
+        covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
+        if covered < spec.min_history_seconds:
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=now,
+                                 detail=f"{covered / 3600:.1f} h of history, minHistory is "
+                                        f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
+        lead = spec.lead.seconds if wl.cold_start is None else spec.lead.with_cold_start(wl.cold_start).seconds
+        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
+        quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
+        with self._lock:
+            warm = self._model_state.get(wl.key)
+        job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
+                     spec.level_correction_seconds)
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("forecast service stopped")
+        out = pool.submit(run_fit, job).result()
+        fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
+        fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),
+                           model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)
+        return fs, out["state"], int(finite.sum())
 
     def _export(self, wl: Workload, fs: ForecastState) -> None:
         m = self.metrics

@@ -8,8 +8,12 @@ forgets ScaledObjects that KEDA stopped polling. ``decision`` turns that state
 into the policy's answer or a ``ScalerError`` -- never a blocking call, except
 the first call for a new ScaledObject, which may wait for one bounded refresh.
 
+The registry is the only writer of a ``Workload``: the forecast and tuning
+services hand their results to ``adopt_forecast`` and ``apply_tuned``, which
+keep them only if the spec they were computed for is still the one in force.
+
 The clock is injected (``clock``): the server passes ``time.time``, tests a
-fake.
+fake; so is the Prometheus client (``client_factory``).
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
-from ..prom import CredentialStore, PrometheusClient, PromError, PromErrorKind
-from ..spec import MetadataError, ScalerSpec, parse_metadata
+from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
+from ..spec import MetadataError, PrometheusTarget, ScalerSpec, parse_metadata
 from .metrics import ScalerMetrics
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
@@ -50,13 +54,15 @@ class RegistryConfig:
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
-                 tuning: TuningService | None = None):
+                 tuning: TuningService | None = None,
+                 client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient):
         self.clock = clock
         self.credentials = credentials
         self.metrics = metrics
         self.config = config
         self.forecasts = forecasts
         self.tuning = tuning
+        self.client_factory = client_factory
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # notified after every refresh
         self._workloads: dict[tuple[str, str, str], Workload] = {}
@@ -115,7 +121,9 @@ class Registry:
             if tuned is not None:
                 self.apply_tuned(wl, tuned)
         if created and self.forecasts is not None and wl.spec.mode != "reactive":
-            self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
+            fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
+            if fs is not None:
+                self.adopt_forecast(wl, fs, fs.key)
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
@@ -125,7 +133,7 @@ class Registry:
             creds = self.credentials.get(spec.prometheus.credentials)
         except PromError as e:
             raise ScalerError("FAILED_PRECONDITION", str(e)) from None
-        return PrometheusClient(spec.prometheus, creds)
+        return self.client_factory(spec.prometheus, creds)
 
     def _replace_spec(self, wl: Workload, spec: ScalerSpec) -> Workload:
         """Metadata changed (caller holds the lock): keep observations; keep the forecast only if it still applies."""
@@ -168,6 +176,19 @@ class Registry:
             wl.spec = tuned.apply(wl.declared)
             return True
 
+    def adopt_forecast(self, wl: Workload, state: ForecastState, for_key: tuple,
+                       replaces: ForecastState | None = None) -> bool:
+        """Adopt a forecast computed for the forecast key ``for_key`` (fitter thread or first sight).
+
+        False, and nothing changes, if the spec's forecast inputs changed
+        meanwhile or, given ``replaces``, the forecast is no longer that one.
+        """
+        with self._lock:
+            if wl.spec.forecast_key() != for_key or (replaces is not None and wl.forecast is not replaces):
+                return False
+            wl.forecast = state
+            return True
+
     def match_metric(self, wl: Workload, metric_name: str) -> None:
         """KEDA may lower-case names and strips its ``s<index>-`` prefix; accept both forms."""
         asked = re.sub(r"^s\d+-", "", metric_name.strip().lower())
@@ -189,29 +210,28 @@ class Registry:
         if observed is None:
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: no observation from Prometheus yet")
         fs = wl.forecast
-        d = decide(observed, fs.forecast, wl.params(), now, unusable=fs.unusable, history_max=fs.history_max)
+        d = decide(observed, fs.forecast, wl.params(), now, unusable=fs.unusable, history_max=fs.history_max,
+                   with_mean=True)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
         self._export(wl, d)
         return d
 
     def _export(self, wl: Workload, d: Decision) -> None:
-        m, ns, n = self.metrics, wl.namespace, wl.name
+        """The decision as metrics: read from the Decision and the spec only (no clock, no curve)."""
+        m, ns, n, spec = self.metrics, wl.namespace, wl.name, wl.spec
         m.observed.labels(ns, n).set(d.observed)
         m.planned.labels(ns, n).set(d.planned)
         m.decisions.labels(ns, n, d.reason.value).inc()
         for r in Reason:
             m.reason.labels(ns, n, r.value).set(1.0 if r is d.reason else 0.0)
-        p = wl.params()
-        lead = wl.spec.lead if wl.cold_start is None else wl.spec.lead.with_cold_start(wl.cold_start)
+        lead = spec.lead if wl.cold_start is None else spec.lead.with_cold_start(wl.cold_start)
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
             m.lead.labels(ns, n, part).set(v)
-        fc = wl.forecast.forecast
-        if fc is not None and d.forecast_peak is not None:
-            m.forecast.labels(ns, n, f"{p.quantile:g}").set(d.forecast_peak)
-            mean_peak = fc.window_max(self.clock(), self.clock() + p.lead_seconds, None)
-            if mean_peak is not None:
-                m.forecast.labels(ns, n, "mean").set(mean_peak)
+        if d.forecast_peak is not None:
+            m.forecast.labels(ns, n, f"{spec.quantile:g}").set(d.forecast_peak)
+            if d.forecast_mean_peak is not None:
+                m.forecast.labels(ns, n, "mean").set(d.forecast_mean_peak)
 
     # -- background ------------------------------------------------------------
     def start(self, tick_seconds: float = 1.0) -> None:
@@ -253,7 +273,7 @@ class Registry:
                 with self._lock:
                     self._submit_refresh(wl, now)
             if self.forecasts is not None and wl.spec.mode != "reactive":
-                self.forecasts.maybe_refit(wl, now)
+                self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
             if self.tuning is not None and wl.declared.tuning == "auto":
                 self.tuning.maybe_tune(wl, now, self.apply_tuned)
 

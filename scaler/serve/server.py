@@ -1,9 +1,10 @@
 """Server wiring: the one place that reads the clock, the environment and signals.
 
-``build`` assembles registry, forecast service, servicer, gRPC server (with the
-standard health service and reflection) and the HTTP endpoint (``/metrics``,
-``/healthz``); ``run`` adds signal handling and blocks until SIGTERM/SIGINT,
-then stops gracefully.
+``Server`` assembles the state stores (``--state-dir``: forecasts at its top,
+tuning choices under ``tuning/``), the registry, the forecast and tuning
+services, the servicer, the gRPC server (with the standard health service and
+reflection) and the HTTP endpoint (``/metrics``, ``/healthz``); ``run`` adds
+signal handling and blocks until SIGTERM/SIGINT, then stops gracefully.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Callable, Sequence
 
 import grpc
@@ -29,6 +31,7 @@ from .metrics import ScalerMetrics
 from ..prom import CredentialStore
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
+from .state import JsonStore
 
 log = logging.getLogger("forescale")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
@@ -85,8 +88,10 @@ class Server:
                  extra_handlers: Sequence[grpc.GenericRpcHandler] = ()):
         self.config = config
         self.metrics = ScalerMetrics()
-        self.forecasts = _forecast_service(config, clock, self.metrics)
-        self.tuning = _tuning_service(config, clock, self.metrics)
+        forecast_store = JsonStore(config.state_dir) if config.state_dir else None
+        tuning_store = JsonStore(Path(config.state_dir) / "tuning") if config.state_dir else None
+        self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
+        self.tuning = _tuning_service(clock, self.metrics, tuning_store)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning)
         self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
@@ -156,18 +161,19 @@ def _tls(config: ServerConfig) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials(pair)
 
 
-def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
+def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics,
+                      store: JsonStore | None):
     """The background forecast fitter."""
     from .fitting import FitService
 
-    return FitService(clock, metrics, state_dir=config.state_dir, workers=config.fit_workers)
+    return FitService(clock, metrics, store=store, workers=config.fit_workers)
 
 
-def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
+def _tuning_service(clock: Callable[[], float], metrics: ScalerMetrics, store: JsonStore | None):
     """``tuning: auto``: one background sweep at a time, in a low-priority worker process."""
     from .tuning import TuningService
 
-    return TuningService(clock, metrics, state_dir=config.state_dir)
+    return TuningService(clock, metrics, store=store)
 
 
 def run(config: ServerConfig) -> None:

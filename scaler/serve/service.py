@@ -49,9 +49,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         return self.registry.workload(ref.namespace, ref.name, dict(ref.scalerMetadata))
 
     def _active(self, wl: Workload) -> bool:
-        active = self.registry.decision(wl).planned > wl.spec.activation_threshold
-        wl.active = active
-        return active
+        return self.registry.decision(wl).planned > wl.spec.activation_threshold
 
     def _spec(self, wl: Workload) -> pb.GetMetricSpecResponse:
         target = wl.spec.qps_per_replica

@@ -24,24 +24,24 @@ keeps it (until the next scheduled run, or a metadata change that concerns it).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import multiprocessing
 import os
-import re
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from .metrics import ScalerMetrics
+from ..policy import KUBERNETES_TOLERANCE
+from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
-from .workload import TUNABLE, Tuned, Workload
+from .metrics import ScalerMetrics
+from .state import JsonStore
+from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,11 @@ RETRY_SECONDS = 3600.0  # after a failed run
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
 # minReplicaCount, not trigger metadata.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "oracle")
-DEFAULT_TOLERANCE = 0.1
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
     """The HPA tolerance to emulate: the declared one, or Kubernetes' default when compensation is declared off."""
-    return spec.hpa_tolerance if spec.hpa_tolerance > 0 else DEFAULT_TOLERANCE
+    return spec.hpa_tolerance if spec.hpa_tolerance > 0 else KUBERNETES_TOLERANCE.up
 
 
 def tuning_key(spec: ScalerSpec) -> str:
@@ -141,56 +140,20 @@ def _lower_priority() -> None:
 # --------------------------------------------------------------------------- persistence
 
 
-def _file_name(namespace: str, name: str, metric: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}") + ".json"
+def tuning_document(tuned: Tuned, figures: dict) -> dict:
+    """What ``TuningService`` stores for one choice (the store adds version, trigger and key)."""
+    return {"chosen_at": tuned.chosen_at, "label": tuned.label, "policy": tuned.policy,
+            "settings": dict(tuned.settings), "met": tuned.met, "miss": tuned.miss, "cost_ratio": tuned.cost_ratio,
+            "figures": figures}
 
 
-class TuningStore:
-    """Chosen configurations on disk, one JSON file per trigger, written atomically."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-
-    def _path(self, wl: Workload) -> Path:
-        return self.root / _file_name(wl.namespace, wl.name, wl.declared.metric_name)
-
-    def save(self, wl: Workload, tuned: Tuned, figures: dict) -> None:
-        doc = {"version": STATE_VERSION, "namespace": wl.namespace, "name": wl.name,
-               "metric": wl.declared.metric_name, "key": tuned.key, "chosen_at": tuned.chosen_at,
-               "label": tuned.label, "policy": tuned.policy, "settings": dict(tuned.settings), "met": tuned.met,
-               "miss": tuned.miss, "cost_ratio": tuned.cost_ratio, "figures": figures}
-        path = self._path(wl)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, allow_nan=False))
-        os.replace(tmp, path)
-
-    def load(self, wl: Workload) -> tuple[Tuned, dict] | None:
-        path = self._path(wl)
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable tuning state %s: %s", path, e)
-            return None
-        if doc.get("version") != STATE_VERSION or doc.get("key") != tuning_key(wl.declared):
-            return None  # chosen for other inputs
-        try:
-            settings = tuple((k, v) for k, v in doc["settings"].items() if k in TUNABLE)
-            tuned = Tuned(key=doc["key"], settings=settings, label=str(doc["label"]), policy=str(doc["policy"]),
-                          chosen_at=float(doc["chosen_at"]), met=bool(doc["met"]), miss=float(doc["miss"]),
-                          cost_ratio=None if doc.get("cost_ratio") is None else float(doc["cost_ratio"]))
-        except (KeyError, TypeError, ValueError) as e:
-            log.warning("ignoring malformed tuning state %s: %s", path, e)
-            return None
-        return tuned, dict(doc.get("figures") or {})
-
-    def forget(self, wl: Workload) -> None:
-        try:
-            self._path(wl).unlink()
-        except FileNotFoundError:
-            pass
+def tuned_from_document(doc: dict) -> tuple[Tuned, dict]:
+    """``tuning_document`` read back (KeyError/TypeError/ValueError/AttributeError when malformed)."""
+    settings = tuple((k, v) for k, v in doc["settings"].items() if k in TUNABLE)
+    tuned = Tuned(key=doc["key"], settings=settings, label=str(doc["label"]), policy=str(doc["policy"]),
+                  chosen_at=float(doc["chosen_at"]), met=bool(doc["met"]), miss=float(doc["miss"]),
+                  cost_ratio=None if doc.get("cost_ratio") is None else float(doc["cost_ratio"]))
+    return tuned, dict(doc.get("figures") or {})
 
 
 # --------------------------------------------------------------------------- the service
@@ -206,29 +169,38 @@ class TuningConfig:
 
 
 class TuningService:
-    """Implements ``workload.TuningService``."""
+    """Implements ``workload.TuningService``.
 
-    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, state_dir: str | None = None,
-                 config: TuningConfig | None = None):
+    ``store``: where choices survive a restart (the server passes one under
+    ``<state-dir>/tuning/``; None: memory only). ``pool`` runs the sweeps
+    (default: one low-priority forkserver process, made by ``start``); ``io``
+    runs the range query and hands the choice over (default: one thread: one
+    run at a time). Tests pass executors of their own.
+    """
+
+    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, store: JsonStore | None = None,
+                 config: TuningConfig | None = None, pool: Executor | None = None, io: Executor | None = None):
         self.clock = clock
         self.metrics = metrics
         self.config = config or TuningConfig()
-        self.store = TuningStore(Path(state_dir) / "tuning") if state_dir else None
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune")  # one run at a time
-        self._pool: ProcessPoolExecutor | None = None
-        self._busy: set[tuple] = set()
+        self.store = store
+        self._io = io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune")  # one run at a time
+        self._pool: Executor | None = pool
+        self._own_pool = pool is None
+        self._busy: set[tuple] = set()  # workload keys with a run queued or running
         self._retry_at: dict[tuple, float] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                         initializer=_lower_priority if self.config.nice else None)
+        if self._pool is None:
+            ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
+                                             initializer=_lower_priority if self.config.nice else None)
 
     def stop(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)
         pool, self._pool = self._pool, None
-        if pool is not None:
+        if pool is not None and self._own_pool:
             procs = list(getattr(pool, "_processes", {}).values())  # a sweep takes minutes: do not wait for it
             pool.shutdown(wait=False, cancel_futures=True)
             for p in procs:
@@ -243,20 +215,24 @@ class TuningService:
     def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool:
         return declared.tuning == "auto" and tuned.key == tuning_key(declared)
 
+    def busy(self, wl: Workload) -> bool:
+        with self._lock:
+            return wl.key in self._busy
+
     def restore(self, wl: Workload) -> Tuned | None:
         if self.store is None:
             return None
-        loaded = self.store.load(wl)
-        if loaded is None:
+        got = self.store.read(wl.key, tuned_from_document, version=STATE_VERSION, key=tuning_key(wl.declared))
+        if got is None:
             return None
-        tuned, figures = loaded
+        tuned, _ = got
         self._export(wl, tuned)
         log.info("ScaledObject %s/%s: restored tuned configuration %s chosen at %.0f (expected miss %.3f %%, "
                  "%.3fx oracle)", wl.namespace, wl.name, tuned.label, tuned.chosen_at, 100 * tuned.miss,
                  tuned.cost_ratio or float("nan"))
         return tuned
 
-    def maybe_tune(self, wl: Workload, now: float, apply: Callable[[Workload, Tuned], bool]) -> None:
+    def maybe_tune(self, wl: Workload, now: float, apply: Apply) -> None:
         declared = wl.declared
         key = wl.key
         if self._pool is None or declared.tuning != "auto":
@@ -270,20 +246,18 @@ class TuningService:
             if now < self._retry_at.get(key, -math.inf):
                 return
             self._busy.add(key)
-            wl.tuning_busy = True
         try:
             self._io.submit(self._run, wl, declared, now, apply)
         except RuntimeError:  # shut down
             with self._lock:
                 self._busy.discard(key)
-                wl.tuning_busy = False
 
     def forget(self, wl: Workload) -> None:
         with self._lock:
             self._retry_at.pop(wl.key, None)
 
     # -- the work (tuning thread) ------------------------------------------------
-    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Callable[[Workload, Tuned], bool]) -> None:
+    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply) -> None:
         key = wl.key
         ns, name = wl.namespace, wl.name
         try:
@@ -298,7 +272,8 @@ class TuningService:
                                            "simulated_days", "seconds", "message", "knobs")}
             if self.store is not None:
                 try:
-                    self.store.save(wl, tuned, figures)
+                    self.store.save(ns, name, declared.metric_name, tuning_document(tuned, figures),
+                                    version=STATE_VERSION, key=tuned.key)
                 except (OSError, ValueError) as e:
                     log.warning("cannot write tuning state for %s/%s: %s", ns, name, e)
             self._export(wl, tuned)
@@ -318,21 +293,20 @@ class TuningService:
                 self._retry_at[key] = now + min(declared.tuning_interval_seconds, self.config.retry_seconds)
             log.warning("ScaledObject %s/%s: tuning failed (keeping %s): %s", ns, name,
                         wl.tuned.label if wl.tuned is not None else "the declared configuration",
-                        e if isinstance(e, ValueError) else f"{type(e).__name__}: {e}")
+                        e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
         finally:
             with self._lock:
                 self._busy.discard(key)
-                wl.tuning_busy = False
 
     def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
-        from forecaster.series import from_prometheus_matrix
-
         step = spec.step_seconds
         end = math.floor(now / step) * step
-        result = wl.client.range(spec.query, end - spec.history_seconds + step, end, step)
-        if not result:
-            raise ValueError("no history returned by the query")
-        series, _ = from_prometheus_matrix(result, step)
+        try:
+            series, _ = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
+        except PromError as e:
+            if e.kind is PromErrorKind.NO_DATA:
+                raise ValueError("no history returned by the query") from None
+            raise
         finite = np.isfinite(series.y)
         covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
         need = max(spec.min_history_seconds, 4 * 3600.0)

@@ -3,8 +3,11 @@
 A ``Workload`` is plain state: its validated spec (the declared one and the
 one in force, with a tuned choice applied), its Prometheus client, the last
 observation, the cold-start value and the forecast. The ``Registry``
-(``scaler.serve.registry``) owns and writes it; the forecast and tuning
-services implement the protocols below.
+(``scaler.serve.registry``) owns it and is its only writer; the forecast and
+tuning services implement the protocols below: they read a workload, and hand
+what they computed back to the registry (``Adopt``, ``Apply``), which writes it
+under its lock only if it still applies. Whether a service is busy with a
+workload is the service's own state (``fitting``, ``busy``), not the workload's.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ class ForecastState:
     model: str = ""
     unusable: Reason | None = None  # why it must not be used, when known
     detail: str = ""  # human detail for logs
-    fitting: bool = False
     fit_seconds: float | None = None
     key: tuple | None = None  # spec.forecast_key() it was fitted for
 
@@ -71,14 +73,31 @@ class Tuned:
         return dataclasses.replace(declared, **{k: v for k, v in self.settings if k in TUNABLE})
 
 
+class Adopt(Protocol):
+    """``Registry.adopt_forecast``: sets ``wl.forecast = state`` if the spec's forecast key is still ``for_key``
+    (and, given ``replaces``, the forecast is still that one); False, changing nothing, otherwise."""
+
+    def __call__(self, wl: "Workload", state: ForecastState, for_key: tuple,
+                 replaces: ForecastState | None = None) -> bool: ...
+
+
+# ``Registry.apply_tuned(wl, tuned) -> bool``: the registry runs the choice if the declared spec still matches it.
+Apply = Callable[["Workload", Tuned], bool]
+
+
 class TuningService(Protocol):
     """Runs ``tuning: auto`` in the background (``scaler.serve.tuning.TuningService``)."""
 
     def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool: ...
 
-    def restore(self, wl: "Workload") -> Tuned | None: ...
+    def restore(self, wl: "Workload") -> Tuned | None:
+        """The stored choice for the declared spec (restart); the registry applies it."""
 
-    def maybe_tune(self, wl: "Workload", now: float, apply: Callable[["Workload", Tuned], bool]) -> None: ...
+    def maybe_tune(self, wl: "Workload", now: float, apply: Apply) -> None:
+        """Start a tuning run if one is due; its choice goes to ``apply``."""
+
+    def busy(self, wl: "Workload") -> bool:
+        """A tuning run for this workload is queued or running."""
 
     def forget(self, wl: "Workload") -> None: ...
 
@@ -101,10 +120,8 @@ class Workload:
     cold_start_at: float | None = None
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
-    active: bool | None = None  # last IsActive answer, for the streams
     declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
     tuned: Tuned | None = None
-    tuning_busy: bool = False  # a tuning job is queued or running
 
     def __post_init__(self) -> None:
         if self.declared is None:
@@ -128,10 +145,15 @@ class Workload:
 
 
 class ForecastService(Protocol):
-    """Keeps a workload's ``ForecastState`` fresh, off the RPC threads."""
+    """Keeps a workload's ``ForecastState`` fresh, off the RPC threads; the registry adopts what it computes."""
 
-    def maybe_refit(self, wl: Workload, now: float) -> None: ...
+    def maybe_refit(self, wl: Workload, now: float, adopt: Adopt) -> None:
+        """Start a fit (or a re-prediction) if one is due; its ``ForecastState`` goes to ``adopt``."""
 
-    def restore(self, wl: Workload) -> None: ...
+    def restore(self, wl: Workload) -> ForecastState | None:
+        """The stored forecast fitted for the current spec (restart); the registry adopts it."""
+
+    def fitting(self, wl: Workload) -> bool:
+        """A fit or re-prediction for this workload is queued or running."""
 
     def forget(self, wl: Workload) -> None: ...

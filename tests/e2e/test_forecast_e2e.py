@@ -64,9 +64,10 @@ def wait_for_fit(s: Scaler, name: str, timeout: float = 240.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for wl in s.server.registry.workloads():
-            if wl.name == name and wl.forecast.forecast is not None and not wl.forecast.fitting:
+            fitting = s.server.forecasts.fitting(wl)
+            if wl.name == name and wl.forecast.forecast is not None and not fitting:
                 return wl
-            if wl.name == name and wl.forecast.unusable is not None and not wl.forecast.fitting:
+            if wl.name == name and wl.forecast.unusable is not None and not fitting:
                 raise AssertionError(f"fit unusable: {wl.forecast.unusable} {wl.forecast.detail}")
         time.sleep(0.2)
     raise AssertionError("no forecast in time")

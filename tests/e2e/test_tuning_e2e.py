@@ -65,7 +65,7 @@ def test_auto_tuning_runs_off_the_rpc_path_applies_exports_and_survives_restart(
         deadline = time.monotonic() + 180
         seen_busy = False
         while time.monotonic() < deadline:
-            busy = wl.tuning_busy
+            busy = s.server.tuning.busy(wl)
             seen_busy |= busy
             t0 = time.perf_counter()
             v = s.value(m)
@@ -107,7 +107,7 @@ def test_auto_tuning_runs_off_the_rpc_path_applies_exports_and_survives_restart(
         assert (wl2.spec.quantile, wl2.spec.headroom, wl2.spec.model) == (wl.spec.quantile, wl.spec.headroom,
                                                                           wl.spec.model)
         time.sleep(1.5)  # a few scheduler ticks: the choice is fresh (tuningInterval 24h), nothing is re-run
-        assert not wl2.tuning_busy
+        assert not s2.server.tuning.busy(wl2)
         assert not any(k[0] == "forescale_tuning_runs_total" for k in s2.metrics())
         assert any(k[0] == "forescale_tuning_info" for k in s2.metrics())
         assert spec_response(s2, m) == before

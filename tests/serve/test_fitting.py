@@ -1,0 +1,316 @@
+"""The forecast service with a fake Prometheus, a fake clock and in-process executors (real models, no processes)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from scaler.policy import Reason
+from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.serve.fitting import FitService, forecast_document, forecast_from_document, forecast_key_hash
+from scaler.serve.metrics import ScalerMetrics
+from scaler.serve.registry import Registry, RegistryConfig
+from scaler.serve.state import JsonStore
+from scaler.serve.workload import ForecastState
+from support.clock import FakeClock
+from support.fakes import FakePrometheus, InlineExecutor
+
+T0 = 1_700_000_400.0  # a multiple of 60: the history ends at T0
+END = T0
+Q = "sum(rate(req_total[2m]))"
+FILE = "serving__llm__forescale-serving-llm.json"
+
+
+def md(**over) -> dict:
+    m = {"serverAddress": "http://prom.test:9090", "query": Q, "qpsPerReplica": "10", "model": "naive",
+         "history": "2h", "minHistory": "1h", "refitInterval": "1h", "levelCorrection": "0", "hpaTolerance": "0",
+         "coldStartSeconds": "300", "bufferSeconds": "0", "quantile": "0.9"}
+    m.update(over)
+    return m
+
+
+class Env:
+    def __init__(self, state_dir=None, clock=None, prom=None, pool=None):
+        self.clock = clock or FakeClock(T0)
+        self.prom = prom or FakePrometheus()
+        self.metrics = ScalerMetrics()
+        self.store = JsonStore(state_dir) if state_dir is not None else None
+        self.fits = FitService(self.clock, self.metrics, store=self.store, pool=pool or InlineExecutor(),
+                               io=InlineExecutor())
+        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, RegistryConfig(),
+                            forecasts=self.fits, client_factory=self.prom.factory())
+
+    def workload(self, **over):
+        return self.reg.workload("serving", "llm", md(**over))
+
+    def sample(self, name: str, **labels) -> float | None:
+        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
+
+    def close(self) -> None:
+        self.reg.stop()
+        self.fits.stop()
+
+
+@pytest.fixture
+def env():
+    e = Env()
+    e.prom.set_scalar(Q, 12.0)
+    e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+    yield e
+    e.close()
+
+
+def test_a_fit_is_adopted_and_decides(env):
+    wl = env.workload()
+    assert env.reg.decision(wl).reason is Reason.NO_FORECAST_YET
+    env.reg.tick()
+    assert env.prom.calls_of("range") == [("range", Q, END - 7200 + 60, END, 60.0)]
+    fs = wl.forecast
+    assert (fs.fitted_at, fs.predicted_at, fs.model, fs.history_max) == (T0, T0, "naive", 40.0)
+    assert fs.key == wl.spec.forecast_key() and fs.unusable is None
+    assert fs.forecast.t[0] == END + 60 and len(fs.forecast) == 360  # 6 h ahead, the minimum horizon
+    assert not env.fits.fitting(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason, d.forecast_peak, d.forecast_mean_peak) == (40.0, Reason.FORECAST, 40.0, 40.0)
+    assert env.sample("forescale_last_fit_timestamp_seconds") == T0
+    assert env.sample("forescale_model_info", model="naive") == 1
+    env.reg.tick()  # not due, and the curve was predicted at this very time: nothing to do
+    assert len(env.prom.calls_of("range")) == 1
+
+
+def test_too_short_a_history_is_insufficient(env):
+    env.prom.set_range(Q, lambda t: np.where(t > END - 1800, 40.0, np.nan))
+    wl = env.workload()
+    env.reg.tick()
+    fs = wl.forecast
+    assert fs.unusable is Reason.INSUFFICIENT_HISTORY and fs.forecast is None
+    assert fs.detail == "0.5 h of history, minHistory is 1.0 h"
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (12.0, Reason.INSUFFICIENT_HISTORY)
+
+
+def test_no_history_is_insufficient(env):
+    env.prom.set_range(Q, lambda t: np.full(t.shape, np.nan))
+    wl = env.workload()
+    env.reg.tick()
+    assert (wl.forecast.unusable, wl.forecast.detail) == (Reason.INSUFFICIENT_HISTORY, "no history returned")
+
+
+def test_a_failed_first_fit_falls_back_and_is_retried_later(env):
+    env.prom.set_range(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at http://prom.test:9090 is unreachable"))
+    wl = env.workload()
+    env.reg.tick()
+    assert wl.forecast.unusable is Reason.FIT_FAILED and "unreachable" in wl.forecast.detail
+    assert env.reg.decision(wl).reason is Reason.FIT_FAILED
+    assert env.sample("forescale_fit_failures_total") == 1
+    env.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+    # the failure is this refit interval's fit: the next one is due an interval later (a poll every 10 min)
+    for _ in range(5):
+        env.clock.advance(600)
+        env.workload()
+        env.reg.tick()
+    assert len(env.prom.calls_of("range")) == 1 and wl.forecast.unusable is Reason.FIT_FAILED
+    env.clock.advance(600)
+    env.workload()
+    env.reg.tick()
+    assert len(env.prom.calls_of("range")) == 2 and wl.forecast.unusable is None
+    assert env.reg.decision(wl).planned == 40.0
+
+
+def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
+    wl = env.workload()
+    env.reg.tick()
+    curve = wl.forecast.forecast
+    env.prom.set_range(Q, PromError(PromErrorKind.REJECTED, "Prometheus answered HTTP Status Code 400"))
+    env.clock.advance(3600)  # refit due
+    env.workload()  # KEDA polls
+    env.reg.tick()
+    fs = wl.forecast
+    assert fs.forecast is curve and fs.fitted_at == T0 and fs.unusable is None
+    assert fs.detail == "refit failed: Prometheus answered HTTP Status Code 400"
+    assert env.sample("forescale_fit_failures_total") == 1
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (40.0, Reason.FORECAST)
+    # retried after RETRY_AFTER_FAILURE_SECONDS (300), not at every tick
+    env.clock.advance(299)
+    env.reg.tick()
+    assert len(env.prom.calls_of("range")) == 2
+    env.clock.advance(1)
+    env.reg.tick()
+    assert len(env.prom.calls_of("range")) == 3 and wl.forecast.forecast is curve
+    # the curve ends at END + 6 h; with a 300 s lead it covers decisions up to END + 6 h - 300 s
+    env.clock.advance(21600 - 300 - 3900)
+    assert env.reg.decision(wl).reason is Reason.FORECAST
+    env.clock.advance(1)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason, d.forecast_peak) == (12.0, Reason.FORECAST_STALE, None)
+
+
+def test_a_fit_for_inputs_that_changed_meanwhile_is_discarded(tmp_path):
+    holder = {}
+    e = Env(state_dir=tmp_path, pool=InlineExecutor(before=lambda: holder["change"]()))
+    try:
+        e.prom.set_scalar(Q, 12.0)
+        e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        wl = e.workload()
+        old_key = wl.spec.forecast_key()
+        holder["change"] = lambda: e.workload(history="90m")  # mid-fit: another history window
+        e.reg.tick()
+        assert wl.spec.forecast_key() != old_key
+        assert wl.forecast == ForecastState() and not e.fits.fitting(wl)
+        assert not (tmp_path / FILE).exists()  # a discarded fit is not stored either
+        holder["change"] = lambda: None
+        e.reg.tick()  # the next tick fits for the new inputs
+        assert wl.forecast.key == wl.spec.forecast_key() and wl.forecast.forecast is not None
+        assert e.prom.calls_of("range")[-1] == ("range", Q, END - 5400 + 60, END, 60.0)
+        assert json.loads((tmp_path / FILE).read_text())["key"] == forecast_key_hash(wl.spec)
+    finally:
+        e.close()
+
+
+def test_recent_point_models_are_re_predicted_between_fits(env):
+    wl = env.workload()
+    env.reg.tick()
+    fitted = wl.forecast
+    env.prom.set_range(Q, lambda t: np.full(t.shape, 55.0))  # the level moved up since the fit
+    env.clock.advance(59)
+    env.reg.tick()
+    assert wl.forecast is fitted  # not a step yet
+    env.clock.advance(1)
+    env.reg.tick()
+    fs = wl.forecast
+    assert env.prom.calls_of("range")[-1] == ("range", Q, END + 60 - 29 * 60, END + 60, 60.0)
+    assert (fs.fitted_at, fs.predicted_at) == (T0, T0 + 60)  # re-predicted, not refitted
+    assert fs.forecast.t[0] == END + 120 and fs.forecast.t[-1] == fitted.forecast.t[-1]
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (55.0, Reason.FORECAST)
+
+
+def test_forecasts_survive_a_restart(tmp_path, env):
+    e = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        wl = e.workload()
+        e.reg.tick()
+        fs = wl.forecast
+    finally:
+        e.close()
+    doc = json.loads((tmp_path / FILE).read_text())
+    assert (doc["version"], doc["namespace"], doc["name"], doc["metric"]) == (1, "serving", "llm",
+                                                                              "forescale-serving-llm")
+    assert doc["key"] == forecast_key_hash(wl.spec) and doc["model_state"]["model"] == "naive"
+    ranges_before = len(env.prom.calls_of("range"))
+    e2 = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        wl2 = e2.workload()
+        got = wl2.forecast
+        assert (got.fitted_at, got.model, got.history_max, got.key) == (T0, "naive", 40.0, wl2.spec.forecast_key())
+        np.testing.assert_array_equal(got.forecast.t, fs.forecast.t)
+        np.testing.assert_array_equal(got.forecast.quantiles[0.9], fs.forecast.quantiles[0.9])
+        assert e2.reg.decision(wl2).planned == 40.0
+        assert len(env.prom.calls_of("range")) == ranges_before  # answered without a fit
+        assert e2.sample("forescale_last_fit_timestamp_seconds") == T0
+        # the stored model state warm-starts re-predictions at once
+        e2.clock.advance(60)
+        e2.reg.tick()
+        assert wl2.forecast.predicted_at == T0 + 60 and wl2.forecast.fitted_at == T0
+    finally:
+        e2.close()
+    # other inputs: the stored curve is not theirs
+    e3 = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        assert e3.workload(model="linear_trend").forecast == ForecastState()
+    finally:
+        e3.close()
+
+
+def old_format_document(key: str) -> dict:
+    """A state file exactly as the scaler wrote it before the stores were merged."""
+    return {"version": 1, "namespace": "serving", "name": "llm", "metric": "forescale-serving-llm", "key": key,
+            "fitted_at": T0 - 600, "model": "naive", "history_max": 50.0, "fit_seconds": 0.01,
+            "forecast": {"t": [END + 60 * i for i in range(-10, 30)], "mean": [33.0] * 40,
+                         "quantiles": {"0.1": [30.0] * 40, "0.5": [33.0] * 40, "0.9": [36.0] * 39 + [None]}},
+            "model_state": None}
+
+
+def test_a_file_written_by_the_previous_version_is_read(tmp_path, env):
+    spec_env = Env(prom=env.prom)
+    key = forecast_key_hash(spec_env.workload().spec)
+    spec_env.close()
+    (tmp_path / FILE).write_text(json.dumps(old_format_document(key)))
+    e = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        wl = e.workload()
+        fs = wl.forecast
+        assert (fs.fitted_at, fs.model, fs.history_max, fs.fit_seconds) == (T0 - 600, "naive", 50.0, 0.01)
+        assert math.isnan(fs.forecast.quantiles[0.9][-1]) and fs.forecast.quantiles[0.9][0] == 36.0
+        d = e.reg.decision(wl)
+        assert (d.planned, d.reason) == (36.0, Reason.FORECAST)
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "unreadable"),
+    (None, "unreadable"),  # a directory where the file should be
+    ("[1, 2]", "malformed"),
+    ("KEYED", "malformed"),  # the right version and key, a forecast without its mean
+])
+def test_an_unreadable_or_malformed_file_is_ignored(tmp_path, env, caplog, content, message):
+    path = tmp_path / FILE
+    if content is None:
+        path.mkdir()
+    elif content == "KEYED":
+        spec_env = Env(prom=env.prom)
+        doc = old_format_document(forecast_key_hash(spec_env.workload().spec))
+        spec_env.close()
+        del doc["forecast"]["mean"]
+        path.write_text(json.dumps(doc))
+    else:
+        path.write_text(content)
+    e = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        with caplog.at_level(logging.WARNING):
+            wl = e.workload()
+        assert wl.forecast == ForecastState()
+        assert any(f"ignoring {message} state file {path}" in r.getMessage() for r in caplog.records)
+        e.reg.tick()  # and the service fits afresh
+        assert wl.forecast.forecast is not None and wl.forecast.fitted_at == T0
+    finally:
+        e.close()
+
+
+def test_non_finite_values_are_stored_as_null(tmp_path):
+    from forecaster.base import Forecast
+
+    fc = Forecast(np.array([1.0, 2.0, 3.0]), np.array([1.0, np.nan, np.inf]), {0.9: np.array([np.nan, 2.0, 3.0])})
+    fs = ForecastState(forecast=fc, fitted_at=5.0, history_max=float("nan"), model="naive", fit_seconds=0.5)
+    store = JsonStore(tmp_path)
+    store.save("ns", "n", "m", forecast_document(fs, {"model": "naive"}), version=1, key="k")
+    text = (tmp_path / "ns__n__m.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    doc = json.loads(text)
+    assert doc["forecast"]["mean"] == [1.0, None, None] and doc["history_max"] is None
+    back, state = forecast_from_document(store.load("ns", "n", "m", version=1, key="k"), ("key",))
+    assert np.isnan(back.forecast.mean[1:]).all() and back.forecast.quantiles[0.9][1] == 2.0
+    assert (back.fitted_at, back.key, state) == (5.0, ("key",), {"model": "naive"})
+    assert store.load("ns", "n", "m", version=2, key="k") is None
+    assert store.load("ns", "n", "m", version=1, key="other") is None
+    store.forget("ns", "n", "m")
+    assert store.load("ns", "n", "m", version=1, key="k") is None and not (tmp_path / "ns__n__m.json").exists()
+
+
+def test_an_unwritable_state_dir_is_refused_with_a_clear_message(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OSError) as err:
+        JsonStore(blocker / "state")
+    assert str(err.value).startswith(f"--state-dir: {blocker / 'state'} is not writable")
+
+
+def test_file_names_are_safe(tmp_path):
+    store = JsonStore(tmp_path)
+    assert store.path("team a", "llm/x", "forescale-team-a").name == "team_a__llm_x__forescale-team-a.json"

@@ -1,0 +1,283 @@
+"""The registry with a fake Prometheus client and a fake clock: refresh, staleness, errors, forgetting, spec changes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from forecaster.base import Forecast
+from scaler.policy import Reason
+from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.serve.metrics import ScalerMetrics
+from scaler.serve.registry import Registry, RegistryConfig
+from scaler.serve.workload import ForecastState, ScalerError
+from support.clock import FakeClock
+from support.fakes import FakePrometheus, wait_for
+
+T0 = 1_700_000_400.0
+Q = "sum(rate(req_total[2m]))"
+Q2 = "sum(rate(other_total[2m]))"
+
+
+def md(**over) -> dict:
+    m = {"serverAddress": "http://prom.test:9090", "query": Q, "qpsPerReplica": "10", "mode": "reactive",
+         "hpaTolerance": "0"}
+    m.update(over)
+    return {k: v for k, v in m.items() if v is not None}
+
+
+class Env:
+    def __init__(self, **config):
+        self.clock = FakeClock(T0)
+        self.prom = FakePrometheus()
+        self.metrics = ScalerMetrics()
+        self.forgotten: list = []
+        cfg = {"refresh_seconds": 5.0, "stale_seconds": 120.0, "forget_seconds": 900.0, "first_wait_seconds": 2.0}
+        cfg.update(config)
+        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, RegistryConfig(**cfg),
+                            client_factory=self.prom.factory())
+
+    def refresh(self, wl) -> None:
+        """One scheduler tick, and the refresh it started, done."""
+        self.reg.tick()
+        wait_for(lambda: not wl.refreshing)
+
+    def sample(self, name: str, **labels) -> float | None:
+        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
+
+
+@pytest.fixture
+def env():
+    e = Env()
+    yield e
+    e.reg.stop()
+
+
+def test_first_call_waits_for_one_refresh_at_the_clock(env):
+    env.prom.set_scalar(Q, 12.5)
+    wl = env.reg.workload("serving", "llm", md())
+    assert wl.first_done.is_set() and (wl.observed, wl.observed_at) == (12.5, T0)
+    assert env.prom.calls_of("scalar") == [("scalar", Q, T0, True)]  # evaluated at the scaler's clock
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (12.5, Reason.MODE_REACTIVE)
+    # the next calls answer from memory: no query until the cache expires
+    env.reg.workload("serving", "llm", md())
+    env.clock.advance(4.9)
+    env.refresh(wl)
+    assert len(env.prom.calls_of("scalar")) == 1
+    env.clock.advance(0.1)
+    env.refresh(wl)
+    assert len(env.prom.calls_of("scalar")) == 2 and wl.observed_at == T0 + 5.0
+
+
+def test_the_first_wait_is_bounded():
+    e = Env(first_wait_seconds=0.3)
+    try:
+        e.prom.set_scalar(Q, 7.0)
+        e.prom.gate = threading.Event()
+        t0 = time.monotonic()
+        wl = e.reg.workload("serving", "llm", md())
+        waited = time.monotonic() - t0
+        assert 0.25 <= waited < 2.0
+        with pytest.raises(ScalerError) as err:
+            e.reg.decision(wl)
+        assert err.value.code == "UNAVAILABLE" and "no observation from Prometheus yet" in str(err.value)
+        e.prom.gate.set()
+        wait_for(wl.first_done.is_set)
+        assert e.reg.decision(wl).planned == 7.0
+    finally:
+        e.prom.gate.set()
+        e.reg.stop()
+
+
+def test_last_good_observation_stands_in_for_stale_seconds_then_unavailable(env):
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md())
+    env.prom.set_scalar(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at http://prom.test:9090 is unreachable"))
+    env.clock.advance(60)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (12.0, Reason.PROMETHEUS_STALE)
+    assert env.sample("forescale_prometheus_errors_total", kind="unreachable") == 1
+    env.clock.advance(60)  # exactly stale_seconds after the last good observation: still served
+    env.refresh(wl)
+    assert env.reg.decision(wl).planned == 12.0
+    assert env.sample("forescale_prometheus_errors_total", kind="unreachable") == 2
+    env.clock.advance(1)  # 121 s: past the edge
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)
+    assert err.value.code == "UNAVAILABLE"
+    assert "unreachable" in str(err.value) and "last good observation 121s ago" in str(err.value)
+    # Prometheus is back: a fresh value, no fallback
+    env.prom.set_scalar(Q, 9.0)
+    env.clock.advance(5)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (9.0, Reason.MODE_REACTIVE)
+
+
+def test_unreachable_on_first_sight_is_unavailable(env):
+    env.prom.set_scalar(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at x did not answer within 5s"))
+    wl = env.reg.workload("serving", "llm", md())
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)
+    assert err.value.code == "UNAVAILABLE" and "did not answer within 5s" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", [PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MULTIPLE_SERIES,
+                                  PromErrorKind.BAD_VALUE])
+def test_configuration_errors_are_failed_precondition_even_with_a_good_value_before(env, kind):
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md())
+    assert env.reg.decision(wl).planned == 12.0
+    env.prom.set_scalar(Q, PromError(kind, f"the {kind.value} message"))
+    env.clock.advance(5)
+    env.refresh(wl)
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)  # never the stale value: waiting does not fix a configuration
+    assert err.value.code == "FAILED_PRECONDITION"
+    assert str(err.value) == f"ScaledObject serving/llm: the {kind.value} message"
+    assert env.sample("forescale_prometheus_errors_total", kind=kind.value) == 1
+
+
+def test_ignore_null_values_false_reaches_the_client(env):
+    wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false"))  # the fake has no value: NO_DATA
+    assert env.prom.calls_of("scalar") == [("scalar", Q, T0, False)]
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)
+    assert err.value.code == "FAILED_PRECONDITION" and "ignoreNullValues=false" in str(err.value)
+
+
+def test_missing_credentials_are_failed_precondition(env):
+    with pytest.raises(ScalerError) as err:
+        env.reg.workload("serving", "llm", md(credentials="prom-reader"))
+    assert err.value.code == "FAILED_PRECONDITION"
+    assert "credentials 'prom-reader'" in str(err.value) and "no credentials directory" in str(err.value)
+    assert env.reg.workloads() == [] and env.prom.calls == []
+
+
+def test_bad_metadata_is_invalid_argument(env):
+    with pytest.raises(ScalerError) as err:
+        env.reg.workload("serving", "llm", md(qpsPerReplica="0"))
+    assert err.value.code == "INVALID_ARGUMENT" and "'qpsPerReplica'" in str(err.value)
+
+
+def test_negative_observation_is_floored(env):
+    env.prom.set_scalar(Q, -3.0)
+    wl = env.reg.workload("serving", "llm", md())
+    assert wl.observed == 0.0 and env.reg.decision(wl).planned == 0.0
+
+
+def test_a_scaledobject_not_polled_for_forget_seconds_is_forgotten(env):
+    class Recorder:
+        def __init__(self):
+            self.forgotten = []
+
+        def forget(self, wl):
+            self.forgotten.append(wl.key)
+
+        def restore(self, wl):
+            return None
+
+        def maybe_refit(self, wl, now, adopt):
+            pass
+
+    rec = Recorder()
+    env.reg.forecasts = rec
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale"))
+    env.reg.decision(wl)
+    assert env.sample("forescale_observed_qps") == 12.0
+    assert env.metrics.registry.get_sample_value("forescale_scaledobjects") == 1
+    env.clock.advance(600)
+    env.reg.workload("serving", "llm", md(mode="forecastAndScale"))  # a poll at T0+600
+    env.clock.advance(900)  # exactly forget_seconds since that poll: kept
+    env.refresh(wl)
+    assert env.reg.workloads() == [wl] and rec.forgotten == []
+    env.clock.advance(1)
+    env.reg.tick()
+    assert env.reg.workloads() == []
+    assert rec.forgotten == [("serving", "llm", "forescale-serving-llm")]
+    assert env.sample("forescale_observed_qps") is None  # its series are gone too
+    assert env.metrics.registry.get_sample_value("forescale_scaledobjects") == 0
+    # seen again: a new workload, refreshed afresh
+    wl2 = env.reg.workload("serving", "llm", md(mode="forecastAndScale"))
+    assert wl2 is not wl and wl2.created == T0 + 1501 and wl2.observed_at == T0 + 1501
+
+
+def test_a_spec_change_keeps_the_observation_unless_the_series_changes(env):
+    env.prom.set_scalar(Q, 12.0)
+    env.prom.set_scalar(Q2, 30.0)
+    wl = env.reg.workload("serving", "llm", md())
+    # a new target: same series, same observation, no extra query
+    wl_b = env.reg.workload("serving", "llm", md(qpsPerReplica="20"))
+    assert wl_b is wl and wl.spec.qps_per_replica == 20.0 and (wl.observed, wl.observed_at) == (12.0, T0)
+    assert len(env.prom.calls_of("scalar")) == 1
+    assert env.sample("forescale_target_qps_per_replica") == 20.0
+    assert env.reg.decision(wl).planned == 12.0
+    # another query: the old observation says nothing about it; the first call waits for the new one
+    wl_c = env.reg.workload("serving", "llm", md(qpsPerReplica="20", query=Q2))
+    assert wl_c is wl and (wl.observed, wl.observed_at) == (30.0, T0)
+    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, T0, True)
+    assert env.reg.decision(wl).planned == 30.0
+
+
+def test_an_answer_for_a_query_changed_meanwhile_is_dropped(env):
+    env.prom.set_scalar(Q, 12.0)
+    env.prom.set_scalar(Q2, 30.0)
+    wl = env.reg.workload("serving", "llm", md())
+    env.prom.set_scalar(Q, 99.0)
+    env.prom.gate = threading.Event()
+    env.clock.advance(5)
+    env.reg.tick()  # a refresh of Q, held by the gate
+    wait_for(lambda: len(env.prom.calls_of("scalar")) == 2)
+    env.reg.workload("serving", "llm", md(query=Q2), wait=False)
+    assert wl.observed is None
+    env.prom.gate.set()
+    wait_for(lambda: wl.observed is not None and not wl.refreshing)
+    assert wl.observed == 30.0  # never the 99 that Q returned
+    assert [c[1] for c in env.prom.calls_of("scalar")] == [Q, Q, Q2]
+
+
+def test_the_client_follows_the_target(env):
+    env.reg.workload("serving", "llm", md())
+    env.reg.workload("serving", "llm", md(timeout="2000"))
+    assert [t.timeout_seconds for t in env.prom.targets] == [5.0, 2.0]
+
+
+def test_a_forecast_is_adopted_only_for_the_current_forecast_key(env):
+    wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive"), wait=False)
+    key = wl.spec.forecast_key()
+    fc = Forecast(T0 + 60 * np.arange(1, 100), np.full(99, 40.0), {}, "naive")
+    stale = ForecastState(forecast=fc, fitted_at=T0, key=key)
+    # the metadata moves on to another model: a result for the old inputs is refused
+    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="linear_trend"), wait=False)
+    assert not env.reg.adopt_forecast(wl, stale, key)
+    assert wl.forecast == ForecastState()
+    new_key = wl.spec.forecast_key()
+    fresh = ForecastState(forecast=fc, fitted_at=T0, key=new_key)
+    assert env.reg.adopt_forecast(wl, fresh, new_key) and wl.forecast is fresh
+    # a re-prediction of a curve that was replaced meanwhile is refused too
+    other = ForecastState(forecast=fc, fitted_at=T0 + 1, key=new_key)
+    assert not env.reg.adopt_forecast(wl, other, new_key, replaces=stale)
+    assert env.reg.adopt_forecast(wl, other, new_key, replaces=fresh) and wl.forecast is other
+
+
+def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0"))
+    fc = Forecast(T0 + 60 * np.arange(0, 100), np.full(100, 40.0), {0.9: np.full(100, 45.0)}, "naive")
+    fs = ForecastState(forecast=fc, fitted_at=T0, key=wl.spec.forecast_key())
+    assert env.reg.adopt_forecast(wl, fs, fs.key)
+    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
+                                          qpsPerReplica="20", coldStartSeconds="600"))
+    assert wl.forecast is fs
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason, d.forecast_peak) == (45.0, Reason.FORECAST, 45.0)
+    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
+                                          qpsPerReplica="20", history="7d"))
+    assert wl.forecast == ForecastState()
+    assert env.reg.decision(wl).reason is Reason.NO_FORECAST_YET

@@ -1,0 +1,235 @@
+"""``tuning: auto`` in the server with a fake Prometheus, a fake clock and a canned sweep (no worker process)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from scaler.policy import Reason
+from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.serve.metrics import ScalerMetrics
+from scaler.serve.registry import Registry, RegistryConfig
+from scaler.serve.state import JsonStore
+from scaler.serve.tuning import TuningService, tuning_key
+from support.clock import FakeClock
+from support.fakes import CannedPool, FakePrometheus, InlineExecutor
+
+T0 = 1_700_000_400.0
+Q = "sum(rate(req_total[2m]))"
+FILE = "serving__llm__forescale-serving-llm.json"
+CHOICE = {"label": "reactive x1.2", "policy": "reactive",
+          "settings": {"mode": "reactive", "headroom": 1.2, "hpa_tolerance": 0.1}, "met": True, "message": "met",
+          "miss": 0.002, "cost_ratio": 1.3, "violation_minutes": 3.0, "replica_hours": 100.0, "points": 40,
+          "pareto": 6, "simulated_days": 0.5, "seconds": 1.5, "knobs": {"headroom": [1.0, 1.2]}}
+
+
+def md(**over) -> dict:
+    m = {"serverAddress": "http://prom.test:9090", "query": Q, "qpsPerReplica": "10", "model": "seasonal_naive",
+         "history": "1d", "minHistory": "4h", "quantile": "0.7", "headroom": "1.4", "hpaTolerance": "0.1",
+         "tuning": "auto", "targetMiss": "0.005", "coldStartSeconds": "600"}
+    m.update(over)
+    return m
+
+
+class Env:
+    def __init__(self, state_dir=None, answer=None, before=None, prom=None, clock=None):
+        self.clock = clock or FakeClock(T0)
+        self.prom = prom or FakePrometheus()
+        self.metrics = ScalerMetrics()
+        self.pool = CannedPool(CHOICE if answer is None else answer, before=before)
+        store = JsonStore(state_dir) if state_dir is not None else None
+        self.tuning = TuningService(self.clock, self.metrics, store=store, pool=self.pool, io=InlineExecutor())
+        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, RegistryConfig(), tuning=self.tuning,
+                            client_factory=self.prom.factory())
+
+    def workload(self, **over):
+        return self.reg.workload("serving", "llm", md(**over))
+
+    def sample(self, name: str, **labels) -> float | None:
+        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
+
+    def close(self) -> None:
+        self.reg.stop()
+        self.tuning.stop()
+
+
+def scripted(prom: FakePrometheus, hours: float = 24.0) -> FakePrometheus:
+    prom.set_scalar(Q, 12.0)
+    prom.set_range(Q, lambda t: np.where(t > T0 - hours * 3600, 30.0, np.nan))
+    return prom
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(state_dir=tmp_path, prom=scripted(FakePrometheus()))
+    yield e
+    e.close()
+
+
+def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
+    wl = env.workload()
+    before = env.reg.decision(wl)
+    assert before.planned == pytest.approx(16.8) and before.reason is Reason.NO_FORECAST_YET  # declared: 12 x 1.4
+    env.reg.tick()
+    job = env.pool.jobs[0]
+    assert len(env.pool.jobs) == 1
+    assert env.prom.calls_of("range") == [("range", Q, T0 - 86400 + 60, T0, 60.0)]
+    assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, 1440,
+                                                                                      10.0, 0.005)
+    assert job.span_seconds == 43200.0 and job.cold_start_seconds == 600.0  # half the history it got
+    assert np.all(job.y == 30.0)
+    assert not env.tuning.busy(wl)
+    t = wl.tuned
+    assert (t.label, t.policy, t.chosen_at, t.met, t.miss, t.cost_ratio) == ("reactive x1.2", "reactive", T0, True,
+                                                                            0.002, 1.3)
+    assert t.key == tuning_key(wl.declared)
+    # the running spec has the chosen knobs, the declared one is untouched; the metric and target are the same
+    assert (wl.spec.mode, wl.spec.headroom, wl.spec.quantile) == ("reactive", 1.2, 0.7)
+    assert (wl.declared.mode, wl.declared.headroom) == ("forecastAndScale", 1.4)
+    assert (wl.spec.metric_name, wl.spec.qps_per_replica) == (wl.declared.metric_name, 10.0)
+    d = env.reg.decision(wl)
+    assert d.planned == pytest.approx(14.4) and d.reason is Reason.MODE_REACTIVE  # 12 x 1.2, outside the band
+    assert env.sample("forescale_tuning_runs_total", outcome="chosen") == 1
+    assert env.sample("forescale_tuning_expected_miss_ratio") == 0.002
+    assert env.sample("forescale_tuning_expected_cost_ratio") == 1.3
+    assert env.sample("forescale_tuning_last_run_timestamp_seconds") == T0
+    assert env.sample("forescale_tuning_info", policy="reactive", mode="reactive", model="", quantile="",
+                      level_correction="", headroom="1.2", hpa_tolerance="0.1", target_met="true", applied="true") == 1
+    doc = json.loads((tmp_path / FILE).read_text())
+    assert (doc["version"], doc["key"], doc["label"], doc["settings"]) == (1, t.key, "reactive x1.2",
+                                                                           CHOICE["settings"])
+    assert doc["figures"]["points"] == 40 and doc["chosen_at"] == T0
+    # fresh: the next ticks run nothing until tuningInterval (24 h) has passed
+    env.clock.advance(600)
+    env.workload()
+    env.reg.tick()
+    assert len(env.pool.jobs) == 1
+
+
+def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
+    env.reg.tick()
+    wl = env.workload()
+    env.reg.tick()
+    tuned = wl.tuned
+    e2 = Env(state_dir=tmp_path, answer=RuntimeError("no sweep expected"), prom=env.prom,
+             clock=FakeClock(T0 + 3600))
+    try:
+        wl2 = e2.workload()
+        assert wl2.tuned == tuned and (wl2.spec.mode, wl2.spec.headroom) == ("reactive", 1.2)
+        assert e2.reg.decision(wl2).planned == pytest.approx(14.4)
+        e2.reg.tick()
+        assert e2.pool.jobs == [] and e2.sample("forescale_tuning_runs_total", outcome="chosen") is None
+        assert e2.sample("forescale_tuning_expected_miss_ratio") == 0.002  # exported on restore
+    finally:
+        e2.close()
+    # declared inputs the choice does not fit: the stored choice is not used, tuning runs again
+    e3 = Env(state_dir=tmp_path, prom=env.prom, clock=FakeClock(T0 + 3600))
+    try:
+        wl3 = e3.workload(targetMiss="0.001")
+        assert wl3.tuned is None and wl3.spec.headroom == 1.4
+        e3.reg.tick()
+        assert len(e3.pool.jobs) == 1 and wl3.tuned.key == tuning_key(wl3.declared)
+    finally:
+        e3.close()
+
+
+def test_a_choice_for_metadata_that_changed_meanwhile_is_discarded(tmp_path):
+    holder = {}
+    e = Env(state_dir=tmp_path, prom=scripted(FakePrometheus()), before=lambda: holder["change"]())
+    try:
+        wl = e.workload()
+        seen_busy = []
+        holder["change"] = lambda: (seen_busy.append(e.tuning.busy(wl)), e.workload(targetMiss="0.001"))
+        e.reg.tick()
+        assert seen_busy == [True] and not e.tuning.busy(wl)
+        assert wl.tuned is None and (wl.spec.mode, wl.spec.headroom) == ("forecastAndScale", 1.4)
+        assert not (tmp_path / FILE).exists()
+        assert e.sample("forescale_tuning_runs_total", outcome="chosen") is None
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
+        # the next tick tunes for the metadata in force
+        holder["change"] = lambda: None
+        e.reg.tick()
+        assert len(e.pool.jobs) == 2 and e.pool.jobs[1].target_miss == 0.001
+        assert wl.tuned is not None and wl.spec.headroom == 1.2
+    finally:
+        e.close()
+
+
+def test_shadow_mode_exports_the_choice_but_does_not_apply_it(tmp_path):
+    e = Env(state_dir=tmp_path, prom=scripted(FakePrometheus()))
+    try:
+        wl = e.workload(mode="forecastOnly")
+        e.reg.tick()
+        assert wl.tuned is not None and (wl.spec.mode, wl.spec.headroom) == ("forecastOnly", 1.4)
+        assert e.sample("forescale_tuning_info", policy="reactive", mode="reactive", model="", quantile="",
+                        level_correction="", headroom="1.2", hpa_tolerance="0.1", target_met="true",
+                        applied="false") == 1
+    finally:
+        e.close()
+
+
+def test_a_failed_run_keeps_the_declared_knobs_and_is_retried_after_retry_seconds(tmp_path):
+    e = Env(state_dir=tmp_path, answer=ValueError("no configuration met the target"),
+            prom=scripted(FakePrometheus()))
+    try:
+        wl = e.workload()
+        e.reg.tick()
+        assert wl.tuned is None and wl.spec.headroom == 1.4
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") == 1
+        for _ in range(5):  # RETRY_SECONDS = 3600, polled every 10 minutes
+            e.clock.advance(600)
+            e.workload()
+            e.reg.tick()
+        assert len(e.pool.jobs) == 1
+        e.clock.advance(600)
+        e.workload()
+        e.reg.tick()
+        assert len(e.pool.jobs) == 2 and e.sample("forescale_tuning_runs_total", outcome="failed") == 2
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize("hours,history,error", [
+    (3.0, None, "3.0 h of history, tuning needs 4.0 h"),
+    (0.0, None, "no history returned by the query"),
+    (24.0, PromError(PromErrorKind.UNREACHABLE, "Prometheus at x is unreachable"), "Prometheus at x is unreachable"),
+])
+def test_too_little_history_or_an_error_fails_before_the_sweep(tmp_path, caplog, hours, history, error):
+    prom = scripted(FakePrometheus(), hours=hours)
+    if history is not None:
+        prom.set_range(Q, history)
+    e = Env(state_dir=tmp_path, prom=prom)
+    try:
+        wl = e.workload()
+        with caplog.at_level(logging.WARNING, logger="scaler.serve.tuning"):
+            e.reg.tick()
+        assert e.pool.jobs == [] and wl.tuned is None
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") == 1
+        assert any(error in r.getMessage() and "keeping the declared configuration" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        e.close()
+
+
+def test_tuning_off_never_queries_nor_runs(env):
+    wl = env.reg.workload("serving", "llm", md(tuning="off"))
+    env.reg.tick()
+    assert env.pool.jobs == [] and env.prom.calls_of("range") == [] and not env.tuning.busy(wl)
+
+
+def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
+    wl = env.workload()
+    key = tuning_key(wl.declared)
+    env.close()
+    (tmp_path / FILE).write_text(json.dumps({"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
+    e = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        with caplog.at_level(logging.WARNING):
+            wl2 = e.workload()
+        assert wl2.tuned is None and wl2.spec.headroom == 1.4
+        assert any(f"ignoring malformed state file {tmp_path / FILE}" in r.getMessage() for r in caplog.records)
+    finally:
+        e.close()

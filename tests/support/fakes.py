@@ -1,0 +1,144 @@
+"""Fakes for the serving parts' unit tests: a scripted Prometheus client and executors that run in the caller.
+
+* ``FakePrometheus`` stands in for ``scaler.prom.PrometheusClient`` (what the
+  registry, the fitter and the tuner call: ``scalar``, ``range``,
+  ``range_series``). Answers are scripted per query -- a value, a function of
+  time, a ``PromError`` to raise -- and every call is recorded. ``gate`` (an
+  Event), when set on the fake, holds ``scalar`` calls until it is set.
+  ``range_series`` is the product's own (``PrometheusClient.range_series``)
+  applied to the fake's ``range``.
+* ``InlineExecutor`` runs what is submitted at once, in the caller's thread
+  (``before`` runs first: a hook to change the world mid-job).
+* ``CannedPool`` answers every ``submit(fn, job)`` with a scripted result or
+  exception without running ``fn``, and records the jobs (the tuner's sweep).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Executor, Future
+from typing import Callable
+
+import numpy as np
+
+from scaler.prom import PrometheusClient, PromError, PromErrorKind
+
+
+class FakePrometheus:
+    def __init__(self) -> None:
+        self._scalars: dict[str, object] = {}
+        self._ranges: dict[str, object] = {}
+        self.calls: list[tuple] = []
+        self.targets: list = []  # the PrometheusTarget of every client the factory built
+        self.gate: threading.Event | None = None
+        self._lock = threading.Lock()
+
+    # -- scripting ---------------------------------------------------------------
+    def set_scalar(self, query: str, answer) -> None:
+        """``answer``: a float, a PromError (raised), or ``f(at) -> float``."""
+        with self._lock:
+            self._scalars[query] = answer
+
+    def set_range(self, query: str, answer) -> None:
+        """``answer``: ``f(t: ndarray) -> ndarray`` of rates (NaN: no sample there), a PromError (raised), or a raw
+        matrix (list of ``{"metric", "values"}``) returned as it is."""
+        with self._lock:
+            self._ranges[query] = answer
+
+    def factory(self) -> Callable:
+        """A ``client_factory`` for ``Registry``: every client is this fake."""
+        def make(target, credentials=None):
+            self.targets.append(target)
+            return self
+        return make
+
+    def calls_of(self, kind: str) -> list[tuple]:
+        with self._lock:
+            return [c for c in self.calls if c[0] == kind]
+
+    # -- the client's interface ----------------------------------------------------
+    def scalar(self, query: str, at: float | None = None, *, ignore_null: bool = True) -> float:
+        with self._lock:
+            self.calls.append(("scalar", query, at, ignore_null))
+            answer = self._scalars.get(query)
+            gate = self.gate
+        if gate is not None:
+            gate.wait(10)
+        if answer is None:
+            if ignore_null:
+                return 0.0
+            raise PromError(PromErrorKind.NO_DATA, f"query returned no series (ignoreNullValues=false): {query}")
+        if isinstance(answer, Exception):
+            raise answer
+        return float(answer(at) if callable(answer) else answer)
+
+    def range(self, query: str, start: float, end: float, step: float) -> list[dict]:
+        with self._lock:
+            self.calls.append(("range", query, start, end, step))
+            answer = self._ranges.get(query)
+        if answer is None:
+            return []
+        if isinstance(answer, Exception):
+            raise answer
+        if isinstance(answer, list):
+            return answer
+        t = np.arange(start, end + step / 2, step)
+        y = np.asarray(answer(t), dtype=float)
+        values = [[float(ti), repr(float(yi))] for ti, yi in zip(t, y) if np.isfinite(yi)]
+        return [{"metric": {}, "values": values}] if values else []
+
+    range_series = PrometheusClient.range_series
+
+
+class InlineExecutor(Executor):
+    def __init__(self, before: Callable[[], None] | None = None):
+        self.before = before
+        self.submitted: list[tuple] = []
+        self._shut = False
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        if self._shut:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        self.submitted.append((fn, args))
+        if self.before is not None:
+            self.before()
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the future, as a pool does
+            f.set_exception(e)
+        return f
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._shut = True
+
+
+class CannedPool(Executor):
+    def __init__(self, answer, before: Callable[[], None] | None = None):
+        self.answer = answer  # a result, or an exception to raise from .result()
+        self.before = before
+        self.jobs: list = []
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        self.jobs.append(args[0] if args else None)
+        if self.before is not None:
+            self.before()
+        f: Future = Future()
+        if isinstance(self.answer, BaseException):
+            f.set_exception(self.answer)
+        else:
+            f.set_result(self.answer)
+        return f
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll ``predicate`` until it holds; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.005)
