@@ -8,9 +8,12 @@ from pathlib import Path
 
 import click
 
+from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
-from ..spec import MODELS
-from .options import Duration, cold_start_value, fail, load_trace, policies_option, replica_options, source_options, write_json
+from ..replay.variants import format_duration
+from ..spec import DEFAULTS, MODELS
+from .options import (Duration, cold_start_value, fail, hpa_options, load_trace, policies_option, replica_options,
+                      source_options, write_json)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,21 +21,18 @@ from .options import Duration, cold_start_value, fail, load_trace, policies_opti
 @replica_options
 @click.option("--policies", callback=policies_option, default=None, metavar="a,b,...",
               help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
-@click.option("--model", type=click.Choice(MODELS), default="prophet", show_default=True,
+@click.option("--model", type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
               help="Forecast model of the predictive and hybrid policies.")
-@click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True,
+@click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=float(DEFAULTS["quantile"]),
+              show_default=True,
               help="Forecast quantile to provision for.")
-@click.option("--span", type=Duration(), default="2d", show_default=True,
+@click.option("--span", type=Duration(), default=format_duration(Settings.span_seconds), show_default=True,
               help="Simulated span: the last part of the trace (the time before it is history).")
 @click.option("--sim-start", metavar="TIME", default=None, help="Start the simulated span here instead (ISO-8601 or epoch s).")
-@click.option("--history", type=Duration(), default="14d", show_default=True, help="Training window before each cutoff.")
-@click.option("--refit", type=Duration(), default="30m", show_default=True,
+@click.option("--refit", type=Duration(), default=DEFAULTS["refitInterval"], show_default=True,
               help="Refit cadence in simulated time (between refits: forecasts from each cutoff with the last fit).")
-@click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-              help="The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the "
-                   "forecast policies compensate for the same value.")
-@click.option("--min-replicas", type=click.IntRange(min=0), default=0, show_default=True, help="KEDA minReplicaCount.")
-@click.option("--max-replicas", type=click.IntRange(min=1), default=100, show_default=True, help="KEDA maxReplicaCount.")
+@hpa_options("The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the forecast "
+             "policies compensate for the same value.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
               help="Write the results as JSON (the contract is documented in the README).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
@@ -60,11 +60,12 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
 
     t0 = time.perf_counter()
     cold = cold_start_value(cold_start, cold_start_from)
-    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step)
+    now = time.time()  # the verb's one clock read: now-14d, --sim-start
+    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
     start_at = None
     if sim_start is not None:
         try:
-            start_at = parse_time(sim_start, now=time.time())
+            start_at = parse_time(sim_start, now=now)
         except ValueError:
             fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)

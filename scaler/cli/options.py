@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import click
 
-from ..replay.engine import ReplayError
+from ..replay.engine import TARGET_PEAK_REPLICAS, ReplayError, Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
@@ -49,8 +48,8 @@ def fail(msg: str) -> None:
 
 
 def load_trace(trace: Path | None, prometheus_url: str | None, query: str | None, start: str, end: str,
-               step: float):
-    """The trace from a CSV, Prometheus or the bundled one (``backtest``'s rules). Exits 2 on bad input."""
+               step: float, *, now: float):
+    """The trace from a CSV, Prometheus or the bundled one; ``now`` for ``now-14d``. Exits 2 on bad input."""
     if trace is not None and prometheus_url:
         fail("give either TRACE or --prometheus, not both")
     if prometheus_url and not query:
@@ -59,7 +58,6 @@ def load_trace(trace: Path | None, prometheus_url: str | None, query: str | None
         fail("--query needs --prometheus URL")
     try:
         if prometheus_url:
-            now = time.time()
             try:
                 s, e = traces.parse_time(start, now=now), traces.parse_time(end, now=now)
             except ValueError:
@@ -109,7 +107,7 @@ def source_options(default_start: str):
                      help="With --prometheus: range start (ISO-8601, epoch seconds, now-DURATION)."),
         click.option("--end", "prom_end", metavar="TIME", default="now", show_default=True,
                      help="With --prometheus: range end."),
-        click.option("--step", "prom_step", type=Duration(), default="60s", show_default=True,
+        click.option("--step", "prom_step", type=Duration(), default=DEFAULTS["step"], show_default=True,
                      help="With --prometheus: resolution."),
     )
 
@@ -117,14 +115,30 @@ def source_options(default_start: str):
 replica_options = _compose(
     click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the "
-                      "simulated peak needs about 20 replicas (printed)."),
+                      f"simulated peak needs about {TARGET_PEAK_REPLICAS} replicas (printed)."),
     click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-                 help="T_cold: seconds from pod creation to ready. [default: 180]"),
+                 help=f"T_cold: seconds from pod creation to ready. [default: {DEFAULTS['coldStartSeconds']}]"),
     click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
                  metavar="PROBE.json", help="Take T_cold from a `forescale probe --json` report."),
     click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-                 help="T_buffer (lead = T_cold + T_buffer). [default: 30 + 60 + 15 = 105, the scaler's defaults]"),
+                 help="T_buffer (lead = T_cold + T_buffer). [default: the scaler's forecastErrorSeconds + "
+                      "schedulingSeconds + readinessSeconds = "
+                      f"{Settings().lead().buffer_seconds:g}]"),
 )
+
+
+def hpa_options(tolerance_help: str):
+    """--history, --hpa-tolerance, --min-replicas, --max-replicas (defaults: the scaler's and KEDA's)."""
+    return _compose(
+        click.option("--history", type=Duration(), default=DEFAULTS["history"], show_default=True,
+                     help="Training window before each cutoff."),
+        click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True),
+                     default=float(DEFAULTS["hpaTolerance"]), show_default=True, help=tolerance_help),
+        click.option("--min-replicas", type=click.IntRange(min=0), default=Settings.min_replicas, show_default=True,
+                     help="KEDA minReplicaCount."),
+        click.option("--max-replicas", type=click.IntRange(min=1), default=Settings.max_replicas, show_default=True,
+                     help="KEDA maxReplicaCount."),
+    )
 
 
 def write_json(path: Path, doc: dict) -> None:

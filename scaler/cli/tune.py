@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from ..spec import MODELS
-from .options import Duration, cold_start_value, fail, load_trace, replica_options, source_options, write_json
+from ..spec import DEFAULTS, MODELS
+from .options import Duration, cold_start_value, fail, hpa_options, load_trace, replica_options, source_options, write_json
 
 DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
@@ -64,24 +64,23 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @source_options(default_start="now-21d")
-@click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=0.005, show_default=True,
+@click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=float(DEFAULTS["targetMiss"]),
+              show_default=True,
               help="Largest acceptable fraction of requests above ready capacity (0.005 = 0.5 %).")
 @click.option("--max-cost-ratio", type=click.FloatRange(min=0, min_open=True), default=None, metavar="R",
               help="Largest acceptable cost, in replica-hours / the oracle's. Nothing meets target and cap: the "
                    "lowest miss within the cap is printed, marked as not meeting the target.")
 @replica_options
-@click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default="prophet", show_default=True,
+@click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default=DEFAULTS["model"],
+              show_default=True,
               help="Forecast model of the predictive family (linear_trend and seasonal_naive are swept too).")
 @click.option("--span", type=Duration(), default="7d", show_default=True,
               help="Simulated span: the last part of the traffic (the time before it is history).")
-@click.option("--history", type=Duration(), default="14d", show_default=True, help="Training window before each cutoff.")
 @click.option("--refit", type=Duration(), default="2h", show_default=True,
-              help="Refit cadence in simulated time (the server refits every 30m; level correction carries the "
-                   "current residual in between, so a slower cadence here costs little accuracy and saves time).")
-@click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-              help="Your HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33).")
-@click.option("--min-replicas", type=click.IntRange(min=0), default=0, show_default=True, help="KEDA minReplicaCount.")
-@click.option("--max-replicas", type=click.IntRange(min=1), default=100, show_default=True, help="KEDA maxReplicaCount.")
+              help=f"Refit cadence in simulated time (the server refits every refitInterval, {DEFAULTS['refitInterval']} by "
+                   "default; level correction carries the current residual in between, so a slower cadence here "
+                   "costs little accuracy and saves time).")
+@hpa_options("Your HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33).")
 @click.option("--scaler-address", default=DEFAULT_SCALER_ADDRESS, show_default=True,
               help="scalerAddress to print (the forescale Service).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Worker processes. [default: usable cores, <= 4]")
@@ -108,7 +107,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
 
     t0 = time.perf_counter()
     cold = cold_start_value(cold_start, cold_start_from)
-    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step)
+    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                            hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)

@@ -7,6 +7,9 @@ CLI). ``state()`` answers at any time; ``report()`` once finished.
 Clocks: every phase is timed with ``time.perf_counter``; on CUDA the device is
 synchronised before a timer stops, so queued kernels and copies are inside the
 phase that issued them.
+
+Validation (the :class:`~scaler.probe.plan.Plan`) and module assembly live in ``plan``; the
+report's assembly and device facts in ``facts``.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from typing import Any, Callable, Iterator
 
 from . import inputs as inputs_mod
 from . import pagecache, weights
-from .config import ProbeConfig, parse_device, parse_dtype, parse_model_size
+from .config import ProbeConfig
 from .errors import ProbeError
+from .facts import build_report, device_facts as describe_device
 from .metrics import ProbeMetrics
-from .report import (PHASES, SCHEMA, format_table, host_facts, now_iso, percentile, predictions, t_cold,
-                     throughput, FORMULA)
+from .plan import Plan, assemble, build_plan, main_dtype
+from .report import SCHEMA, format_table, host_facts, now_iso, percentile, t_cold, throughput
 
 log = logging.getLogger("forescale.probe")
 H2D_SAMPLE_MAX = 1 << 30
@@ -50,24 +54,6 @@ class ProbeState:
     def as_dict(self) -> dict:
         return {"state": self.state, "phase": self.phase, "ready": self.ready, "healthy": self.healthy,
                 "reason": self.reason, "phases": dict(self.phases), "t_cold_seconds": self.t_cold_seconds}
-
-
-@dataclass
-class _Plan:
-    """Everything validation resolved, before any timed phase."""
-
-    device: Any
-    dtype_name: str
-    info: weights.WeightsInfo
-    factory: Callable[..., Any]
-    factory_kwargs: dict
-    label: str
-    meta_ok: bool
-    expected_dtype: str | None
-    vocab_size: int
-    max_tokens: int | None
-    deep: inputs_mod.WarmupSet
-    model_facts: dict
 
 
 class Probe:
@@ -253,7 +239,7 @@ class Probe:
 
     def _execute(self) -> None:
         self._set_state("validating")
-        plan = self._validate()
+        plan = build_plan(self.config, self._set_state)
         import torch
 
         self.metrics.device = plan.device.type
@@ -293,7 +279,7 @@ class Probe:
         except RuntimeError as exc:
             raise ProbeError(f"--device {self.config.device}: initialising {device} failed ({exc})", param="--device")
         del first
-        device_facts = self._device_facts(torch, device)
+        device_facts = describe_device(torch, device)
         self.metrics.set_info(device.type, device_facts["name"], plan.dtype_name, torch.__version__,
                               plan.model_facts.get("parameters") or 0)
 
@@ -307,11 +293,11 @@ class Probe:
             d["page_cache"] = eviction.as_dict()
         found = {k: (str(t.dtype).removeprefix("torch."), tuple(t.shape)) for k, t in host.items()}
         nbytes = weights.tensor_bytes(host)
-        module_dtype = plan.dtype_name if plan.dtype_name != "auto" else _main_dtype(found)
+        module_dtype = plan.dtype_name if plan.dtype_name != "auto" else main_dtype(found)
 
         # weights_to_device: host -> device and module assembly
         with self._timed("weights_to_device", sync) as d:
-            model, how = self._assemble(plan, host, found)
+            model, how = assemble(plan, host, found, self.config.load.h2d)
             d["bytes"] = nbytes
             d["mode"] = (self.config.load.h2d if how.startswith("built on meta") else "pageable") if is_cuda \
                 else "copy (host memory)"
@@ -389,8 +375,10 @@ class Probe:
         model_facts = dict(plan.model_facts, parameters=params, dtype=module_dtype, weights_tensor_bytes=nbytes,
                            tensors=len(found))
         self._model = model
-        report = self._build_report(plan, model_facts, device_facts, eviction, first_seconds, latencies, p50,
-                                    req_tokens, shallow_tokens)
+        report = build_report(self.config, plan, phases_timed=self._phases, details=self._details,
+                              started_at=self._started_at, model_facts=model_facts, device_facts=device_facts,
+                              eviction=eviction, first_seconds=first_seconds, latencies=latencies, p50=p50,
+                              req_tokens=req_tokens, shallow_tokens=shallow_tokens)
         with self._lock:
             self._report = report
         self.metrics.publish_report(report)
@@ -435,7 +423,7 @@ class Probe:
         if errors:
             raise errors[0]
 
-    def _after_ready(self, torch, plan: _Plan, device, nbytes: int, report: dict) -> None:
+    def _after_ready(self, torch, plan: Plan, device, nbytes: int, report: dict) -> None:
         tp = report["throughput"]
         if device.type == "cuda":
             sample = max(16 << 20, min(nbytes, H2D_SAMPLE_MAX))
@@ -453,208 +441,3 @@ class Probe:
             pc["comparable"] = bool(first["evicted"] and ev.evicted) or (
                 first["resident_before"] is not None and ev.resident_before is not None
                 and min(first["resident_before"], ev.resident_before) >= 0.98)
-
-    def _assemble(self, plan: _Plan, host: dict, found: dict):
-        """Module with the weights on the device: built on the meta device and given the device tensors
-        (``assign``), or, for modules that cannot be (a factory failing on meta, non-persistent buffers
-        the state dict cannot fill), built for real on the host, loaded, then moved."""
-        meta = None
-        if plan.meta_ok:
-            meta = weights.instantiate(plan.factory, plan.factory_kwargs, meta=True, label=plan.label)
-            if plan.info.tensors is None:  # legacy torch file: shapes and dtypes known only now
-                weights.check_compatible(meta.state_dict(), found, dtype=plan.expected_dtype, path=plan.info.path,
-                                         label=plan.label)
-            persistent = set(meta.state_dict())
-            if any(name not in persistent for name, _ in meta.named_buffers()):
-                meta = None
-        try:
-            if meta is not None:
-                dev = weights.to_device(host, plan.device, self.config.load.h2d)
-                meta.load_state_dict(dev, strict=True, assign=True)
-                module, how = meta, "built on meta, device tensors assigned"
-            else:
-                how = "built on the host, loaded, moved with .to(device)"
-                module = weights.instantiate(plan.factory, plan.factory_kwargs, meta=False, label=plan.label)
-                module.load_state_dict(host, strict=True)
-                module = module.to(plan.device)
-                if plan.device.type == "cuda":
-                    import torch
-
-                    torch.cuda.synchronize(plan.device)
-        except RuntimeError as exc:
-            if "size mismatch" not in str(exc) and "Missing key" not in str(exc) and "Unexpected key" not in str(exc):
-                raise
-            raise ProbeError(f"--weights {plan.info.path} does not fit --module {plan.label}: {exc}",
-                             param="--weights")
-        module.eval()
-        module.requires_grad_(False)
-        return module, how
-
-    # ------------------------------------------------------------ validation
-
-    def _validate(self) -> _Plan:
-        import torch
-
-        cfg, spec = self.config, self.config.model
-        device = _resolve_device(torch, parse_device(cfg.device))
-        dtype_flag = parse_dtype(spec.dtype)
-        if spec.builtin:
-            from . import builtin
-
-            arch = builtin.arch_for(parse_model_size(spec.size))
-            dtype_name = dtype_flag if dtype_flag != "auto" else ("float16" if device.type == "cuda" else "float32")
-            self._set_state("preparing")
-            path, gen_seconds = builtin.ensure_weights(spec.cache_dir, arch, getattr(torch, dtype_name), dtype_name,
-                                                       spec.seed)
-            info = weights.inspect_weights(path, flag="--cache-dir")
-            factory = builtin.DecoderLM
-            kwargs = {"vocab_size": arch.vocab_size, "d_model": arch.d_model, "n_layers": arch.n_layers,
-                      "max_positions": arch.max_positions}
-            label, meta_ok, expected, vocab = "builtin", True, None, arch.vocab_size
-            # also warms torch's meta-device machinery (a one-off import of ~1 s that is the probe's, not the model's)
-            meta_module = weights.instantiate(factory, kwargs, meta=True, label=label)
-            weights.check_compatible(meta_module.state_dict(), info.tensors or {}, dtype=dtype_name, path=info.path,
-                                     label=label)
-            max_tokens = min(arch.max_positions, cfg.warmup.max_input_tokens or arch.max_positions)
-            facts = {"source": "builtin", "module": None, "builtin": arch.as_dict(), "generated": gen_seconds is not None,
-                     "generation_seconds": gen_seconds, "parameters": arch.parameters}
-        else:
-            info = weights.inspect_weights(spec.weights)
-            if info.format == "torch":
-                info = weights.inspect_torch(info)
-            factory = weights.resolve_factory(spec.module)
-            kwargs = dict(spec.module_kwargs)
-            label = spec.module if isinstance(spec.module, str) else getattr(spec.module, "__qualname__", "factory")
-            try:
-                meta_module = weights.instantiate(factory, kwargs, meta=True, label=label)
-                meta_ok = True
-            except weights.NotAModule:
-                raise
-            except ProbeError:
-                meta_module, meta_ok = None, False  # retried for real (and reported) when the weights are placed
-            expected = dtype_flag if dtype_flag != "auto" else (
-                weights.module_float_dtype(meta_module) if meta_module is not None else None)
-            if meta_module is not None and info.tensors is not None:
-                weights.check_compatible(meta_module.state_dict(), info.tensors, dtype=expected, path=info.path,
-                                         label=label)
-            vocab = spec.vocab_size or _embedding_vocab(meta_module) or 256
-            max_tokens = cfg.warmup.max_input_tokens
-            dtype_name = expected or (_main_dtype(info.tensors) if info.tensors else "auto")
-            facts = {"source": "user", "module": label, "builtin": None, "generated": False,
-                     "generation_seconds": None, "parameters": None}
-        if cfg.warmup.inputs:
-            deep = inputs_mod.read_warmup_file(cfg.warmup.inputs)
-        else:
-            deep = inputs_mod.default_deep(vocab, max_tokens or max(inputs_mod.DEFAULT_DEEP_LENGTHS))
-        deep = inputs_mod.fit(deep, vocab, max_tokens)
-        facts.update(name=spec.display_name, weights_path=info.path, weights_format=info.format,
-                     weights_file_bytes=info.file_bytes, vocab_size=vocab)
-        return _Plan(device, dtype_name, info, factory, kwargs, label, meta_ok, expected, vocab, max_tokens, deep, facts)
-
-    def _device_facts(self, torch, device) -> dict:
-        if device.type == "cuda":
-            props = torch.cuda.get_device_properties(device)
-            return {"type": "cuda", "index": device.index, "name": props.name, "memory_bytes": props.total_memory,
-                    "cuda_version": torch.version.cuda}
-        return {"type": "cpu", "index": None, "name": _cpu_name(), "memory_bytes": host_facts()["memory_bytes"],
-                "cuda_version": None}
-
-    def _build_report(self, plan: _Plan, model_facts: dict, device_facts: dict, eviction, first_seconds: float,
-                      latencies: list[float], p50: float, req_tokens: int, shallow_tokens: int) -> dict:
-        cfg = self.config
-        phases = {name: self._phases[name] for name in PHASES}
-        total = t_cold(phases, cfg.image_pull_seconds, cfg.scheduling_seconds)
-        read = throughput(self._details["weights_read"]["bytes"], phases["weights_read"])
-        h2d = throughput(self._details["weights_to_device"]["bytes"], phases["weights_to_device"])
-        preds = predictions(total, phases, plan.info.file_bytes, read["bytes_per_second"], h2d["bytes_per_second"])
-        disk_source = ("cold read (evicted from the page cache)" if eviction.evicted else
-                       "page cache (not evicted: this is not a cold-disk figure)")
-        return {
-            "schema": SCHEMA, "status": "ok", "reason": None, "forescale_version": _version(),
-            "started_at": self._started_at, "finished_at": now_iso(),
-            "model": model_facts, "device": device_facts, "host": host_facts(),
-            "phases": phases,
-            "phase_details": {k: dict(self._details.get(k, {})) for k in PHASES},
-            "extras": {"image_pull_seconds": float(cfg.image_pull_seconds),
-                       "scheduling_seconds": float(cfg.scheduling_seconds)},
-            "t_cold_seconds": total,
-            "throughput": {"weights_read": read, "weights_to_device": h2d, "raw_read": None,
-                           "load_vs_raw_ratio": None, "h2d": None},
-            "page_cache": {"weights_read": eviction.as_dict(), "raw_read": None, "comparable": None},
-            "inference": {"request_tokens": req_tokens, "first_seconds": first_seconds,
-                          "steady": {"requests": len(latencies), "p50_seconds": p50,
-                                     "p95_seconds": percentile(latencies, 0.95),
-                                     "mean_seconds": sum(latencies) / len(latencies),
-                                     "min_seconds": min(latencies), "max_seconds": max(latencies)},
-                          "first_request_penalty": first_seconds / p50 if p50 > 0 else None},
-            "warmup": {"shallow": {"requests": cfg.warmup.shallow_requests, "tokens": shallow_tokens},
-                       "deep": plan.deep.describe(),
-                       "concurrent": {"threads": cfg.warmup.concurrency, "tokens": req_tokens}},
-            "predictions": preds,
-            "prediction_basis": {"size_bytes": plan.info.file_bytes, "disk_bytes_per_second": read["bytes_per_second"],
-                                 "h2d_bytes_per_second": h2d["bytes_per_second"], "disk_source": disk_source,
-                                 "formula": FORMULA},
-        }
-
-
-# ---------------------------------------------------------------- helpers
-
-def _resolve_device(torch, text: str):
-    if text == "cpu":
-        return torch.device("cpu")
-    compiled = torch.backends.cuda.is_built()
-    count = torch.cuda.device_count() if compiled else 0
-    if text == "auto":
-        return torch.device("cuda", 0) if count > 0 else torch.device("cpu")
-    if count == 0:
-        why = (f"this torch ({torch.__version__}) is built without CUDA" if not compiled
-               else "no CUDA device is visible (driver missing, or CUDA_VISIBLE_DEVICES empty)")
-        raise ProbeError(f"--device {text}: CUDA is not available: {why}; accepted: --device cpu, or --device auto "
-                         "(CUDA when present, else CPU)", param="--device")
-    index = int(text.split(":")[1]) if ":" in text else 0
-    if index >= count:
-        raise ProbeError(f"--device {text}: there are {count} CUDA device(s); accepted: cuda:0 to cuda:{count - 1}",
-                         param="--device")
-    return torch.device("cuda", index)
-
-
-def _embedding_vocab(module) -> int | None:
-    if module is None:
-        return None
-    import torch
-
-    for m in module.modules():
-        if isinstance(m, torch.nn.Embedding):
-            return m.num_embeddings
-    return None
-
-
-def _main_dtype(found: dict) -> str:
-    """The floating dtype holding most tensors (by count), e.g. float16."""
-    counts: dict[str, int] = {}
-    for dtype, _shape in found.values():
-        if dtype in weights.FLOAT_NAMES:
-            counts[dtype] = counts.get(dtype, 0) + 1
-    return max(counts, key=counts.get) if counts else "auto"
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("forescale")
-    except Exception:
-        return "unknown"

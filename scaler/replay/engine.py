@@ -76,8 +76,8 @@ class Settings:
     level_correction_seconds: float = parse_duration(DEFAULTS["levelCorrection"])
     headroom: float = float(DEFAULTS["headroom"])
     hpa_tolerance: float = float(DEFAULTS["hpaTolerance"])  # the emulated HPA's and the policy's
-    min_replicas: int = 0
-    max_replicas: int = 100
+    min_replicas: int = Hpa.min_replicas  # KEDA's minReplicaCount default
+    max_replicas: int = Hpa.max_replicas  # KEDA's maxReplicaCount default
     activation_threshold: float = float(DEFAULTS["activationThreshold"])
     hybrid_floor_percentile: float = 10.0
     policies: tuple[str, ...] = POLICIES
@@ -276,7 +276,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     for v in vs:
         if v.model is not None:
             by_model.setdefault(v.model, {}).setdefault(float(v.quantile), []).append((v, is_default(v, settings)))
-    total = len(models) * -(-n_cutoffs // refit_every) + len(vs)
+    refits = -(-n_cutoffs // refit_every)  # a model's share of the progress, whether its fits succeed or not
+    total = len(models) * refits + len(vs)
     tick = (lambda n: progress(n, total)) if progress is not None else (lambda n: None)
     timing: dict[str, float] = {}
     runs: dict[str, ModelRun] = {}
@@ -287,7 +288,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         tick(len(free))
         for m in models:
             mr, packed = fit_task(series, m, start, end, fit_kw[m])
-            tick(mr.fits)
+            tick(refits)
             runs[m] = restore(mr, packed)
             timing[f"forecast_{m}_seconds"] = mr.seconds
             for qq, batch in by_model.get(m, {}).items():
@@ -309,7 +310,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
                     kind, what = pending.pop(f)
                     if kind == "fit":
                         mr, packed = f.result()
-                        tick(mr.fits)
+                        tick(refits)
                         runs[what] = restore(mr, packed)
                         timing[f"forecast_{what}_seconds"] = mr.seconds
                         for qq, batch in by_model.get(what, {}).items():

@@ -105,7 +105,7 @@ class Timeline:
 
 @dataclass(frozen=True)
 class Outcome:
-    """SLO and cost of one policy over a scenario (DESIGN.md section 5)."""
+    """SLO and cost of one policy over a scenario (the metrics of the JSON contract, README)."""
 
     underprovisioned_fraction: float
     violation_minutes: int

@@ -1,7 +1,7 @@
 """The default command's wall time and peak memory: ``forescale backtest`` on the bundled trace.
 
 Runs it as a child process (as a user would) and reads the child's peak RSS.
-Run: ``.venv/bin/python bench/bench_backtest.py [extra backtest args]``.
+Run: ``.venv/bin/python tests/bench/bench_backtest.py [extra backtest args]``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ seasonal_naive (+LC), prophet plain, prophet + level correction at several
 half-lives, auto; the q90 coverage of the default model (bands calibrated for
 its own half-life); and Prophet's native interval coverage for comparison.
 
-    .venv/bin/python bench/bench_forecast_accuracy.py            # ~4-6 min on 2 shared cores
-    .venv/bin/python bench/bench_forecast_accuracy.py --quick    # one window per trace
+    .venv/bin/python tests/bench/bench_forecast_accuracy.py            # ~4-6 min on 2 shared cores
+    .venv/bin/python tests/bench/bench_forecast_accuracy.py --quick    # one window per trace
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """GetMetrics latency with N ScaledObjects registered, next to an empty handler on the same server.
 
-    python bench/bench_grpc.py [--objects 100] [--calls 2000]
+    python tests/bench/bench_grpc.py [--objects 100] [--calls 2000]
 
 A real Prometheus (flat series) feeds the refreshers; the server runs
 in-process with real gRPC over loopback. The baseline is a no-op unary method
@@ -11,50 +11,19 @@ ratio shows what forescale adds to a bare round trip.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: promfixture
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: promfixture, grpc_bench
 from support import promfixture as pf  # noqa: E402
+from support.grpc_bench import measure, noop_handler, percentiles, round_robin  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
 from scaler.serve.server import Server, ServerConfig  # noqa: E402
-
-
-def noop_handler() -> grpc.GenericRpcHandler:
-    ping = grpc.unary_unary_rpc_method_handler(lambda req, ctx: b"", request_deserializer=None, response_serializer=None)
-    return grpc.method_handlers_generic_handler("bench.Noop", {"Ping": ping})
-
-
-def percentiles(samples: list[float]) -> tuple[float, float]:
-    qs = statistics.quantiles(samples, n=100, method="inclusive")
-    return qs[49], qs[98]
-
-
-def round_robin(stub, requests) -> Callable[[], None]:
-    """A GetMetrics call over ``requests`` in turn (every ScaledObject polled alike)."""
-    calls = iter(range(1 << 62))
-
-    def get_metrics() -> None:
-        stub.GetMetrics(requests[next(calls) % len(requests)], timeout=5)
-    return get_metrics
-
-
-def measure(call, n: int) -> list[float]:
-    for _ in range(min(200, n)):  # warm-up
-        call()
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call()
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
 
 
 def main() -> None:

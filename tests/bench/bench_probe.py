@@ -13,7 +13,7 @@
 2. First-inference penalty (first request / steady p50) of the built-in
    model (default 125M, float32) on CPU, through the library API.
 
-Both files are deleted at the end. Usage: python bench/bench_probe.py [--size 250M] [--model 125M] [--repeats 5]
+Both files are deleted at the end. Usage: python tests/bench/bench_probe.py [--size 250M] [--model 125M] [--repeats 5]
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ on the window slid 30 minutes on, as the server refits), Prophet's own
 models. One process, one core; wall-clock seconds per fit include the band
 computation and everything ``fit`` does. Prints refits/min and ratios.
 
-    .venv/bin/python bench/bench_refit.py            # ~1-2 min
-    .venv/bin/python bench/bench_refit.py --quick    # fewer repetitions, no native Prophet
+    .venv/bin/python tests/bench/bench_refit.py            # ~1-2 min
+    .venv/bin/python tests/bench/bench_refit.py --quick    # fewer repetitions, no native Prophet
 """
 
 from __future__ import annotations

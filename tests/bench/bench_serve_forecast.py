@@ -1,6 +1,6 @@
 """GetMetrics latency while N ScaledObjects are being refitted in the background; server memory.
 
-    python bench/bench_serve_forecast.py [--objects 200] [--calls 2000] [--fit-workers 1]
+    python tests/bench/bench_serve_forecast.py [--objects 200] [--calls 2000] [--fit-workers 1]
 
 A real Prometheus holds 14 days of WorldCup98 (1-min) traffic; every
 ScaledObject asks for a Prophet forecast of it, with a short refitInterval so
@@ -20,10 +20,9 @@ from pathlib import Path
 import grpc
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))  # support: promfixture, grpc_bench
 from support import promfixture as pf  # noqa: E402
-from bench_grpc import measure, noop_handler, percentiles, round_robin  # noqa: E402
+from support.grpc_bench import measure, noop_handler, percentiles, round_robin  # noqa: E402
 
 from scaler._proto import externalscaler_pb2 as pb  # noqa: E402
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc  # noqa: E402

@@ -2,7 +2,7 @@
 
 The forecast-driven policies get precomputed curves (a seasonal-naive curve
 per 1-minute cutoff, made with numpy here) so that this measures the
-simulator and ``decide``, not model fitting. Run: ``.venv/bin/python bench/bench_simulator.py``.
+simulator and ``decide``, not model fitting. Run: ``.venv/bin/python tests/bench/bench_simulator.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ knob grid, the predictive family with Prophet. Prints the wall time, the
 number of variants and fits, the peak RSS of this process,
 and the Pareto-optimal points.
 
-Run: ``.venv/bin/python bench/bench_sweep.py [--days 21] [--span 7d] [--refit 2h] [--jobs 2]``
+Run: ``.venv/bin/python tests/bench/bench_sweep.py [--days 21] [--span 7d] [--refit 2h] [--jobs 2]``
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ from scaler.probe.runner import Probe
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent  # probe_user_model.py is here
-ROOT = TESTS.parent.parent
+TESTS = Path(__file__).resolve().parent  # tests/probe
+ROOT = TESTS.parent.parent  # the repository
+SUPPORT_PATH = ROOT / "tests"  # where `support.probe_user_model` (the user model of these tests) is found
 FORESCALE = [sys.executable, "-m", "scaler.cli"]  # the `forescale` console script, in this interpreter
 SIZE = "1M"  # the built-in model in these tests: ~0.9M parameters, 3.4 MB
 FAST = ["--steady-requests", "5", "--shallow-requests", "1", "--shallow-tokens", "64", "--request-tokens", "32",
@@ -41,7 +42,7 @@ def cache_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def _user_module_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.syspath_prepend(str(SUPPORT_PATH))
 
 
 def invoke(*args: str):
@@ -159,7 +160,7 @@ def test_cached_weights_are_reused(builtin_run, cache_dir):
 # ------------------------------------------------------------------ serving: readiness gates on warm-up
 
 def _start_serving(args: list[str], cwd: Path = ROOT) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(SUPPORT_PATH), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([*FORESCALE, "probe", *args, "--serve", "0", "--host", "127.0.0.1"],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
@@ -287,7 +288,8 @@ def test_library_probe_runs_in_background_and_hands_over_the_model(cache_dir):
 
 
 def test_library_failure_reports_not_ready_with_reason(tmp_path):
-    config = ProbeConfig(model=ModelSpec(weights=str(tmp_path / "absent.safetensors"), module="probe_user_model:build"))
+    config = ProbeConfig(model=ModelSpec(weights=str(tmp_path / "absent.safetensors"),
+                                         module="support.probe_user_model:build"))
     probe = Probe(config)
     server = probe.serve("127.0.0.1", 0)
     try:
@@ -314,7 +316,7 @@ def test_library_failure_reports_not_ready_with_reason(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["safetensors", "pt"])
 def test_user_model_through_a_factory(tmp_path, fmt):
-    import probe_user_model as um
+    from support import probe_user_model as um
 
     sd = um.state_dict(hidden=24, vocab=300)
     path = tmp_path / f"user.{fmt}"
@@ -323,11 +325,11 @@ def test_user_model_through_a_factory(tmp_path, fmt):
     else:
         torch.save(sd, path)
     out = tmp_path / "r.json"
-    result = invoke("--weights", str(path), "--module", "probe_user_model:build", "--module-kwargs",
+    result = invoke("--weights", str(path), "--module", "support.probe_user_model:build", "--module-kwargs",
                     '{"hidden": 24, "vocab": 300}', "--model-name", "tiny", "--json", str(out), *FAST)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert report["model"]["source"] == "user" and report["model"]["module"] == "probe_user_model:build"
+    assert report["model"]["source"] == "user" and report["model"]["module"] == "support.probe_user_model:build"
     assert report["model"]["weights_format"] == ("safetensors" if fmt == "safetensors" else "torch")
     assert report["model"]["parameters"] == sum(v.numel() for v in sd.values())
     assert report["model"]["vocab_size"] == 300 and report["model"]["name"] == "tiny"
@@ -338,11 +340,11 @@ def test_user_model_through_a_factory(tmp_path, fmt):
 @pytest.mark.parametrize("factory", ["build_buffered", "build_meta_hostile"])
 def test_user_model_that_needs_a_real_construction(tmp_path, factory):
     """A non-persistent buffer, or a factory that fails on the meta device: built on CPU, then moved."""
-    import probe_user_model as um
+    from support import probe_user_model as um
 
     path = tmp_path / "w.safetensors"
     save_file(um.state_dict(hidden=16), str(path))
-    result = invoke("--weights", str(path), "--module", f"probe_user_model:{factory}", "--module-kwargs",
+    result = invoke("--weights", str(path), "--module", f"support.probe_user_model:{factory}", "--module-kwargs",
                     '{"hidden": 16}', "--no-raw-read", *FAST)
     assert result.exit_code == 0, result.output
     assert "T_cold" in result.stdout
@@ -352,7 +354,7 @@ def test_user_model_that_needs_a_real_construction(tmp_path, factory):
 
 @pytest.fixture
 def user_weights(tmp_path) -> Path:
-    import probe_user_model as um
+    from support import probe_user_model as um
 
     path = tmp_path / "w.safetensors"
     save_file(um.state_dict(hidden=32), str(path))
@@ -365,7 +367,7 @@ def _fails(result, *needles: str) -> None:
         assert needle in result.output, (needle, result.output)
 
 
-def _user(path, module="probe_user_model:build", *extra: str):
+def _user(path, module="support.probe_user_model:build", *extra: str):
     return invoke("--weights", str(path), "--module", module, *extra, *FAST)
 
 
@@ -413,25 +415,25 @@ def test_unknown_weights_extension(tmp_path):
 
 
 def test_shape_mismatch(user_weights):
-    _fails(_user(user_weights, "probe_user_model:build", "--module-kwargs", '{"hidden": 48}'),
-           "does not fit --module probe_user_model:build", "shape mismatch", "emb.weight")
+    _fails(_user(user_weights, "support.probe_user_model:build", "--module-kwargs", '{"hidden": 48}'),
+           "does not fit --module support.probe_user_model:build", "shape mismatch", "emb.weight")
 
 
 def test_dtype_mismatch(user_weights):
-    _fails(_user(user_weights, "probe_user_model:build", "--dtype", "float16"),
+    _fails(_user(user_weights, "support.probe_user_model:build", "--dtype", "float16"),
            "not float16", "float32", "--dtype auto")
 
 
 def test_dtype_mismatch_in_torch_file(tmp_path):
-    import probe_user_model as um
+    from support import probe_user_model as um
 
     path = tmp_path / "w.pt"
     torch.save(um.state_dict(dtype=torch.bfloat16), path)
-    _fails(_user(path, "probe_user_model:build", "--dtype", "fp32"), "w.pt", "not float32", "bfloat16")
+    _fails(_user(path, "support.probe_user_model:build", "--dtype", "fp32"), "w.pt", "not float32", "bfloat16")
 
 
 def test_missing_and_unexpected_tensors(tmp_path):
-    import probe_user_model as um
+    from support import probe_user_model as um
 
     sd = um.state_dict()
     sd.pop("head.weight")
@@ -444,15 +446,15 @@ def test_missing_and_unexpected_tensors(tmp_path):
 @pytest.mark.parametrize("module, needle", [
     ("no_colon_here", "accepted: package.module:factory"),
     ("no_such_module_xyz:build", "cannot import module 'no_such_module_xyz'"),
-    ("probe_user_model:missing", "has no attribute 'missing'"),
-    ("probe_user_model:not_a_module", "accepted: a torch.nn.Module"),
+    ("support.probe_user_model:missing", "has no attribute 'missing'"),
+    ("support.probe_user_model:not_a_module", "accepted: a torch.nn.Module"),
 ])
 def test_bad_module(user_weights, module, needle):
     _fails(_user(user_weights, module), "--module", needle)
 
 
 def test_forward_that_does_not_take_token_ids(user_weights):
-    _fails(_user(user_weights, "probe_user_model:build_needs_mask"), "--module", "forward(input_ids) failed",
+    _fails(_user(user_weights, "support.probe_user_model:build_needs_mask"), "--module", "forward(input_ids) failed",
            "LongTensor of token ids")
 
 
@@ -516,14 +518,15 @@ def test_bad_flags(args, needle):
 
 
 def test_serve_exit_after_warmup_with_bad_input_exits_2(tmp_path):
-    result = invoke("--weights", str(tmp_path / "gone.pt"), "--module", "probe_user_model:build", "--serve", "0",
-                    "--host", "127.0.0.1", "--exit-after-warmup", *FAST)
+    result = invoke("--weights", str(tmp_path / "gone.pt"), "--module", "support.probe_user_model:build",
+                    "--serve", "0", "--host", "127.0.0.1", "--exit-after-warmup", *FAST)
     _fails(result, "--weights", "gone.pt", "no such file")
 
 
 def test_failed_run_writes_a_failed_report_that_read_cold_start_rejects(tmp_path):
     out = tmp_path / "failed.json"
-    _fails(_user(tmp_path / "gone.safetensors", "probe_user_model:build", "--json", str(out)), "gone.safetensors")
+    _fails(_user(tmp_path / "gone.safetensors", "support.probe_user_model:build", "--json", str(out)),
+           "gone.safetensors")
     report = json.loads(out.read_text())
     assert report["status"] == "failed" and "gone.safetensors" in report["reason"]
     with pytest.raises(ProbeReportError, match="the probe run failed"):

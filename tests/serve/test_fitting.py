@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 
 from scaler.policy import Reason
-from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.prom import PromError, PromErrorKind
 from scaler.serve.fitting import FitService, forecast_document, forecast_from_document, forecast_key_hash
 from scaler.serve.metrics import ScalerMetrics
-from scaler.serve.registry import Registry, RegistryConfig
 from scaler.serve.state import JsonStore
 from scaler.serve.workload import ForecastState
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, InlineExecutor
+from support.fakes import FakePrometheus, Harness, InlineExecutor
 
 T0 = 1_700_000_400.0  # a multiple of 60: the history ends at T0
 END = T0
@@ -33,26 +32,14 @@ def md(**over) -> dict:
     return m
 
 
-class Env:
+class Env(Harness):
+    """The registry with a real FitService (models fitted in this thread) and an optional store."""
+
     def __init__(self, state_dir=None, clock=None, prom=None, pool=None):
-        self.clock = clock or FakeClock(T0)
-        self.prom = prom or FakePrometheus()
-        self.metrics = ScalerMetrics()
+        clock, metrics = clock or FakeClock(T0), ScalerMetrics()
         self.store = JsonStore(state_dir) if state_dir is not None else None
-        self.fits = FitService(self.clock, self.metrics, store=self.store, pool=pool or InlineExecutor(),
-                               io=InlineExecutor())
-        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, RegistryConfig(),
-                            forecasts=self.fits, client_factory=self.prom.factory())
-
-    def workload(self, **over):
-        return self.reg.workload("serving", "llm", md(**over))
-
-    def sample(self, name: str, **labels) -> float | None:
-        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
-
-    def close(self) -> None:
-        self.reg.stop()
-        self.fits.stop()
+        self.fits = FitService(clock, metrics, store=self.store, pool=pool or InlineExecutor(), io=InlineExecutor())
+        super().__init__(clock, prom or FakePrometheus(), md(), metrics=metrics, forecasts=self.fits)
 
 
 @pytest.fixture

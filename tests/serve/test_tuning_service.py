@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 from scaler.policy import Reason
-from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.prom import PromError, PromErrorKind
 from scaler.serve.metrics import ScalerMetrics
-from scaler.serve.registry import Registry, RegistryConfig
 from scaler.serve.state import JsonStore
 from scaler.serve.tuning import TuningService, tuning_key
 from support.clock import FakeClock
-from support.fakes import CannedPool, FakePrometheus, InlineExecutor
+from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -34,26 +33,15 @@ def md(**over) -> dict:
     return m
 
 
-class Env:
+class Env(Harness):
+    """The registry with a real TuningService whose worker pool answers with a canned choice."""
+
     def __init__(self, state_dir=None, answer=None, before=None, prom=None, clock=None):
-        self.clock = clock or FakeClock(T0)
-        self.prom = prom or FakePrometheus()
-        self.metrics = ScalerMetrics()
+        clock, metrics = clock or FakeClock(T0), ScalerMetrics()
         self.pool = CannedPool(CHOICE if answer is None else answer, before=before)
         store = JsonStore(state_dir) if state_dir is not None else None
-        self.tuning = TuningService(self.clock, self.metrics, store=store, pool=self.pool, io=InlineExecutor())
-        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, RegistryConfig(), tuning=self.tuning,
-                            client_factory=self.prom.factory())
-
-    def workload(self, **over):
-        return self.reg.workload("serving", "llm", md(**over))
-
-    def sample(self, name: str, **labels) -> float | None:
-        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
-
-    def close(self) -> None:
-        self.reg.stop()
-        self.tuning.stop()
+        self.tuning = TuningService(clock, metrics, store=store, pool=self.pool, io=InlineExecutor())
+        super().__init__(clock, prom or FakePrometheus(), md(), metrics=metrics, tuning=self.tuning)
 
 
 def scripted(prom: FakePrometheus, hours: float = 24.0) -> FakePrometheus:

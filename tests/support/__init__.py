@@ -1,2 +1,10 @@
-"""Helpers shared by the tests (never imported by the product): paths, a fake clock, the real-Prometheus
-fixture (``promfixture``) and an in-process scaler driven over real gRPC (``scaler``)."""
+"""Helpers shared by the tests (never imported by the product, never a test file):
+
+* ``paths``            where the repository, fixtures, golden files and the shared traces are
+* ``clock``            ``FakeClock``, moved by hand
+* ``fakes``            a scripted fake Prometheus client for the serving parts' unit tests
+* ``promfixture``      a real Prometheus on loopback, backfilled with promtool
+* ``scaler``           a real forescale server in-process, driven over real gRPC
+* ``grpc_bench``       the round-robin GetMetrics caller shared by the gRPC benchmarks
+* ``probe_user_model`` a user's model module for ``forescale probe --module``
+"""

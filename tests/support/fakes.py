@@ -142,3 +142,40 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(0.005)
+
+
+class Harness:
+    """A ``Registry`` on a ``FakePrometheus`` and a ``FakeClock``, with the background services a test gives.
+
+    ``metadata(**over)`` is the trigger's metadata (the test's defaults, overridden); ``workload(**over)``
+    the tracked workload for it (ScaledObject serving/llm); ``sample(name, **labels)`` one exported value.
+    """
+
+    NAMESPACE, NAME = "serving", "llm"
+
+    def __init__(self, clock, prom: FakePrometheus, metadata: dict, *, metrics=None, config=None, forecasts=None,
+                 tuning=None):
+        from scaler.prom import CredentialStore
+        from scaler.serve.metrics import ScalerMetrics
+        from scaler.serve.registry import Registry, RegistryConfig
+
+        self.clock, self.prom, self.base = clock, prom, dict(metadata)
+        self.metrics = metrics or ScalerMetrics()
+        self.services = [s for s in (forecasts, tuning) if s is not None]
+        self.reg = Registry(clock, CredentialStore(None), self.metrics, config or RegistryConfig(),
+                            forecasts=forecasts, tuning=tuning, client_factory=prom.factory())
+
+    def metadata(self, **over) -> dict:
+        return {**self.base, **over}
+
+    def workload(self, **over):
+        return self.reg.workload(self.NAMESPACE, self.NAME, self.metadata(**over))
+
+    def sample(self, name: str, **labels) -> float | None:
+        return self.metrics.registry.get_sample_value(
+            name, {"namespace": self.NAMESPACE, "scaledobject": self.NAME, **labels})
+
+    def close(self) -> None:
+        self.reg.stop()
+        for s in self.services:
+            s.stop()

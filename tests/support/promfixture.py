@@ -88,7 +88,7 @@ import subprocess
 import tempfile
 import threading
 import time as _time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path

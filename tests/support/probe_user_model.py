@@ -1,4 +1,5 @@
-"""User models for the probe tests: factories as `--module probe_user_model:<name>` would name them."""
+"""User models for the probe tests: factories as `--module support.probe_user_model:<name>` would name them
+(with `tests/` on the path)."""
 
 from __future__ import annotations
 
