@@ -101,6 +101,17 @@ def parse_duration(text: str) -> float:
     return v
 
 
+def format_duration(seconds: float) -> str:
+    """1800 -> '30m', 7200 -> '2h', 0 -> '0' (a form ``spec.parse_duration`` reads back)."""
+    s = float(seconds)
+    if s <= 0:
+        return "0"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if s >= size and abs(s / size - round(s / size)) < 1e-9:
+            return f"{int(round(s / size))}{unit}"
+    return f"{s:g}s"
+
+
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
     out = []
@@ -386,3 +397,53 @@ def _metric_name_conv(v: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,199}", low):
         raise ValueError(v)
     return low
+
+
+def _number(x: float) -> str:
+    """A float as metadata: the short form when it reads back exactly, else every digit."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
+
+
+def _seconds(x: float) -> str:
+    short = format_duration(x)
+    return short if parse_duration(short) == x else _number(x)
+
+
+def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaults: bool = False) -> dict[str, str]:
+    """Trigger metadata (all strings) that ``parse_metadata`` reads back as ``spec``.
+
+    Keys at their default are left out unless ``defaults`` (a key is left out
+    only when parsing without it gives the same spec, so a documented default
+    is never assumed). ``customHeaders`` are included: they are part of the
+    trigger; print the result only where the trigger itself could be shown.
+    """
+    p, lead = spec.prometheus, spec.lead
+    md = {
+        "serverAddress": p.server_address, "query": spec.query, "qpsPerReplica": _number(spec.qps_per_replica),
+        "activationThreshold": _number(spec.activation_threshold),
+        "ignoreNullValues": "true" if spec.ignore_null_values else "false",
+        "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),
+        "customHeaders": ",".join(f"{k}={v}" for k, v in p.custom_headers),
+        "unsafeSsl": "true" if p.unsafe_ssl else "false", "timeout": _number(p.timeout_seconds * 1000.0),
+        "credentials": p.credentials, "metricName": spec.metric_name,
+        "coldStartSeconds": _number(lead.cold_start_seconds), "coldStartQuery": spec.cold_start_query,
+        "bufferSeconds": "" if lead.buffer_override is None else _number(lead.buffer_override),
+        "forecastErrorSeconds": _number(lead.forecast_error_seconds),
+        "schedulingSeconds": _number(lead.scheduling_seconds), "readinessSeconds": _number(lead.readiness_seconds),
+        "mode": spec.mode, "model": spec.model, "levelCorrection": _seconds(spec.level_correction_seconds),
+        "quantile": _number(spec.quantile), "history": _seconds(spec.history_seconds),
+        "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
+        "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
+        "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": _number(spec.target_miss),
+        "maxCostRatio": "" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
+        "tuningInterval": _seconds(spec.tuning_interval_seconds),
+    }
+    md = {k: v for k, v in md.items() if v != ""}
+    if defaults:
+        return md
+    for key in [k for k in md if k not in ("serverAddress", "query", "qpsPerReplica")]:
+        trial = {k: v for k, v in md.items() if k != key}
+        if parse_metadata(trial, name=name, namespace=namespace)[0] == spec:
+            md = trial
+    return md

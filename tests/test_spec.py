@@ -1,13 +1,12 @@
 """Trigger metadata: defaults, aliases, and every bad value named in its error."""
 
-import math
+import random
 import re
-from pathlib import Path
 
 import pytest
 
 from support.paths import REPO
-from scaler.spec import KEYS, MetadataError, parse_duration, parse_metadata
+from scaler.spec import DEFAULTS, KEYS, MetadataError, parse_duration, parse_metadata, to_metadata
 
 BASE = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[2m]))",
         "qpsPerReplica": "10"}
@@ -142,3 +141,62 @@ def test_readme_documents_exactly_the_parsed_keys():
         shown = rows[k.name].strip().strip("`")
         if k.default not in (None, ""):
             assert shown == k.default, f"README default of {k.name} is {shown!r}, code has {k.default!r}"
+
+
+# ----------------------------------------------------------------------------- spec -> metadata
+
+VALID = {  # a few accepted values per key (parse_metadata's forms, not only the canonical ones)
+    "activationThreshold": ["0", "0.5", "3"],
+    "ignoreNullValues": ["true", "false", "no"],
+    "queryParameters": ["", "dedup=true", "a=1,b=2"],
+    "customHeaders": ["", "X-Scope-OrgID=team-a"],
+    "unsafeSsl": ["false", "true"],
+    "timeout": ["5000", "2s", "750", "1.5"],
+    "credentials": ["", "prom-reader"],
+    "metricName": ["", "llm-qps"],
+    "coldStartSeconds": ["180", "42.5", "0"],
+    "coldStartQuery": ["", "max(forescale_cold_start_seconds)"],
+    "bufferSeconds": ["", "0", "45"],
+    "forecastErrorSeconds": ["30", "10"],
+    "mode": ["forecastAndScale", "forecastOnly", "reactive", "REACTIVE"],
+    "model": ["prophet", "naive", "linear_trend", "seasonal_naive", "auto"],
+    "levelCorrection": ["4h", "0", "90s", "1h30m"],
+    "quantile": ["0.9", "0.5", "0.123456789"],
+    "history": ["14d", "2w", "36h"],
+    "step": ["60s", "30", "5m"],
+    "refitInterval": ["30m", "10", "1h"],
+    "minHistory": ["1d", "0", "6h"],
+    "headroom": ["1.0", "1.1", "1"],
+    "hpaTolerance": ["0.1", "0", "0.05"],
+    "tuning": ["off", "auto"],
+    "targetMiss": ["0.005", "0.02"],
+    "maxCostRatio": ["", "1.3"],
+    "tuningInterval": ["24h", "10m"],
+}
+
+
+def test_to_metadata_reads_back_as_the_same_spec_over_random_valid_triggers():
+    """parse_metadata(to_metadata(spec)) == spec, with defaults left out and with every key written."""
+    rng = random.Random(7)
+    for _ in range(300):
+        md = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(x[2m]))",
+              "qpsPerReplica": rng.choice(["4", "0.25", "12.5"])}
+        for key, values in VALID.items():
+            if rng.random() < 0.5:
+                md[key] = rng.choice(values)
+        spec, _ = parse_metadata(md, name="llm", namespace="serving")
+        short = to_metadata(spec, name="llm", namespace="serving")
+        assert parse_metadata(short, name="llm", namespace="serving")[0] == spec, md
+        full = to_metadata(spec, name="llm", namespace="serving", defaults=True)
+        assert parse_metadata(full, name="llm", namespace="serving")[0] == spec, md
+        assert set(short) <= set(full) and all(isinstance(v, str) for v in full.values())
+
+
+def test_to_metadata_leaves_out_exactly_the_defaults():
+    md = {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4", "quantile": "0.9", "history": "14d",
+          "headroom": "1", "timeout": "2s", "model": "naive"}
+    spec, _ = parse_metadata(md)
+    # quantile 0.9, history 14d and headroom 1 are the documented defaults (DEFAULTS); timeout 2 s = 2000 ms
+    assert to_metadata(spec) == {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4",
+                                 "timeout": "2000", "model": "naive"}
+    assert DEFAULTS["quantile"] == "0.9" and DEFAULTS["history"] == "14d"

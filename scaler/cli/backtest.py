@@ -10,8 +10,7 @@ import click
 
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
-from ..replay.variants import format_duration
-from ..spec import DEFAULTS, MODELS
+from ..spec import DEFAULTS, MODELS, format_duration
 from .options import (Duration, cold_start_value, fail, hpa_options, load_trace, policies_option, replica_options,
                       source_options, write_json)
 

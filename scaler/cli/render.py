@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
-from ..replay.variants import SELECTABLE, format_duration
+from ..replay.variants import SELECTABLE
+from ..spec import format_duration
 from ..spec import DEFAULTS, parse_duration
 
 

@@ -8,7 +8,8 @@ from typing import Sequence
 import numpy as np
 
 from .scenario import Outcome
-from .variants import SELECTABLE, Variant, format_duration
+from ..spec import format_duration
+from .variants import SELECTABLE, Variant
 
 COST_TIE = 0.005  # costs within 0.5 % count as equal in the selection
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from ..spec import format_duration
+
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Settings
 
@@ -88,17 +90,6 @@ class Variant:
             if not self.compensation:
                 parts.append("no dead-band comp.")
         return " ".join(parts)
-
-
-def format_duration(seconds: float) -> str:
-    """1800 -> '30m', 7200 -> '2h', 0 -> '0' (a form ``spec.parse_duration`` reads back)."""
-    s = float(seconds)
-    if s <= 0:
-        return "0"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
-        if s >= size and abs(s / size - round(s / size)) < 1e-9:
-            return f"{int(round(s / size))}{unit}"
-    return f"{s:g}s"
 
 
 def default_variant(family: str, settings: "Settings") -> Variant:

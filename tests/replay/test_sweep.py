@@ -16,7 +16,7 @@ from scaler.replay import hpa as hpa_mod
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
 from scaler.policy import PolicyParams
-from scaler.spec import parse_duration, parse_metadata
+from scaler.spec import format_duration, parse_duration, parse_metadata
 
 T0 = 1_700_006_400  # a Wednesday 00:00 UTC
 DAY = 86400.0
@@ -258,7 +258,7 @@ def test_frontier_json_contract(daily):
 
 @pytest.mark.parametrize("s,text", [(0, "0"), (1800, "30m"), (7200, "2h"), (86400, "1d"), (90, "90s"), (5400, "90m")])
 def test_format_duration_reads_back(s, text):
-    assert variants.format_duration(s) == text
+    assert format_duration(s) == text
     assert parse_duration(text) == s
 
 
