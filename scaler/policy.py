@@ -35,9 +35,6 @@ class Reason(str, Enum):
     PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
 
 
-FALLBACKS = frozenset(r for r in Reason if r.value.startswith("fallback_"))
-
-
 @dataclass(frozen=True, slots=True)
 class Tolerance:
     """The HPA's dead band around a usage ratio of 1 (Kubernetes' ``tolerances.isWithin``).

@@ -189,10 +189,6 @@ class ScalerSpec:
     max_cost_ratio: float | None
     tuning_interval_seconds: float
 
-    @property
-    def target_size(self) -> int:
-        return math.ceil(self.qps_per_replica)
-
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
         return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,

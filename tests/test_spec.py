@@ -21,7 +21,7 @@ def parse(**over):
 def test_defaults_match_the_documented_table():
     spec, unknown = parse()
     assert unknown == ()
-    assert spec.qps_per_replica == 10.0 and spec.target_size == 10
+    assert spec.qps_per_replica == 10.0
     assert spec.activation_threshold == 0.0
     assert spec.ignore_null_values is True
     assert spec.prometheus.timeout_seconds == 5.0
@@ -41,7 +41,7 @@ def test_defaults_match_the_documented_table():
 
 def test_threshold_is_an_alias_and_conflicts_are_named():
     spec, _ = parse(qpsPerReplica=None, threshold="2.5")
-    assert spec.qps_per_replica == 2.5 and spec.target_size == 3
+    assert spec.qps_per_replica == 2.5
     spec, _ = parse(threshold="10")
     assert spec.qps_per_replica == 10
     with pytest.raises(MetadataError, match=r"'threshold': got '5'.*same value as qpsPerReplica"):

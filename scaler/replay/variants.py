@@ -71,10 +71,6 @@ class Variant:
     compensation: bool = True  # push the value past the HPA's dead band
     floor_percentile: float | None = None  # hybrid
 
-    @property
-    def uses_model(self) -> bool:
-        return self.model is not None
-
     def label(self) -> str:
         parts = [self.policy]
         if self.policy in ("predictive", "hybrid") and self.model:

@@ -11,10 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import time
-from pathlib import Path
 
-import grpc
-import numpy as np
 import pytest
 
 from support import promfixture as pf
