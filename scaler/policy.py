@@ -1,4 +1,4 @@
-"""The decision: one pure function, used by the server and by the simulator.
+"""The decision: one pure function, used by the server and by the replay engine.
 
     planned(t) = max( observed(t), max over tau in [t, t+L] of forecast_q(tau) )
 
@@ -73,7 +73,7 @@ def _scale_up_band(tolerance: float) -> Tolerance:
 
 @dataclass(frozen=True)
 class PolicyParams:
-    """The knobs of the decision (from ``ScalerSpec``; the simulator builds them directly)."""
+    """The knobs of the decision (from ``ScalerSpec``; the replay engine builds them directly)."""
 
     mode: str  # forecastAndScale | forecastOnly | reactive
     lead_seconds: float

@@ -193,13 +193,13 @@ def _frontier_plot(r: Result, path: Path) -> None:
 FAMILY_COLORS = {**COLORS, "seasonal_naive": "#e377c2", "oracle": "#000000"}
 
 
-def _sweep_plot(sweep, path: Path, selection=None) -> None:
+def _sweep_plot(r: Result, path: Path, selection=None) -> None:
     """The swept configurations on the miss-vs-cost plane: one colour per family, Pareto points joined."""
     plt, _ = _plt()
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    pts = [p for p in sweep.points if p.cost_ratio is not None]
+    pts = [p for p in r.points if p.cost_ratio is not None]
     floor = 1e-3  # % : below this (and 0) the axis is linear, so a zero miss is drawn, at the bottom
     fig, ax = plt.subplots(figsize=(11, 7))
     fams = list(dict.fromkeys(p.policy for p in pts))
@@ -283,7 +283,6 @@ def _sweep_plot(sweep, path: Path, selection=None) -> None:
     handles += [Line2D([], [], marker="o", ls="", color="#999999", markeredgecolor="black", label="Pareto-optimal"),
                 Line2D([], [], marker="o", ls="", markerfacecolor="none", color="#999999", label="dominated")]
     ax.legend(handles=handles, loc="upper right", fontsize=9, frameon=True, ncol=2)
-    r = sweep
     ax.set_title(f"Miss vs cost of {len(pts)} configurations on {r.trace.name[:60]}\n"
                  f"{(r.sim_end - r.sim_start) / 86400:.1f} d simulated, T_cold {r.lead.cold_start_seconds:g} s, "
                  f"{r.qps_per_replica:g} req/s per replica; lower-left is better", fontsize=11, loc="left")
@@ -292,9 +291,9 @@ def _sweep_plot(sweep, path: Path, selection=None) -> None:
     plt.close(fig)
 
 
-def _sweep_html(sweep, selection) -> str:
+def _sweep_html(r: Result, selection) -> str:
     rows = []
-    for d in sorted(frontier_json(sweep), key=lambda d: (d["replica_hours"], d["underprovisioned_fraction"])):
+    for d in sorted(frontier_json(r), key=lambda d: (d["replica_hours"], d["underprovisioned_fraction"])):
         if not (d["pareto"] or d["reference"]):
             continue
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
@@ -304,7 +303,7 @@ def _sweep_html(sweep, selection) -> str:
     if selection is not None and selection.point is not None:
         chosen = (f"<p><b>{'Chosen' if selection.met else 'Target NOT met; closest'}:</b> "
                   f"{html.escape(selection.point.variant.label())} -- {html.escape(selection.message)}.</p>")
-    return f"""<h2>Frontier ({len(sweep.points)} configurations)</h2>
+    return f"""<h2>Frontier ({len(r.points)} configurations)</h2>
 {chosen}<img src="frontier_sweep.png" alt="miss vs cost of every swept configuration">
 <table><tr><th>Pareto-optimal configuration</th><th>missed %</th><th>violation min</th><th>replica-h</th>
 <th>x oracle</th></tr>

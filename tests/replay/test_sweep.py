@@ -166,7 +166,7 @@ def test_selection_prefers_the_simpler_configuration_at_equal_cost():
     assert frontier.select(pts, 0.005).point.variant.headroom == 1.05
 
 
-# --------------------------------------------------------------------------- one policy, one simulator
+# --------------------------------------------------------------------------- one policy, one engine
 
 
 def test_the_backtest_defaults_are_points_of_the_sweep(daily):
