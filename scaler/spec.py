@@ -292,7 +292,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
     r = _Reader(md)
     server = r.get("serverAddress", _server_address,
-                    "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090")
+                   "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090")
     query = r.get("query", str, "a PromQL expression whose single result is requests/s")
 
     qps_form = "a finite number > 0 (requests/s one ready replica sustains), e.g. \"10\""

@@ -60,29 +60,20 @@ def bundled_trace() -> Trace:
                                    f'(notice: {BUNDLED_DIR / "ATTRIBUTION.txt"})'))
 
 
-def fetch_prometheus(url: str, query: str, start: float, end: float, step: float) -> list[dict]:
-    """``data.result`` of a range query, through the server's own client (split under 11,000 points)."""
+def load_prometheus(url: str, query: str, start: float, end: float, step: float) -> Trace:
+    """A range query through the server's own client (split under 11,000 points per request)."""
     from ..prom import PrometheusClient
     from ..spec import PrometheusTarget
 
-    return PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0)).range(query, start, end, step)
-
-
-def load_prometheus(url: str, query: str, start: float, end: float, step: float) -> Trace:
-    from forecaster.series import from_prometheus_matrix
-
     if end <= start:
         raise ReplayError(f"--end must be after --start (got {start:g} .. {end:g} epoch s)")
+    client = PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0))
     try:
-        result = fetch_prometheus(url, query, start, end, step)
-    except ReplayError:
-        raise
-    except Exception as e:  # network, HTTP, PromQL errors: one clear line
-        raise ReplayError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
-    try:
-        series, rep = from_prometheus_matrix(result, step)
-    except ValueError as e:
+        series, rep = client.range_series(query, start, end, step)
+    except ValueError as e:  # malformed samples
         raise ReplayError(f"Prometheus query {query!r}: {e}") from None
+    except Exception as e:  # network, HTTP, PromQL errors, no or several series: one clear line
+        raise ReplayError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
     return Trace(f"prometheus: {query}", series, rep.message, url)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from forecaster.base import Series
 
 from ..spec import DEFAULTS, LeadTime, parse_duration
-from .forecasts import ModelRun, fit_task, quiet_prophet_import, restore, slice_series
+from .forecasts import ModelRun, band, fit_task, quiet_prophet_import, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
@@ -262,7 +262,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         if m not in models:
             models.append(m)
     models.sort(key=lambda m: m != settings.model)  # the slow default model first
-    need_q: dict[str, set[float]] = {m: {round(1 - q, 6), q} if q != 0.5 else {0.5} for m in models}
+    need_q: dict[str, set[float]] = {m: set(band(q)) for m in models}
     for v in vs:
         if v.model is not None:
             need_q[v.model].add(float(v.quantile))

@@ -105,6 +105,11 @@ def _window_max(series: Series, cutoffs: np.ndarray, seconds: float) -> np.ndarr
     return np.where(np.isfinite(out), out, np.nan)
 
 
+def band(q: float) -> tuple[float, ...]:
+    """The quantiles of the band the report draws around the provisioned one: q(1-q) .. q (just 0.5 for 0.5)."""
+    return (round(1 - q, 6), q) if q != 0.5 else (0.5,)
+
+
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None) -> ModelRun:
@@ -114,7 +119,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     ``refit_every`` cutoffs on the ``history_seconds`` before it and forecasts
     from each cutoff in between. ``horizon`` points per forecast (enough for
     the policy's window from any poll until the next cutoff);
-    ``score_points`` = L in steps, the horizon scored.
+    ``score_points`` = L in steps, the horizon scored. ``quantiles`` must hold
+    ``band(q)``: the scored band at L is that one, whatever else was asked for.
     """
     from forecaster import evaluate
 
@@ -146,7 +152,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
         season = 1
     scores = dict(evaluate.score(fseries, lc, q=q, season=season, h=score_points))
     scores.update(cutoffs=len(fcs), horizon_steps=int(score_points), mase_season_steps=int(season))
-    lo_q, hi_q = min(quantiles), max(quantiles)
+    lo_q, hi_q = min(band(q)), max(band(q))
     k = score_points - 1
     target = np.array([f.t[k] for _, f in lc], dtype=float)
     mean = np.array([f.mean[k] for _, f in lc], dtype=float)
@@ -166,7 +172,7 @@ def quiet_prophet_import() -> None:
         lg.addHandler(logging.NullHandler())  # else, with propagate off, logging's last-resort handler prints it
 
 
-# --------------------------------------------------------------------------- policies
+# --------------------------------------------------------------------------- curves across processes
 
 
 @dataclass
@@ -221,34 +227,16 @@ class Packed:
                               self.model)
             hm = float(self.history_max[i])
             out.append(Curve(float(self.since[i]), fc, None if not math.isfinite(hm) else hm + shift,
-                                 None if self.unusable[i] is None else Reason(self.unusable[i])))
+                             None if self.unusable[i] is None else Reason(self.unusable[i])))
         return out
 
 
-# --------------------------------------------------------------------------- one variant
-
-
 def fit_task(series: Series, model: str, start: float, end: float, kw: dict) -> tuple[ModelRun, Packed]:
-    """One model's historical forecasts (in a worker process), packed; the report's band is q(1-q)..q."""
+    """One model's historical forecasts (in a worker process), packed."""
     mr = run_model(series, model, start, end, **kw)
-    q = kw["q"]
-    band = (round(1 - q, 6), q) if q != 0.5 else (0.5,)
-    if tuple(kw["quantiles"]) != band and mr.curves:
-        # the report draws the q(1-q) .. q band: run_model took the outermost of all the quantiles asked for
-        from forecaster import evaluate
-
-        fcs = [(c.since, c.forecast) for c in mr.curves if c.forecast is not None]
-        lvl = kw["level_seconds"]
-        lc = evaluate.level_corrected(padded(series.until(end), kw["horizon"] - 1), fcs, lvl) if lvl > 0 else fcs
-        k = kw["score_points"] - 1
-        mr.lo_at_l = np.array([f.at_quantile(min(band))[k] for _, f in lc], dtype=float)
-        mr.hi_at_l = np.array([f.at_quantile(max(band))[k] for _, f in lc], dtype=float)
     packed = Packed.from_curves(model, mr.curves)
     mr.curves = []  # rebuilt from the packed arrays by the caller (smaller to send)
     return mr, packed
-
-
-# --------------------------------------------------------------------------- the sweep
 
 
 def restore(mr: ModelRun, packed: Packed) -> ModelRun:

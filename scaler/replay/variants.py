@@ -170,15 +170,4 @@ def variants(grid: Grid, settings: "Settings") -> list[Variant]:
 
 def is_default(v: Variant, settings: "Settings") -> bool:
     """Whether ``v`` is the configuration ``forescale backtest`` runs for its family."""
-    s = settings
-    if v.policy == "reactive":
-        return v.headroom == 1.0 and not v.compensation
-    if v.policy in ("linear_trend", "seasonal_naive", "predictive", "hybrid"):
-        same = (v.quantile == s.quantile and v.level_correction_seconds == s.level_correction_seconds
-                and v.headroom == s.headroom and v.compensation == (s.hpa_tolerance > 0))
-        if v.policy == "hybrid":
-            return same and v.floor_percentile == s.hybrid_floor_percentile
-        return same
-    if v.policy == "scheduled":
-        return v.quantile == s.quantile
-    return True
+    return v == default_variant(v.policy, settings)

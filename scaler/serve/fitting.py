@@ -16,7 +16,6 @@ which keeps it only if the spec's forecast inputs did not change meanwhile.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import math
 import multiprocessing
@@ -30,11 +29,11 @@ import numpy as np
 
 from forecaster.base import Forecast, Series
 
-from .metrics import ScalerMetrics
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
-from .state import JsonStore, finite_or_none, float_array, json_floats
+from .metrics import ScalerMetrics
+from .state import JsonStore, digest, finite_or_none, float_array, json_floats
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -88,9 +87,8 @@ def run_fit(job: FitJob) -> dict:
 def forecast_key_hash(spec: ScalerSpec) -> str:
     """A one-way digest of what a forecast depends on (headers may hold secrets: never stored in clear)."""
     p = spec.prometheus
-    material = repr((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
-                     spec.model, spec.history_seconds, spec.step_seconds, spec.level_correction_seconds))
-    return hashlib.sha256(material.encode()).hexdigest()[:32]
+    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
+                   spec.model, spec.history_seconds, spec.step_seconds, spec.level_correction_seconds))
 
 
 def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:

@@ -12,6 +12,7 @@ then recomputes what it held.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -26,6 +27,11 @@ log = logging.getLogger(__name__)
 
 
 T = TypeVar("T")
+
+def digest(material: tuple) -> str:
+    """A one-way key for what a stored document was made from (it may hold secrets: never stored in clear)."""
+    return hashlib.sha256(repr(material).encode()).hexdigest()[:32]
+
 
 def file_name(namespace: str, name: str, metric: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}") + ".json"
@@ -96,10 +102,6 @@ class JsonStore:
         except FileNotFoundError:
             pass
 
-    def malformed(self, namespace: str, name: str, metric: str, error: Exception) -> None:
-        """Log that a document ``load`` returned could not be read by its owner."""
-        log.warning("ignoring malformed state file %s: %s", self.path(namespace, name, metric), error)
-
     def read(self, key3: tuple[str, str, str], decode: Callable[[dict], T], *, version: int, key: str) -> T | None:
         """``decode`` of the stored document for ``(namespace, name, metric)``; None when there is none or
         it cannot be decoded (logged)."""
@@ -109,5 +111,5 @@ class JsonStore:
         try:
             return decode(doc)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            self.malformed(*key3, e)
+            log.warning("ignoring malformed state file %s: %s", self.path(*key3), e)
             return None

@@ -23,7 +23,6 @@ keeps it (until the next scheduled run, or a metadata change that concerns it).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import multiprocessing
@@ -40,7 +39,7 @@ from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics
-from .state import JsonStore
+from .state import JsonStore, digest
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -63,11 +62,10 @@ def cluster_tolerance(spec: ScalerSpec) -> float:
 def tuning_key(spec: ScalerSpec) -> str:
     """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
     p = spec.prometheus
-    material = repr((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
-                     spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.model, spec.history_seconds,
-                     spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
-                     spec.max_cost_ratio))
-    return hashlib.sha256(material.encode()).hexdigest()[:32]
+    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
+                   spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.model, spec.history_seconds,
+                   spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
+                   spec.max_cost_ratio))
 
 
 # --------------------------------------------------------------------------- the job (worker process)
