@@ -42,6 +42,8 @@ from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
 from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
 from .variants import POLICIES, Variant, is_default
+from . import scenarios, world
+from .world import World
 
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
 Progress = Callable[[int, int], None]  # (units done since the last call, total units)
@@ -82,6 +84,7 @@ class Settings:
     hybrid_floor_percentile: float = 10.0
     policies: tuple[str, ...] = POLICIES
     seed: int = 0
+    world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
 
     def lead(self) -> LeadTime:
         lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
@@ -112,6 +115,10 @@ class Settings:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
             raise ReplayError(f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is "
                                 f"0 <= min <= max, max >= 1")
+        try:
+            self.world.validate(self.cold_start_seconds)
+        except ValueError as e:
+            raise ReplayError(str(e)) from None
 
 
 def nice_round(x: float) -> float:
@@ -186,6 +193,7 @@ class PolicyRun:
     outcome: Outcome
     note: str = ""
     reasons: dict = field(default_factory=dict)
+    world: dict = field(default_factory=dict)  # gpu_node_hours, latency... (only with a World)
 
 
 @dataclass
@@ -204,6 +212,7 @@ class Result:
     timing: dict[str, float]
     points: list[Point] = field(default_factory=list)  # every variant on the miss-vs-cost plane
     tolerance: float = 0.0  # the emulated HPA's scale-up tolerance
+    checks: list[dict] = field(default_factory=list)  # scenario_checks (only with scenarios)
 
     @property
     def oracle_hours(self) -> float | None:
@@ -243,6 +252,11 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     series = trace.series
     step = series.step
     su = setup(trace, settings)
+    W = settings.world
+    if W.active and any(sp.kind in scenarios.LOAD_KINDS for sp in W.specs()):  # the load scenarios on the trace
+        trace = replace(trace, series=scenarios.with_load(series, su.start, W.specs()))
+        series = trace.series
+        su = replace(setup(trace, replace(settings, qps_per_replica=su.qps)), qps_note=su.qps_note)
     start, end, L = su.start, su.end, su.lead.seconds
     train = slice_series(series, start - settings.history_seconds, start)
     ok = np.isfinite(train.y)
@@ -253,7 +267,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     if not any(v.policy == "oracle" for v in vs):
         vs.append(Variant("oracle"))  # the cost reference
     n_cutoffs = int(round((end - start) / step))
-    horizon = int(math.ceil((L + step) / step)) + 1
+    horizon = int(math.ceil((L + W.extra_lead_seconds + step) / step)) + 1
     score_points = max(1, int(math.ceil(L / step - 1e-9)))
     refit_every = max(1, int(round(settings.refit_seconds / step)))
     q = settings.quantile
@@ -344,8 +358,32 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         if e.timeline is not None and p in settings.policies and p not in pol:
             pol[p] = PolicyRun(p, e.timeline, e.outcome, e.note, e.reasons)
     pol = {k: pol[k] for k in POLICIES if k in pol}
+    checks = in_world(settings, su, pol, runs) if W.active else []
     timing["total_seconds"] = time.perf_counter() - t_all
     timing["variants"] = float(len(vs))
     used = replace(settings, policies=tuple(pol) or settings.policies)
     return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, start, end, runs, pol, su.notes, timing,
-                  points, settings.hpa_tolerance)
+                  points, settings.hpa_tolerance, checks)
+
+
+def in_world(settings: Settings, su: Setup, pol: dict[str, PolicyRun], runs: dict[str, ModelRun]) -> list[dict]:
+    """The family defaults through the cluster and the queue (``world``), the placeholder row; the checks."""
+    W, sc = settings.world, su.scenario
+    held: dict[str, np.ndarray] = {}
+    if W.placeholder_policy and "predictive" in pol and settings.model in runs:
+        base = pol["predictive"]
+        held[world.PLACEHOLDER] = world.placeholder_counts(
+            sc, su.hpa, base.timeline.value, runs[settings.model].curves, lead_long=su.lead.seconds
+            + W.extra_lead_seconds, quantile=settings.quantile,
+            level_correction_seconds=settings.level_correction_seconds)
+        pol[world.PLACEHOLDER] = PolicyRun(world.PLACEHOLDER, base.timeline, base.outcome,
+                                           f"predictive + placeholder pods from the forecast at lead T_node + L = "
+                                           f"{W.extra_lead_seconds:g} + {su.lead.seconds:g} s", dict(base.reasons))
+    elif W.placeholder_policy:
+        su.notes.append("the placeholder policy needs the predictive policy in --policies: not run")
+    checks: list[dict] = []
+    for name, p in pol.items():
+        lv = world.live(W, sc, p.timeline, placeholders=held.get(name, 0), seed=settings.seed)
+        p.timeline, p.outcome, p.world = lv.timeline, lv.outcome, lv.metrics()
+        checks += world.checks(W, name, sc, lv, su.lead.seconds, settings.seed)
+    return checks

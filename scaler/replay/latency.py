@@ -1,0 +1,191 @@
+"""What users feel: a fluid FIFO queue per tick in front of the ready replicas, latency percentiles, timeouts.
+
+Within tick ``i`` (``h`` seconds from ``T``) requests arrive at ``demand[i]``
+req/s and the ready replicas serve ``capacity[i]`` req/s. Demand above
+capacity waits, first in first out: with ``b`` requests queued at ``T``, a
+request arriving at ``T + u`` has ``b + d u`` requests ahead of it and leaves
+the queue at ``T + (b + d u) / c`` (when that is inside the tick; the rest
+stays queued), so its wait is ``(b + (d - c) u) / c``, floored at 0 once the
+queue is empty. The queue is kept as chunks of arrivals, each spread evenly
+over its arrival interval, so every wait is a linear piece and the waits of a
+tick are a few uniform segments.
+
+Latency = wait + ``service_seconds``. A request that would wait longer than
+``timeout`` has failed (``timed_out_fraction``) and its latency is the
+timeout; queued requests older than the timeout leave the queue at each tick
+start (so they hold no capacity; one served within the tick past its timeout
+still counts as timed out). Requests still queued at the end of the replay
+count with the wait they had so far. Pure: arrays in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50_seconds: float
+    p95_seconds: float
+    p99_seconds: float
+    timed_out_fraction: float
+    requests: float
+
+    def as_dict(self) -> dict:
+        return {"p50_latency_seconds": self.p50_seconds, "p95_latency_seconds": self.p95_seconds,
+                "p99_latency_seconds": self.p99_seconds, "timed_out_fraction": self.timed_out_fraction}
+
+
+@dataclass(frozen=True)
+class Waits:
+    """The waits as uniform segments ``[lo, hi]`` holding ``mass`` requests each (``lo`` may exceed ``hi``).
+
+    Timed-out requests are segments at ``+inf`` (their latency is the timeout).
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mass: np.ndarray
+    zero: float  # requests that did not wait
+    timed_out: float
+    tick_of: np.ndarray  # the tick each segment's requests arrived in
+
+    def quantile(self, q: float, service: float = 0.0, timeout: float | None = None,
+                 ticks: tuple[int, int] | None = None) -> float:
+        """Latency quantile ``q`` (wait capped at ``timeout``, plus ``service``), optionally of arrival ticks [a, b)."""
+        lo, hi, m = np.minimum(self.lo, self.hi), np.maximum(self.lo, self.hi), self.mass
+        zero = self.zero
+        if ticks is not None:
+            sel = (self.tick_of >= ticks[0]) & (self.tick_of < ticks[1])
+            lo, hi, m = lo[sel], hi[sel], m[sel]
+            zero = 0.0
+        if timeout is not None:  # (without one there is no segment at +inf)
+            lo, hi = np.minimum(lo, timeout), np.minimum(hi, timeout)
+        total = zero + float(m.sum())
+        if total <= 0:
+            return service
+
+        def below(w: float) -> float:
+            width = hi - lo
+            frac = np.where(width > EPS, np.clip((w - lo) / np.where(width > EPS, width, 1.0), 0, 1),
+                            (w >= lo).astype(float))
+            return zero + float((m * frac).sum())
+
+        want = q * total
+        if below(0.0) >= want - EPS * total:
+            return service
+        a, b = 0.0, float(hi.max()) if hi.size else 0.0
+        for _ in range(60):  # bisection on the piecewise-linear CDF
+            mid = 0.5 * (a + b)
+            if below(mid) >= want:
+                b = mid
+            else:
+                a = mid
+        return b + service
+
+
+def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float | None = None) -> Waits:
+    """Replay the FIFO queue; ``demand``, ``capacity`` in req/s per tick."""
+    d_all = np.asarray(demand, dtype=np.float64)
+    c_all = np.asarray(capacity, dtype=np.float64)
+    n = int(d_all.shape[0])
+    lo: list[float] = []
+    hi: list[float] = []
+    mass: list[float] = []
+    tk: list[int] = []
+    zero = 0.0
+    timed_out = 0.0
+    queue: deque[list] = deque()  # [a0, a1, density, tick]: arrivals spread over [a0, a1)
+    tau = math.inf if timeout is None else float(timeout)
+
+    def fail(m: float, k: int) -> None:  # timed out: latency = the timeout (the segment at +inf, capped)
+        nonlocal timed_out
+        timed_out += m
+        lo.append(math.inf)
+        hi.append(math.inf)
+        mass.append(m)
+        tk.append(k)
+
+    def add(w0: float, w1: float, m: float, k: int) -> None:
+        if m <= 0:
+            return
+        if w0 > tau or w1 > tau:  # the part past the timeout failed
+            if w0 >= tau and w1 >= tau:
+                fail(m, k)
+                return
+            cut = (tau - w0) / (w1 - w0)  # where the linear wait crosses tau
+            ok_m = m * (cut if w1 > w0 else 1 - cut)
+            fail(m - ok_m, k)
+            m, w0, w1 = ok_m, min(w0, w1), tau
+        lo.append(w0)
+        hi.append(w1)
+        mass.append(m)
+        tk.append(k)
+
+    for i in range(n):
+        d, c = float(d_all[i]), float(c_all[i])
+        t0, t1 = i * tick, (i + 1) * tick
+        if not queue and c >= d:  # the common tick: nothing waits
+            zero += d * tick
+            continue
+        if tau < math.inf:  # the queued requests that have waited past the timeout leave
+            while queue and queue[0][0] < t0 - tau - EPS:
+                a0, a1, dens, k = queue[0]
+                cut = min(a1, t0 - tau)
+                fail((cut - a0) * dens, k)
+                if cut >= a1 - EPS:
+                    queue.popleft()
+                else:
+                    queue[0][0] = cut
+        s = t0  # the server's position in time
+        budget = c * tick  # what it can serve in this tick
+        while queue and budget > EPS:  # the old chunks: all there at t0
+            a0, a1, dens, k = queue[0]
+            m = (a1 - a0) * dens
+            take = min(m, budget)
+            span = take / c
+            x1 = a0 + take / dens
+            add(s - a0, s + span - x1, take, k)
+            s += span
+            budget -= take
+            if take >= m - EPS:
+                queue.popleft()
+            else:
+                queue[0][0] = x1
+        if d <= 0:
+            continue
+        if budget <= EPS:  # the server is busy until t1: the whole tick's arrivals wait
+            queue.append([t0, t1, d, i])
+            continue
+        # the new arrivals from s on: a request at x leaves at s + d (x - t0) / c, or on arrival once caught up
+        if c > d:
+            x_star = t0 + (s - t0) * c / (c - d)  # wait 0 from here
+            if x_star >= t1 - EPS:
+                add(s - t0, s + d * tick / c - t1, d * tick, i)
+            else:
+                add(s - t0, 0.0, d * (x_star - t0), i)
+                zero += d * (t1 - x_star)
+        else:
+            x_end = t0 + (t1 - s) * c / d  # the last arrival served in this tick
+            add(s - t0, t1 - x_end, d * (x_end - t0), i)
+            if x_end < t1 - EPS:
+                queue.append([x_end, t1, d, i])
+    end = n * tick
+    for a0, a1, dens, k in queue:  # still queued at the end: the wait so far
+        add(end - a0, end - a1, (a1 - a0) * dens, k)
+    return Waits(np.array(lo), np.array(hi), np.array(mass), zero, timed_out, np.array(tk, dtype=np.int64))
+
+
+def latency(demand: np.ndarray, capacity: np.ndarray, tick: float, service_seconds: float = 0.0,
+            timeout: float | None = None) -> Latency:
+    w = waits(demand, capacity, tick, timeout)
+    total = w.zero + float(w.mass.sum())
+    return Latency(w.quantile(0.5, service_seconds, timeout), w.quantile(0.95, service_seconds, timeout),
+                   w.quantile(0.99, service_seconds, timeout),
+                   w.timed_out / total if total > 0 else 0.0, total)
