@@ -12,7 +12,7 @@ from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
 from .options import (Duration, cold_start_value, fail, hpa_options, load_trace, policies_option, replica_options,
-                      source_options, write_json)
+                      source_options, world_from_options, world_options, write_json)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,9 +43,11 @@ from .options import (Duration, cold_start_value, fail, hpa_options, load_trace,
                    "every family is swept, --policies does not apply.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="With --sweep: worker processes. [default: usable cores, <= 4]")
+@world_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
-                     hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, progress, do_sweep, jobs) -> None:
+                     hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, progress, do_sweep, jobs,
+                     **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -59,8 +61,18 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
 
     t0 = time.perf_counter()
     cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, world_opts)
     now = time.time()  # the verb's one clock read: now-14d, --sim-start
-    tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
+    if world_opts["flat_load"] is not None:
+        if trace is not None or prometheus_url:
+            fail("give either TRACE, --prometheus or --flat-load, not more than one")
+        from ..replay.scenarios import flat
+
+        rate = world_opts["flat_load"]
+        tr = engine.Trace(f"flat {rate:g} req/s", flat(rate, history + span + 3600.0), "synthetic, no gaps",
+                          "--flat-load")
+    else:
+        tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
     start_at = None
     if sim_start is not None:
         try:
@@ -72,7 +84,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
-                               min_replicas=min_replicas, max_replicas=max_replicas, policies=policies)
+                               min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
+                               world=world)
         if do_sweep:
             grid = variants.Grid()
             result = engine.run(tr, settings, variants.variants(grid, settings),
@@ -85,6 +98,15 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     finally:
         close()
     click.echo(render.format_table(result))
+    if world.active:
+        click.echo("\n" + render.format_world(result))
+    adv = None
+    if world_opts["advise"]:
+        from ..replay.advice import advise, days_of
+
+        adv = advise(result.policies, result.scenario, world, target_miss=world_opts["target_miss"],
+                     days=days_of(result.scenario))
+        click.echo(render.format_advice(adv))
     if do_sweep:
         click.echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
         click.echo(render.format_frontier(result))
@@ -95,6 +117,9 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         if do_sweep:
             doc["frontier"] = render.frontier_json(result)
+        render.add_world_json(result, doc)
+        if adv is not None:
+            doc["advice"] = render.advice_json(adv)
         write_json(json_path, doc)
         click.echo(f"wrote {json_path}")
     if report_dir is not None:

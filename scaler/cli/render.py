@@ -247,3 +247,92 @@ def progress_bar(desc: str, enabled: bool | None, unit: str = "fit"):
             bar.close()
 
     return progress, close
+
+
+# --------------------------------------------------------------------------- the replay's world (only when asked:
+# without a cluster, queue or scenario option nothing below is printed or written)
+
+
+def add_world_json(r: Result, doc: dict) -> None:
+    """Per policy: gpu_node_hours, p95_latency_seconds, timed_out_fraction...; settings.world; scenario_checks."""
+    W = r.settings.world
+    if not W.active:
+        return
+    for name, p in r.policies.items():
+        doc["policies"][name].update({k: _num(v) if isinstance(v, float) else v for k, v in p.world.items()})
+    ph = W.phases
+    doc["settings"]["world"] = {
+        "phases_seconds": None if ph is None else {"scheduling": ph.scheduling, "image_pull": ph.image_pull,
+                                                   "container_start": ph.container_start, "pod": ph.pod},
+        "prepull": W.prepull,
+        "pool": None if W.pool is None else {"gpus_per_node": W.pool.gpus_per_node, "max_nodes": W.pool.max_nodes,
+                                             "node_provision_seconds": W.pool.provision_seconds,
+                                             "node_idle_seconds": W.pool.idle_seconds},
+        "overprovision_gpus": W.overprovision_gpus,
+        "service_seconds": W.service_seconds,
+        "timeout_seconds": W.timeout_seconds,
+        "p95_target_seconds": W.p95_target_seconds,
+        "scenarios": list(W.scenarios),
+    }
+    if W.scenarios:
+        doc["scenario_checks"] = [dict(c) for c in r.checks]
+
+
+def format_world(r: Result) -> str:
+    """The cluster and latency per policy, and the scenario checks ("" when no world option was given)."""
+    W = r.settings.world
+    if not W.active:
+        return ""
+    ph = W.phases
+    lines = []
+    if ph is not None:
+        lines.append(f"cold start  scheduling {ph.scheduling:g}s + image pull {ph.image_pull:g}s"
+                     f"{' (pre-pulled: skipped)' if W.prepull else ' (only on nodes without the image)'} + container "
+                     f"{ph.container_start:g}s + load and warm-up {ph.pod:g}s")
+    if W.pool is not None:
+        lines.append(f"node pool   {W.pool.gpus_per_node} GPUs per node, <= {W.pool.max_nodes} nodes, new node up "
+                     f"{W.pool.provision_seconds:g}s after a Pending pod, removed after {W.pool.idle_seconds:g}s empty"
+                     + (f", {W.overprovision_gpus} placeholder GPUs" if W.overprovision_gpus else ""))
+    if W.latency_on:
+        lines.append(f"latency     FIFO queue, service {W.service_seconds or 0:g}s per request"
+                     + (f", timeout {W.timeout_seconds:g}s" if W.timeout_seconds is not None else ", no timeout"))
+    head = f"{'policy':<13}{'missed %':>9}{'replica-h':>11}{'gpu-node-h':>11}{'peak nodes':>11}" \
+           f"{'p50 s':>8}{'p95 s':>8}{'p99 s':>8}{'timed out %':>13}"
+    lines += ["", head, "-" * len(head)]
+    for name, p in r.policies.items():
+        w = p.world
+        lines.append(f"{name:<13}{100 * p.outcome.underprovisioned_fraction:>9.3f}{p.outcome.replica_hours:>11.1f}"
+                     f"{_f(w.get('gpu_node_hours', math.nan), 11, 1)}{w.get('peak_nodes', '-'):>11}"
+                     f"{_f(w.get('p50_latency_seconds', math.nan), 8, 2)}{_f(w.get('p95_latency_seconds', math.nan), 8, 2)}"
+                     f"{_f(w.get('p99_latency_seconds', math.nan), 8, 2)}"
+                     f"{_f(100 * w.get('timed_out_fraction', math.nan), 13, 3)}")
+    if r.checks:
+        lines += ["", f"{'policy':<13}{'check':<58}{'value s':>9}{'limit s':>9}  passed", "-" * 96]
+        for c in r.checks:
+            v = "never" if c["value_seconds"] is None else f"{c['value_seconds']:g}"
+            lines.append(f"{c['policy']:<13}{c['check'][:57]:<58}{v:>9}{c['limit_seconds']:>9g}  "
+                         f"{'yes' if c['passed'] else 'NO'}")
+        lines.append("(scale-out: from the load change until ready capacity covers it for 5 min, negative = ready "
+                     "before it; recovery: from a kill until demand is covered again)")
+    return "\n".join(lines)
+
+
+def format_advice(adv) -> str:
+    """``backtest --advise``: the ranking and the paragraph."""
+    head = f"{'':2}{'option':<32}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  meets {adv.slo}"
+    lines = ["", "cost advice", head, "-" * len(head)]
+    for o in adv.options:
+        mark = ">" if o is adv.pick else " "
+        p95 = "-" if o.p95 is None else f"{o.p95:.2f}"
+        lines.append(f"{mark:<2}{o.policy:<32}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
+                     f"{'yes' if o.meets else 'no'}{('  ' + o.detail) if o.detail else ''}")
+    lines += ["", adv.paragraph]
+    return "\n".join(lines)
+
+
+def advice_json(adv) -> dict:
+    return {"unit": adv.unit, "slo": adv.slo, "pick": adv.pick.policy if adv.pick else None,
+            "options": [{"policy": o.policy, "cost": o.cost, "underprovisioned_fraction": o.miss,
+                         "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
+                         "detail": o.detail} for o in adv.options],
+            "paragraph": adv.paragraph}

@@ -5,6 +5,7 @@
 * ``forecast.png``      the model's forecast L ahead vs the actual rate, with its quantile band
 * ``frontier.png``      each policy on the miss-vs-cost plane
 * ``frontier_sweep.png`` with ``--sweep``/``tune``: every swept configuration, Pareto points joined
+* ``checks.png``        with ``--scenario``: each scenario check per policy against its limit
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..replay.engine import Result
-from .render import format_table, frontier_json, to_json
+from .render import format_table, format_world, frontier_json, to_json
 
 COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
           "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c"}
@@ -311,6 +312,30 @@ def _sweep_html(r: Result, selection) -> str:
 """
 
 
+def _checks_plot(r: Result, path: Path) -> None:
+    """The scenario checks: value / limit per policy and check (1 = at the limit; right of it failed)."""
+    plt, _ = _plt()
+    cs = r.checks
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(cs) + 1.5))
+    ys = np.arange(len(cs))[::-1]
+    vals = [c["value_seconds"] / c["limit_seconds"] if c["value_seconds"] is not None else math.nan for c in cs]
+    top = max([v for v in vals if math.isfinite(v)] + [2.0]) * 1.1
+    for y, c, v in zip(ys, cs, vals):
+        shown = top if not math.isfinite(v) else max(v, 0.0)
+        ax.barh([y], [shown], color="#2ca02c" if c["passed"] else "#d62728", alpha=0.8)
+        if c["value_seconds"] is not None and c["value_seconds"] < 0:
+            ax.annotate(f"ready {-c['value_seconds']:g} s before", (0, y), xytext=(4, -3),
+                        textcoords="offset points", fontsize=7.5)
+    ax.axvline(1.0, color="#333", lw=1, ls="--")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{c['policy']}: {c['check'][:60]}" for c in cs], fontsize=7.5)
+    ax.set_xlabel("value / limit (the dashed line is the limit; never = the full bar)")
+    ax.set_title("Before you go live: scenario checks per policy (green passed)", fontsize=11, loc="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, selection=None) -> Path:
     """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path."""
     out = Path(out_dir)
@@ -324,6 +349,13 @@ def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, sele
     if frontier:  # `backtest --sweep`, `tune`
         _sweep_plot(r, out / "frontier_sweep.png", selection)
         sweep_html = _sweep_html(r, selection)
+    world_html = ""
+    if r.settings.world.active:
+        if r.checks:
+            _checks_plot(r, out / "checks.png")
+        world_html = ("<h2>Cluster, latency and scenario checks</h2>"
+                      + ('<img src="checks.png" alt="scenario checks per policy">' if r.checks else "")
+                      + f"<pre>{html.escape(format_world(r))}</pre>\n")
     doc = to_json(r)
     rows = []
     for name, p in doc["policies"].items():
@@ -358,7 +390,7 @@ refit every {st['refit_seconds'] / 60:g} min on {st['history_seconds'] / 86400:g
 <table><tr><th>policy</th><th>missed %</th><th>violation min</th><th>replica-h</th><th>x oracle</th><th>scale-ups</th>
 <th>peak</th><th>in cold start %</th><th>what it does</th></tr>
 {''.join(rows)}</table>
-{sweep_html}<img src="frontier.png" alt="miss vs cost per policy">
+{world_html}{sweep_html}<img src="frontier.png" alt="miss vs cost per policy">
 <img src="capacity_zoom.png" alt="demand vs ready capacity around the worst peak">
 <img src="capacity.png" alt="demand vs ready capacity over the simulated span">
 <h2>Forecast accuracy at horizon L</h2>

@@ -210,3 +210,98 @@ def test_prometheus_input_in_chunks(prometheus, tmp_path, monkeypatch):
 def test_prometheus_unreachable_exits_2(tmp_path):
     res = invoke("--prometheus", "http://127.0.0.1:9", "--query", "up", "--start", "now-1h")
     assert res.exit_code == 2 and "Prometheus" in res.output and "127.0.0.1:9" in res.output
+
+
+# --------------------------------------------------------------------------- the cluster, the queue, scenarios, advice
+
+FAST = ("--model", "naive", "--span", "6h", "--history", "1d", "--no-progress")
+
+
+def test_without_world_options_the_json_has_none_of_their_keys(tmp_path):
+    res = invoke(str(write_trace(tmp_path / "t.csv", days=2)), *FAST, "--policies", "reactive,oracle",
+                 "--json", str(tmp_path / "o.json"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert "scenario_checks" not in doc and "world" not in doc["settings"] and "advice" not in doc
+    assert not {"gpu_node_hours", "p95_latency_seconds"} & set(doc["policies"]["reactive"])
+    assert "gpu-node-h" not in res.output and "cost advice" not in res.output
+
+
+def test_node_pool_latency_kill_and_advice_in_json_table_and_report(tmp_path):
+    res = invoke(str(write_trace(tmp_path / "t.csv", days=2)), *FAST, "--policies", "reactive,keep_alive,oracle",
+                 "--gpus-per-node", "2", "--image-pull-seconds", "60", "--scheduling-seconds", "15",
+                 "--timeout", "30", "--service-seconds", "0.2", "--scenario", "pod-kill:at=2h", "--advise",
+                 "--json", str(tmp_path / "o.json"), "--report", str(tmp_path / "rep"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    for name in ("reactive", "keep_alive"):
+        p = doc["policies"][name]
+        assert p["gpu_node_hours"] > 0 and p["p95_latency_seconds"] >= 0.2 and 0 <= p["timed_out_fraction"] <= 1
+    # 2 GPUs per node: at least half the replica-hours in node-hours
+    assert doc["policies"]["keep_alive"]["gpu_node_hours"] >= doc["policies"]["keep_alive"]["replica_hours"] / 2
+    # the T_cold of 180 s is split: 15 s scheduling + 60 s pull + 105 s load and warm-up
+    assert doc["settings"]["world"]["phases_seconds"] == {"scheduling": 15.0, "image_pull": 60.0,
+                                                          "container_start": 0.0, "pod": 105.0}
+    checks = doc["scenario_checks"]
+    assert {c["policy"] for c in checks} == {"reactive", "keep_alive", "oracle"}
+    assert all(set(c) == {"policy", "check", "value_seconds", "limit_seconds", "passed"} for c in checks)
+    ka = next(c for c in checks if c["policy"] == "keep_alive")
+    assert ka["limit_seconds"] == 60.0
+    assert doc["advice"]["pick"] in {o["policy"] for o in doc["advice"]["options"]}
+    assert doc["advice"]["unit"] == "GPU-node-hours" and doc["advice"]["paragraph"]
+    assert "gpu-node-h" in res.output and "cost advice" in res.output and "pick " in res.output
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert 'src="checks.png"' in page and (tmp_path / "rep" / "checks.png").stat().st_size > 5000
+
+
+def test_a_step_on_a_flat_load_from_the_command_line(tmp_path):
+    # 6 req/s on 10 replicas of 1 req/s (60 %), doubled at 2 h (120 %): reactive takes at least one KEDA
+    # poll (30 s) + T_cold (180 s) to cover it, so it fails the T_cold + T_buffer (255 s) check or just passes
+    res = invoke("--flat-load", "6", *FAST, "--policies", "reactive", "--qps-per-replica", "1", "--min-replicas",
+                 "10", "--scenario", "step:from=0.6,to=1.2,at=2h", "--json", str(tmp_path / "o.json"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    (c,) = [c for c in doc["scenario_checks"] if c["policy"] == "reactive"]
+    assert c["value_seconds"] >= 30 + 180 and c["limit_seconds"] == doc["settings"]["lead_seconds"]
+    assert doc["trace"]["name"] == "flat 6 req/s"
+
+
+def probe_report(path: Path) -> Path:
+    """A minimal valid probe report: phases summing to 100 s, pull 30 s, scheduling 10 s, steady p50 0.4 s."""
+    from scaler.probe.report import PHASES, SCHEMA
+
+    phases = {p: 0.0 for p in PHASES}
+    phases["weights_read"], phases["warmup_deep"] = 70.0, 30.0
+    path.write_text(json.dumps({"schema": SCHEMA, "status": "ok", "t_cold_seconds": 140.0, "phases": phases,
+                                "extras": {"image_pull_seconds": 30.0, "scheduling_seconds": 10.0},
+                                "inference": {"steady": {"p50_seconds": 0.4}}}))
+    return path
+
+
+def test_the_probe_report_gives_the_phases_and_the_service_time(tmp_path):
+    rep = probe_report(tmp_path / "probe.json")
+    res = invoke(str(write_trace(tmp_path / "t.csv", days=2)), *FAST, "--policies", "reactive",
+                 "--cold-start-from", str(rep), "--gpus-per-node", "4", "--prepull", "--p95-target", "1",
+                 "--json", str(tmp_path / "o.json"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    w = doc["settings"]["world"]
+    # T_cold = 100 (the probe's phases) + 30 (its pull) + 10 (its scheduling) = 140 s, as the probe says
+    assert w["phases_seconds"] == {"scheduling": 10.0, "image_pull": 30.0, "container_start": 0.0, "pod": 100.0}
+    assert doc["settings"]["cold_start_seconds"] == 140.0 and w["service_seconds"] == 0.4 and w["prepull"]
+    assert doc["policies"]["reactive"]["p50_latency_seconds"] >= 0.4
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--max-nodes", "3"], ["--max-nodes", "--gpus-per-node"]),
+    (["--placeholder-policy"], ["--placeholder-policy", "--gpus-per-node"]),
+    (["--scenario", "wobble:at=1h"], ["--scenario", "'wobble'", "step, spike, ramp, pod-kill, node-loss"]),
+    (["--image-pull-seconds", "200"], ["200", "exceed T_cold 180", "--cold-start"]),
+    (["--flat-load", "5", "x.csv"], ["TRACE", "--flat-load", "not more than one"]),
+    (["--timeout", "0"], ["--timeout", "0"]),
+])
+def test_bad_world_arguments_exit_2_naming_the_problem(args, needles):
+    res = invoke(*args)
+    assert res.exit_code == 2, res.output
+    for n in needles:
+        assert n in res.output, (n, res.output)
