@@ -125,7 +125,7 @@ def test_kustomization_renders(root):
     expected = {
         "scaler": {"Namespace", "ServiceAccount", "Secret", "Deployment", "Service",
                    "PodDisruptionBudget", "NetworkPolicy"},
-        "example": {"Namespace", "Deployment", "Service", "DaemonSet", "ScaledObject", "ConfigMap"},
+        "example": {"Namespace", "Deployment", "Service", "DaemonSet", "ScaledObject", "ConfigMap", "PriorityClass"},
         "overlays/tls": {"Deployment", "ScaledObject", "TriggerAuthentication"},
         "overlays/hpa-tolerance": {"ScaledObject"},
     }[root]
@@ -230,11 +230,11 @@ def test_every_object_validates(root):
 
 def test_validators_are_strict():
     """The checks above would catch a misspelt field, not prune it silently."""
-    so = json.loads(json.dumps(one(rendered("example"), "ScaledObject")))
+    so = json.loads(json.dumps(one(rendered("example"), "ScaledObject", "llm-inference")))
     so["spec"]["fallback"]["behaviour"] = "static"
     with pytest.raises(AssertionError, match="behaviour"):
         validate_custom(so)
-    so = json.loads(json.dumps(one(rendered("example"), "ScaledObject")))
+    so = json.loads(json.dumps(one(rendered("example"), "ScaledObject", "llm-inference")))
     so["spec"]["triggers"][0]["metadata"]["quantile"] = 0.9  # unquoted in YAML
     with pytest.raises(AssertionError, match="quantile"):
         validate_custom(so)
@@ -425,6 +425,11 @@ def test_tls_overlay_wiring():
     assert {r["parameter"] for r in ta["spec"]["secretTargetRef"]} == {"caCert", "tlsClientCert", "tlsClientKey"}
     # the Service DNS name in scalerAddress is the one the server certificate must carry
     assert so["spec"]["triggers"][0]["metadata"]["scalerAddress"].startswith("forescale.forescale.svc")
+    # every forescale trigger (the placeholder's two as well) dials the scaler with the client certificate
+    for obj in objs:
+        if obj["kind"] == "ScaledObject":
+            for trig in obj["spec"]["triggers"]:
+                assert trig.get("authenticationRef", {}).get("name") == ta["metadata"]["name"], oid(obj)
 
 
 # --------------------------------------------------------------------------
@@ -966,3 +971,56 @@ def test_deploy_readme_names_real_paths():
     for path in re.findall(r"-f (deploy/docker/[\w.-]+)", text):
         assert (ROOT / path).exists(), path
     assert "coldStartSeconds" in text and "forescale probe" in text
+
+
+# --------------------------------------------------------------------------
+# placeholder pods ahead of node boots (deploy/example/placeholder.yaml)
+
+T_NODE_SECONDS = 420  # the node provisioning time the example assumes (its comment)
+
+
+def test_placeholder_pods_hold_gpus_at_a_priority_every_real_pod_preempts():
+    objs = rendered("example")
+    pc = one(objs, "PriorityClass", "llm-inference-placeholder")
+    assert pc["value"] < 0 and pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False
+    real = one(objs, "Deployment", "llm-inference")
+    ph = one(objs, "Deployment", "llm-inference-placeholder")
+    pod, rpod = ph["spec"]["template"]["spec"], real["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == pc["metadata"]["name"] and "priorityClassName" not in rpod
+    assert "replicas" not in ph["spec"], "the placeholder ScaledObject owns the count"
+    # the same nodes, one GPU per placeholder as per inference pod
+    assert pod["nodeSelector"] == rpod["nodeSelector"] and pod["tolerations"] == rpod["tolerations"]
+    (c,), (rc,) = pod["containers"], rpod["containers"]
+    for kind in ("requests", "limits"):
+        assert c["resources"][kind]["nvidia.com/gpu"] == rc["resources"][kind]["nvidia.com/gpu"] == 1
+
+
+def test_placeholder_scaledobject_asks_for_the_growth_one_node_boot_ahead():
+    objs = rendered("example")
+    so = one(objs, "ScaledObject", "llm-inference-placeholder")
+    real = one(objs, "ScaledObject", "llm-inference")
+    assert so["spec"]["scaleTargetRef"]["name"] == one(objs, "Deployment", "llm-inference-placeholder")["metadata"]["name"]
+    assert so["spec"]["maxReplicaCount"] <= real["spec"]["maxReplicaCount"] and so["spec"]["minReplicaCount"] == 0
+    from scaler.spec import parse_metadata
+
+    specs = {}
+    for trig in so["spec"]["triggers"]:
+        md = trig["metadata"]
+        assert trig["type"] == "external" and all(isinstance(v, str) for v in md.values())
+        spec, unknown = parse_metadata(md, name=so["metadata"]["name"], namespace=so["metadata"]["namespace"])
+        assert unknown == (), unknown
+        specs[trig["name"]] = spec
+    assert set(specs) == {"ahead", "pods"}
+    real_spec, _ = _parse(real)
+    # `pods` forecasts what the inference Deployment is sized for: the same query, replica size and lead
+    assert specs["pods"].lead.seconds == real_spec.lead.seconds
+    assert _trigger(real)["metadata"]["query"] == so["spec"]["triggers"][0]["metadata"]["query"]
+    # `ahead` looks one node boot further: L + T_node, as the comment's arithmetic says
+    assert specs["ahead"].lead.seconds == real_spec.lead.seconds + T_NODE_SECONDS
+    text = (DEPLOY / "example" / "placeholder.yaml").read_text()
+    assert f"T_node = {T_NODE_SECONDS} s" in text and f"= {specs['ahead'].lead.seconds:g} s" in text
+    # the formula: max(0, ahead - pods) in req/s, one placeholder per qpsPerReplica of it
+    mod = so["spec"]["advanced"]["scalingModifiers"]
+    assert mod["formula"] == "ahead - pods > 0 ? ahead - pods : 0"
+    assert float(mod["target"]) == float(_trigger(real)["metadata"]["qpsPerReplica"])
+    assert mod["metricType"] == "AverageValue"
