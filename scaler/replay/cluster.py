@@ -256,7 +256,13 @@ def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | 
                 ph_pending -= 1
 
     placed_ph = lambda: sum(nd.held for nd in nodes)  # noqa: E731
-    for i in range(n):
+    # only the ticks where something can happen are replayed: a replica or placeholder count changes, a kill,
+    # a node's idle time runs out, or a pod or placeholder is still without a GPU (then every tick)
+    events = sorted({0, *kills_at, *(np.flatnonzero(np.diff(reps) != 0) + 1).tolist(),
+                     *((np.flatnonzero(np.diff(want_ph) != 0) + 1).tolist() if pool is not None else [])})
+    ev = 0
+    i = 0
+    while i < n:
         now = i * tick
         if pool is not None and nodes:  # the cluster autoscaler's scale-down of unneeded nodes
             keep = [nd for nd in nodes if nd.empty_since is None or now - nd.empty_since < pool.idle_seconds - EPS]
@@ -312,9 +318,21 @@ def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | 
                     nd = next(x for x in reversed(nodes) if x.held > 0)
                     release(nd, now, real=False)
         place(now)
-        pending_out[i] = len(waiting)
+        while ev < len(events) and events[ev] <= i:
+            ev += 1
+        nxt = events[ev] if ev < len(events) else n
+        if waiting or ph_pending:
+            nxt = i + 1
+        if pool is not None:
+            for nd in nodes:
+                if nd.empty_since is not None:
+                    due = int(math.ceil((max(nd.empty_since, 0.0) + pool.idle_seconds - EPS) / tick))
+                    nxt = min(nxt, max(due, i + 1))
+        nxt = min(nxt, n)
+        pending_out[i:nxt] = len(waiting)
         if nodes_out is not None:
-            nodes_out[i] = len(nodes)
-            held_out[i] = placed_ph()
+            nodes_out[i:nxt] = len(nodes)
+            held_out[i:nxt] = placed_ph()
+        i = nxt
     ready = np.cumsum(ready_on[:n] - ready_off[:n])
     return Replay(Timeline(replicas=reps.copy(), ready=ready), nodes_out, pending_out, held_out, tuple(lost), tick)

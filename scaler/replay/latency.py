@@ -56,9 +56,19 @@ class Waits:
     timed_out: float
     tick_of: np.ndarray  # the tick each segment's requests arrived in
 
+    def latency(self, service: float = 0.0, timeout: float | None = None) -> Latency:
+        total = self.zero + float(self.mass.sum())
+        p50, p95, p99 = self.quantiles((0.5, 0.95, 0.99), service, timeout)
+        return Latency(p50, p95, p99, self.timed_out / total if total > 0 else 0.0, total)
+
     def quantile(self, q: float, service: float = 0.0, timeout: float | None = None,
                  ticks: tuple[int, int] | None = None) -> float:
         """Latency quantile ``q`` (wait capped at ``timeout``, plus ``service``), optionally of arrival ticks [a, b)."""
+        return self.quantiles((q,), service, timeout, ticks)[0]
+
+    def quantiles(self, qs: tuple[float, ...], service: float = 0.0, timeout: float | None = None,
+                  ticks: tuple[int, int] | None = None) -> list[float]:
+        """Exact quantiles of the piecewise-linear CDF: one sort of the segments' ends for all of ``qs``."""
         lo, hi, m = np.minimum(self.lo, self.hi), np.maximum(self.lo, self.hi), self.mass
         zero = self.zero
         if ticks is not None:
@@ -68,26 +78,36 @@ class Waits:
         if timeout is not None:  # (without one there is no segment at +inf)
             lo, hi = np.minimum(lo, timeout), np.minimum(hi, timeout)
         total = zero + float(m.sum())
-        if total <= 0:
-            return service
-
-        def below(w: float) -> float:
-            width = hi - lo
-            frac = np.where(width > EPS, np.clip((w - lo) / np.where(width > EPS, width, 1.0), 0, 1),
-                            (w >= lo).astype(float))
-            return zero + float((m * frac).sum())
-
-        want = q * total
-        if below(0.0) >= want - EPS * total:
-            return service
-        a, b = 0.0, float(hi.max()) if hi.size else 0.0
-        for _ in range(60):  # bisection on the piecewise-linear CDF
-            mid = 0.5 * (a + b)
-            if below(mid) >= want:
-                b = mid
+        if total <= 0 or not m.size:
+            return [service for _ in qs]
+        width = hi - lo
+        point = width <= EPS
+        dens = np.where(point, 0.0, m / np.where(point, 1.0, width))
+        x = np.concatenate([lo[~point], hi[~point], lo[point]])
+        dslope = np.concatenate([dens[~point], -dens[~point], np.zeros(int(point.sum()))])
+        jump = np.concatenate([np.zeros(2 * int((~point).sum())), m[point]])
+        order = np.argsort(x, kind="stable")
+        x, dslope, jump = x[order], dslope[order], jump[order]
+        slope = np.cumsum(dslope)  # the CDF's slope right of each end
+        cont = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(x))])
+        cdf = zero + cont + np.cumsum(jump)  # right-continuous, at each end
+        out = []
+        for q in qs:
+            want = q * total
+            if zero >= want - EPS * total:
+                out.append(service)
+                continue
+            k = int(np.searchsorted(cdf, want - EPS * total, side="left"))
+            k = min(k, len(x) - 1)
+            if k == 0:
+                out.append(float(x[0]) + service)
+                continue
+            before = cdf[k - 1] + slope[k - 1] * (x[k] - x[k - 1])  # just left of x[k]
+            if before >= want - EPS * total and slope[k - 1] > 0:
+                out.append(float(x[k - 1] + (want - cdf[k - 1]) / slope[k - 1]) + service)
             else:
-                a = mid
-        return b + service
+                out.append(float(x[k]) + service)
+        return out
 
 
 def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float | None = None) -> Waits:
@@ -128,12 +148,13 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
         mass.append(m)
         tk.append(k)
 
+    ds, cs = d_all.tolist(), c_all.tolist()  # (plain floats: the loop below is the replay's hot path)
     for i in range(n):
-        d, c = float(d_all[i]), float(c_all[i])
-        t0, t1 = i * tick, (i + 1) * tick
+        d, c = ds[i], cs[i]
         if not queue and c >= d:  # the common tick: nothing waits
             zero += d * tick
             continue
+        t0, t1 = i * tick, (i + 1) * tick
         if tau < math.inf:  # the queued requests that have waited past the timeout leave
             while queue and queue[0][0] < t0 - tau - EPS:
                 a0, a1, dens, k = queue[0]
@@ -185,7 +206,4 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
 def latency(demand: np.ndarray, capacity: np.ndarray, tick: float, service_seconds: float = 0.0,
             timeout: float | None = None) -> Latency:
     w = waits(demand, capacity, tick, timeout)
-    total = w.zero + float(w.mass.sum())
-    return Latency(w.quantile(0.5, service_seconds, timeout), w.quantile(0.95, service_seconds, timeout),
-                   w.quantile(0.99, service_seconds, timeout),
-                   w.timed_out / total if total > 0 else 0.0, total)
+    return w.latency(service_seconds, timeout)

@@ -24,7 +24,7 @@ from ..policy import PolicyParams
 from .cluster import Phases, Pool, Replay, simulate
 from .forecasts import Curve
 from .hpa import Hpa, poll_ticks
-from .latency import Latency, Waits, waits
+from .latency import Latency, Waits, waits  # noqa: F401 (Latency: the type of Lived.latency)
 from .policies import planned_values
 from .scenario import EPS, Outcome, Scenario, Timeline, evaluate
 from . import scenarios as scn
@@ -120,10 +120,7 @@ def live(world: World, sc: Scenario, tl: Timeline, *, placeholders: np.ndarray |
     if world.latency_on:
         service = world.service_seconds or 0.0
         w = waits(sc.demand, tl.ready.astype(np.float64) * sc.qps_per_replica, sc.tick, world.timeout_seconds)
-        total = w.zero + float(w.mass.sum())
-        lat = Latency(w.quantile(0.5, service, world.timeout_seconds), w.quantile(0.95, service, world.timeout_seconds),
-                      w.quantile(0.99, service, world.timeout_seconds), w.timed_out / total if total > 0 else 0.0,
-                      total)
+        lat = w.latency(service, world.timeout_seconds)
     return Lived(tl, evaluate(sc, tl), rep, lat, w)
 
 
