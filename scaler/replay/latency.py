@@ -149,17 +149,28 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
         tk.append(k)
 
     ds, cs = d_all.tolist(), c_all.tolist()  # (plain floats: the loop below is the replay's hot path)
-    for i in range(n):
-        d, c = ds[i], cs[i]
-        if not queue and c >= d:  # the common tick: nothing waits
+    short = np.flatnonzero(c_all < d_all)  # the ticks where a queue can start
+    arrived = np.concatenate([[0.0], np.cumsum(d_all)])
+    i = 0
+    while i < n:
+        if not queue:  # nothing waits until the next tick short of capacity: skip there at once
+            j = int(short[np.searchsorted(short, i)]) if short.size and short[-1] >= i else n
+            zero += float(arrived[j] - arrived[i]) * tick
+            i = j
+            if i >= n:
+                break
+        k = i  # this tick (the queue's chunks carry their arrival tick)
+        d, c = ds[k], cs[k]
+        i += 1
+        if not queue and c >= d:
             zero += d * tick
             continue
-        t0, t1 = i * tick, (i + 1) * tick
+        t0, t1 = k * tick, (k + 1) * tick
         if tau < math.inf:  # the queued requests that have waited past the timeout leave
             while queue and queue[0][0] < t0 - tau - EPS:
-                a0, a1, dens, k = queue[0]
+                a0, a1, dens, kk = queue[0]
                 cut = min(a1, t0 - tau)
-                fail((cut - a0) * dens, k)
+                fail((cut - a0) * dens, kk)
                 if cut >= a1 - EPS:
                     queue.popleft()
                 else:
@@ -167,12 +178,12 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
         s = t0  # the server's position in time
         budget = c * tick  # what it can serve in this tick
         while queue and budget > EPS:  # the old chunks: all there at t0
-            a0, a1, dens, k = queue[0]
+            a0, a1, dens, kk = queue[0]
             m = (a1 - a0) * dens
             take = min(m, budget)
             span = take / c
             x1 = a0 + take / dens
-            add(s - a0, s + span - x1, take, k)
+            add(s - a0, s + span - x1, take, kk)
             s += span
             budget -= take
             if take >= m - EPS:
@@ -182,21 +193,21 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
         if d <= 0:
             continue
         if budget <= EPS:  # the server is busy until t1: the whole tick's arrivals wait
-            queue.append([t0, t1, d, i])
+            queue.append([t0, t1, d, k])
             continue
         # the new arrivals from s on: a request at x leaves at s + d (x - t0) / c, or on arrival once caught up
         if c > d:
             x_star = t0 + (s - t0) * c / (c - d)  # wait 0 from here
             if x_star >= t1 - EPS:
-                add(s - t0, s + d * tick / c - t1, d * tick, i)
+                add(s - t0, s + d * tick / c - t1, d * tick, k)
             else:
-                add(s - t0, 0.0, d * (x_star - t0), i)
+                add(s - t0, 0.0, d * (x_star - t0), k)
                 zero += d * (t1 - x_star)
         else:
             x_end = t0 + (t1 - s) * c / d  # the last arrival served in this tick
-            add(s - t0, t1 - x_end, d * (x_end - t0), i)
+            add(s - t0, t1 - x_end, d * (x_end - t0), k)
             if x_end < t1 - EPS:
-                queue.append([x_end, t1, d, i])
+                queue.append([x_end, t1, d, k])
     end = n * tick
     for a0, a1, dens, k in queue:  # still queued at the end: the wait so far
         add(end - a0, end - a1, (a1 - a0) * dens, k)

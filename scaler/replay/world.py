@@ -24,7 +24,7 @@ from ..policy import PolicyParams
 from .cluster import Phases, Pool, Replay, simulate
 from .forecasts import Curve
 from .hpa import Hpa, poll_ticks
-from .latency import Latency, Waits, waits  # noqa: F401 (Latency: the type of Lived.latency)
+from .latency import Latency, Waits, waits
 from .policies import planned_values
 from .scenario import EPS, Outcome, Scenario, Timeline, evaluate
 from . import scenarios as scn

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
 from scaler.cli import traces
 from scaler.replay import engine, variants
