@@ -36,7 +36,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
               metavar="PATH", help="Write the results as JSON (the contract is documented in the README); - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Write PNG plots and index.html here.")
+              help="Write the report here: an interactive index.html (plotly, offline, one file) and PNG plots.")
 @click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")

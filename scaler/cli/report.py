@@ -365,7 +365,7 @@ refit every {st['refit_seconds'] / 60:g} min on {st['history_seconds'] / 86400:g
 <table><tr><th>policy</th><th>missed %</th><th>violation min</th><th>replica-h</th><th>x oracle</th><th>scale-ups</th>
 <th>peak</th><th>in cold start %</th><th>what it does</th></tr>
 {''.join(rows)}</table>
-{sweep_html}{charts_html(r, selection)}
+{sweep_html}{charts_html(r, selection, frontier)}
 <h2>Forecast accuracy at horizon L</h2>
 <table><tr><th>model</th><th>MASE</th><th>WAPE</th><th>pinball</th><th>coverage</th><th>fits</th></tr>
 {''.join(frows)}</table>

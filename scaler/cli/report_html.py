@@ -39,8 +39,10 @@ def _iso(t: np.ndarray) -> list[str]:
     return [str(x) for x in (np.asarray(t, dtype="float64") * 1e3).astype("datetime64[ms]")]
 
 
-def _figures(r: Result, selection=None) -> list[tuple[str, str, object]]:
+def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, str, object]]:
     import plotly.graph_objects as go
+
+    from .report import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 
     sc = r.scenario
     k = max(1, math.ceil(sc.n / MAX_POINTS))
@@ -50,7 +52,7 @@ def _figures(r: Result, selection=None) -> list[tuple[str, str, object]]:
     cap.add_trace(go.Scatter(x=tt, y=_pool(sc.demand, k, "max"), name="demand", line=dict(color="black", width=1)))
     for name, p in r.policies.items():
         cap.add_trace(go.Scatter(x=tt, y=_pool(p.timeline.ready * sc.qps_per_replica, k, "min"), name=f"{name} ready",
-                                 line=dict(shape="hv", width=1.2), visible=True if name in ("predictive", "reactive",
+                                 line=dict(shape="hv", width=1.2, color=colors.get(name)), visible=True if name in ("predictive", "reactive",
                                                                                             "oracle") else "legendonly"))
     cap.update_layout(title="Demand vs ready capacity (req/s); click the legend to show or hide a policy",
                       xaxis=dict(rangeslider=dict(visible=True)), yaxis_title="req/s", height=520)
@@ -60,14 +62,15 @@ def _figures(r: Result, selection=None) -> list[tuple[str, str, object]]:
     total = float(np.sum(sc.demand)) or 1.0
     for name, p in r.policies.items():
         missed = np.maximum(sc.demand - p.timeline.ready * sc.qps_per_replica, 0.0)
-        miss.add_trace(go.Scatter(x=tt, y=(100 * np.cumsum(missed) / total)[::k], name=name, line=dict(width=1.3)))
+        miss.add_trace(go.Scatter(x=tt, y=(100 * np.cumsum(missed) / total)[::k], name=name,
+                                  line=dict(width=1.3, color=colors.get(name))))
     miss.update_layout(title="Requests missed so far (% of all requests in the span)", yaxis_title="% missed",
                        height=420)
     figs.append(("chart-misses", "Misses over time", miss))
 
     fr = go.Figure()
     oh = r.oracle_hours or 1.0
-    if r.points:
+    if sweep and r.points:
         pts = [p for p in r.points if p.cost_ratio is not None]
         for pareto in (False, True):
             sel = [p for p in pts if p.pareto == pareto]
@@ -80,7 +83,8 @@ def _figures(r: Result, selection=None) -> list[tuple[str, str, object]]:
     for name, p in r.policies.items():
         o = p.outcome
         fr.add_trace(go.Scatter(x=[o.replica_hours / oh], y=[100 * o.underprovisioned_fraction], mode="markers+text",
-                                name=name, text=[name], textposition="top center", marker=dict(size=13, symbol="diamond"),
+                                name=name, text=[name], textposition="top center",
+                                marker=dict(size=13, symbol="diamond", color=colors.get(name)),
                                 hovertext=[f"{name}<br>missed {100 * o.underprovisioned_fraction:.3f} %<br>"
                                            f"{o.replica_hours:.1f} replica-h = {o.replica_hours / oh:.3f}x oracle<br>"
                                            f"{o.scale_ups} scale-ups, peak {o.peak_replicas}"], hoverinfo="text"))
@@ -115,12 +119,12 @@ def _figures(r: Result, selection=None) -> list[tuple[str, str, object]]:
     return figs
 
 
-def charts_html(r: Result, selection=None) -> str:
+def charts_html(r: Result, selection=None, sweep: bool = False) -> str:
     """The charts as HTML divs, plotly.js inlined once (the page works offline, from a file)."""
     import plotly.io as pio
 
     parts = []
-    for i, (div_id, title, fig) in enumerate(_figures(r, selection)):
+    for i, (div_id, title, fig) in enumerate(_figures(r, selection, sweep)):
         parts.append(f"<h2>{html.escape(title)}</h2>")
         parts.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False, div_id=div_id,
                                  config={"displaylogo": False, "responsive": True}))

@@ -90,7 +90,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
               metavar="PATH", help="Write the frontier, the selection and its metadata as JSON; - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Write the frontier plot and the backtest report of the family defaults here.")
+              help="Write the report here: index.html (the chosen YAML, the frontier, the family defaults; interactive) "
+                   "and PNG plots.")
 @click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")
