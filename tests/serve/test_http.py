@@ -217,3 +217,50 @@ def test_log_format_json_and_port_from_env(free_port):
     assert proc.returncode == 0
     for line in proc.stderr.read().splitlines():
         json.loads(line)  # every line is JSON, the stop messages too
+
+
+SCRAPE = """\
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+scrape_configs:
+{jobs}
+"""
+# what the Prometheus Operator generates for a ServiceMonitor/PodMonitor: the target's namespace (here
+# "forescale", the scaler's own) becomes a target label; honor_labels decides who wins on a clash
+JOB = """\
+  - job_name: {name}
+    honor_labels: {honor}
+    static_configs: [{{targets: ["127.0.0.1:{port}"]}}]
+    relabel_configs:
+      - {{target_label: namespace, replacement: forescale}}
+      - {{target_label: pod, replacement: forescale-0}}
+"""
+
+
+def test_scrape_keeps_the_scaledobject_namespace_with_honor_labels(prometheus_factory, scaler):
+    """A real Prometheus scrapes the scaler like the operator's ServiceMonitor does: with honorLabels
+    (the chart's setting) the series keep namespace="serving"; without, it becomes exported_namespace."""
+    m = scaler.server.metrics
+    m.observed.labels("serving", "llm").set(QPS)
+    m.reason.labels("serving", "llm", "fallback_fit_failed").set(1)
+    end = float(int(time.time()))
+    t = pf.sample_times(end - 120, end, 15.0)
+    prom = prometheus_factory([pf.SeriesSpec("forescale_unused", {"job": "x"}, "gauge", t, [0.0] * len(t))],
+                              extra_args=["--web.enable-lifecycle"])
+    port = scaler.server.http_port
+    jobs = JOB.format(name="honor", honor="true", port=port) + JOB.format(name="plain", honor="false", port=port)
+    (prom.workdir / "prometheus.yml").write_text(SCRAPE.format(jobs=jobs))
+    assert prom.session.post(f"{prom.url}/-/reload", timeout=10).status_code == 200
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(prom.query("forescale_observed_qps")) < 2:
+        time.sleep(0.25)
+    got = {r["metric"]["job"]: r["metric"] for r in prom.query("forescale_observed_qps")}
+    assert got["honor"]["namespace"] == "serving" and "exported_namespace" not in got["honor"]
+    assert got["plain"]["namespace"] == "forescale" and got["plain"]["exported_namespace"] == "serving"
+    # the shipped alert's grouping finds the ScaledObject only on the honored scrape
+    stuck = prom.query('max by (namespace, scaledobject, reason) '
+                       '(forescale_decision_reason{job="honor",reason=~"fallback_.*"}) == 1')
+    assert [r["metric"] for r in stuck] == [{"namespace": "serving", "scaledobject": "llm",
+                                             "reason": "fallback_fit_failed"}]
+    # process metrics (no namespace of their own) keep the target's
+    (proc,) = prom.query('process_resident_memory_bytes{job="honor"}')
+    assert proc["metric"]["namespace"] == "forescale" and float(proc["value"][1]) > 20e6
