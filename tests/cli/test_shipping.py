@@ -70,7 +70,7 @@ spec:
 """
 
 
-def test_check_accepts_the_shipped_example_and_the_chart_default():
+def test_check_accepts_the_shipped_example():
     r = invoke("check", str(REPO / "deploy" / "example" / "scaledobject.yaml"))
     assert r.exit_code == 0, r.output
     assert "ScaledObject inference/llm-inference: trigger 0 (external): ok" in r.stdout
