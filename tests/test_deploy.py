@@ -158,8 +158,8 @@ def test_every_manifest_file_is_rendered():
     seen: set[Path] = set()
     for root in RENDER_ROOTS:
         _kustomization_files((DEPLOY / root).resolve(), seen)
-    files = {p.resolve() for p in DEPLOY.rglob("*")
-             if p.suffix in (".yaml", ".yml", ".json") and "docker" not in p.relative_to(DEPLOY).parts}
+    files = {p.resolve() for p in DEPLOY.rglob("*")  # the Helm chart is rendered by Helm (test_helm_*)
+             if p.suffix in (".yaml", ".yml", ".json") and not {"docker", "helm"} & set(p.relative_to(DEPLOY).parts)}
     assert files - seen == set(), f"manifests no rendered kustomization reads: {sorted(files - seen)}"
 
 
@@ -251,21 +251,25 @@ def test_validators_are_strict():
 @pytest.mark.parametrize("root", RENDER_ROOTS)
 def test_pods_are_hardened(root):
     for obj in rendered(root):
-        for pod in pod_specs(obj):
-            psc = pod.get("securityContext", {})
-            assert psc.get("runAsNonRoot") is True, oid(obj)
-            assert psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", oid(obj)
-            assert pod.get("automountServiceAccountToken") is False, oid(obj)
-            for c in containers(pod):
-                where = f"{oid(obj)} container {c['name']}"
-                sc = c.get("securityContext", {})
-                assert sc.get("allowPrivilegeEscalation") is False, where
-                assert sc.get("readOnlyRootFilesystem") is True, where
-                assert sc.get("capabilities", {}).get("drop") == ["ALL"], where
-                res = c.get("resources", {})
-                assert res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"), where
-                assert res.get("limits", {}).get("memory"), where
-                assert ":" in c["image"] and not c["image"].endswith(":latest"), f"{where}: unpinned image"
+        assert_hardened(obj)
+
+
+def assert_hardened(obj: dict) -> None:
+    for pod in pod_specs(obj):
+        psc = pod.get("securityContext", {})
+        assert psc.get("runAsNonRoot") is True, oid(obj)
+        assert psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", oid(obj)
+        assert pod.get("automountServiceAccountToken") is False, oid(obj)
+        for c in containers(pod):
+            where = f"{oid(obj)} container {c['name']}"
+            sc = c.get("securityContext", {})
+            assert sc.get("allowPrivilegeEscalation") is False, where
+            assert sc.get("readOnlyRootFilesystem") is True, where
+            assert sc.get("capabilities", {}).get("drop") == ["ALL"], where
+            res = c.get("resources", {})
+            assert res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory"), where
+            assert res.get("limits", {}).get("memory"), where
+            assert ":" in c["image"] and not c["image"].endswith(":latest"), f"{where}: unpinned image"
 
 
 # --------------------------------------------------------------------------
@@ -900,19 +904,26 @@ def _remove_image_trees():
         shutil.rmtree(_CLEANUP.pop(), ignore_errors=True)
 
 
+def _venv_env() -> dict:
+    """The environment for a fresh venv's programs: without PYTHONPATH, which would import a checkout's code."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def _py(venv: Path, code: str, tmp: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=_venv_env())
 
 
 def test_scaler_image_install(tmp_path):
-    """The scaler image's install, for real: `pip install .` in a fresh venv.
-    The result runs the CLI, imports every non-probe module, and has no torch."""
+    """The scaler image's install, for real: `pip install .` in a fresh venv (what `make backtest` installs).
+    The result runs the CLI, imports every non-probe module, has no torch, says its version and runs
+    `forescale backtest` on the bundled trace."""
     venv = replay_build_stage("scaler", tmp_path / "fs", lambda step: ["--no-compile"])
     request_cleanup(tmp_path / "fs")
     exe = venv / "bin" / "forescale"
     for argv in (["--help"], ["serve", "--help"]):
-        proc = subprocess.run([str(exe), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([str(exe), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env=_venv_env())
         assert proc.returncode == 0, proc.stderr
     code = (
         "import importlib, importlib.util, pkgutil, scaler, forecaster\n"
@@ -929,6 +940,17 @@ def test_scaler_image_install(tmp_path):
     proc = _py(venv, code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout.split()[-1]) >= 3
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    proc = subprocess.run([str(exe), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=_venv_env())
+    assert proc.stdout.strip() == f"forescale, version {version}", proc.stdout + proc.stderr
+    proc = subprocess.run([str(exe), "backtest", "--span", "2h", "--refit", "1h", "--model", "naive",
+                           "--policies", "reactive,oracle", "--no-progress", "--json", "-"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=_venv_env())
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["trace"]["name"].startswith("worldcup98") and set(doc["policies"]) == {"reactive", "oracle"}
+    assert doc["policies"]["oracle"]["underprovisioned_fraction"] == 0
 
 
 def test_probe_image_install(tmp_path):
@@ -1024,3 +1046,202 @@ def test_placeholder_scaledobject_asks_for_the_growth_one_node_boot_ahead():
     assert mod["formula"] == "ahead - pods > 0 ? ahead - pods : 0"
     assert float(mod["target"]) == float(_trigger(real)["metadata"]["qpsPerReplica"])
     assert mod["metricType"] == "AverageValue"
+
+
+# Helm chart deploy/helm/forescale, rendered by a real Helm engine: helm-python-sdk
+# (Helm's own Go SDK as a shared library, a PyPI wheel: offline, no helm binary)
+
+CHART = DEPLOY / "helm" / "forescale"
+ALERTS = CHART / "files" / "forescale-alerts.yml"
+ALERTS_TEST = FIXTURES / "promrules" / "forescale-alerts.test.yml"
+PROMETHEUS_OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+EVERYTHING = {
+    "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "podMonitor": {"enabled": True},
+    "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "ml"}},
+    "dashboard": {"enabled": True, "namespace": "monitoring"},
+    "credentials": {"existingSecret": "forescale-credentials",
+                    "items": [{"key": "prometheus.token", "path": "prometheus/token"}]},
+}
+
+
+def _helm():
+    try:
+        import helm_python
+    except ImportError:
+        pytest.fail("helm-python-sdk is not installed: `pip install -e '.[test]'` (the Helm engine of the chart "
+                    "tests; never skipped)", pytrace=False)
+    return helm_python
+
+
+def helm_render(values: dict | None = None, name: str = "forescale", namespace: str = "forescale") -> list[dict]:
+    helm = _helm()
+    with helm.Chart.load(str(CHART)) as chart:
+        out = chart.render(values or {}, name=name, namespace=namespace)
+    objs = []
+    for path, text in sorted(out.items()):
+        if path.endswith(".yaml"):
+            objs += [o for o in yaml.safe_load_all(text) if o]
+    for o in objs:  # helm template leaves metadata.namespace to the client: set it as `helm install -n` does
+        o["metadata"].setdefault("namespace", namespace)
+    return objs
+
+
+@lru_cache(maxsize=None)
+def _helm_cached(key: str) -> tuple[dict, ...]:
+    return tuple(helm_render(json.loads(key)))
+
+
+def helm_objs(values: dict | None = None) -> tuple[dict, ...]:
+    return _helm_cached(json.dumps(values or {}, sort_keys=True))
+
+
+def test_helm_chart_lints_and_follows_the_package_version():
+    helm = _helm()
+    lint = helm.lint(str(CHART))
+    assert lint["errors"] == [] and not [m for m in lint["messages"] if m["severity"] >= 2], lint
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert meta["version"] == meta["appVersion"] == version
+
+
+def test_helm_default_render_is_the_scaler_without_crds():
+    objs = helm_objs()
+    kinds = sorted(o["kind"] for o in objs)
+    assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    dep, svc = one(objs, "Deployment"), one(objs, "Service")
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.1.0"
+    # the same scaler as the kustomize base: same args, ports, probes, hardening
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    (k,) = one(rendered("scaler"), "Deployment", "forescale")["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == k["image"] and c["ports"] == k["ports"] and c["startupProbe"] == k["startupProbe"]
+    assert c["securityContext"] == k["securityContext"] and c["resources"] == k["resources"]
+    assert svc["spec"]["ports"] == one(rendered("scaler"), "Service", "forescale")["spec"]["ports"]
+
+
+@pytest.mark.parametrize("variant", ["default", "everything", "tls"])
+def test_helm_objects_validate_and_pods_are_hardened(variant):
+    values = {"default": {}, "everything": EVERYTHING, "tls": {**EVERYTHING, "tls": {"enabled": True}}}[variant]
+    objs = helm_objs(values)
+    ids = [oid(o) for o in objs]
+    assert len(ids) == len(set(ids))
+    for obj in objs:
+        if obj["kind"] in PROMETHEUS_OPERATOR_KINDS:  # no CRD schema offline: checked field by field below
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        for version in K8S_VERSIONS:
+            _validate_builtin(obj, version)
+        assert_hardened(obj)
+    dep = one(objs, "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    _cli_parse(c["args"])  # the real CLI accepts the chart's arguments
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert int(_args_value(c["args"], "--port")) == ports["grpc"]
+    assert int(_args_value(c["args"], "--http-port")) == ports["http-metrics"]
+    svc = one(objs, "Service")
+    assert svc["spec"]["selector"].items() <= pod_labels(dep).items()
+    pdb, np_ = one(objs, "PodDisruptionBudget"), one(objs, "NetworkPolicy")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(dep).items()
+    assert np_["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(dep).items()
+    assert pdb["spec"]["maxUnavailable"] < dep["spec"]["replicas"]
+    if variant == "tls":
+        for flag in ("--tls-cert", "--tls-key", "--tls-client-ca"):
+            mount = _mounts(dep["spec"]["template"]["spec"], c)[str(Path(_args_value(c["args"], flag)).parent)]
+            assert mount["secret"]["secretName"] == "forescale-grpc-tls" and mount["readOnly"]
+        assert all(c[p]["httpGet"]["path"] == "/healthz" for p in ("startupProbe", "readinessProbe", "livenessProbe"))
+    if variant != "default":
+        assert credential_sets(dep) == {"prometheus": {"token"}}
+
+
+def test_helm_monitors_keep_the_scalers_labels_and_match_the_service():
+    objs = helm_objs(EVERYTHING)
+    dep, svc = one(objs, "Deployment"), one(objs, "Service")
+    sm, pm = one(objs, "ServiceMonitor"), one(objs, "PodMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels(dep).items()
+    for mon, ep_key in ((sm, "endpoints"), (pm, "podMetricsEndpoints")):
+        (ep,) = mon["spec"][ep_key]
+        # the scaler exports the ScaledObject's namespace as `namespace`; without honorLabels the operator's
+        # target label wins and it becomes exported_namespace: every dashboard panel and alert would be empty
+        assert ep["honorLabels"] is True and ep["path"] == "/metrics"
+        assert set(ep) <= {"port", "path", "interval", "honorLabels"}
+        assert mon["spec"]["namespaceSelector"] == {"matchNames": ["forescale"]}
+    assert sm["spec"]["endpoints"][0]["port"] in {p["name"] for p in svc["spec"]["ports"]}
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] in {
+        p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    from scaler.serve.metrics import SO
+    assert "namespace" in SO  # the label honorLabels keeps
+
+
+def test_helm_prometheus_rule_is_the_tested_alert_file(tmp_path):
+    rule = one(helm_objs(EVERYTHING), "PrometheusRule")
+    assert set(rule["spec"]) == {"groups"}
+    shipped = yaml.safe_load(ALERTS.read_text())["groups"]
+    got = rule["spec"]["groups"]
+    assert [g["name"] for g in got] == [g["name"] for g in shipped]
+    for g_got, g_shipped in zip(got, shipped):
+        for r_got, r_shipped in zip(g_got["rules"], g_shipped["rules"], strict=True):
+            assert r_got["labels"] == {**r_shipped["labels"], "team": "ml"}
+            assert {k: v for k, v in r_got.items() if k != "labels"} == {k: v for k, v in r_shipped.items()
+                                                                         if k != "labels"}
+    # the rendered groups are a valid rule file (templates like {{ $labels.namespace }} survive Helm)
+    f = tmp_path / "rendered-rules.yml"
+    f.write_text(yaml.safe_dump({"groups": got}))
+    proc = subprocess.run([_promtool(), "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "SUCCESS: 5 rules found" in proc.stdout, proc.stdout + proc.stderr
+    alerts = {r["alert"] for g in got for r in g["rules"]}
+    assert alerts == {"ForescaleStuckOnFallback", "ForescaleFitsFailing", "ForescalePrometheusErrorsRising",
+                      "ForescaleForecastStale", "ForescalePlannedBelowObserved"}
+    # every alert has a promtool case, and every metric it reads is exported by the scaler
+    cases = {t["alertname"] for test in yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+             for t in test.get("alert_rule_test", [])}
+    assert cases == alerts
+    exported = exported_metric_names()
+    for g in got:
+        for r in g["rules"]:
+            assert promql_metric_names(r["expr"]) <= exported, r["alert"]
+
+
+def test_promtool_test_alerts():
+    proc = subprocess.run([_promtool(), "test", "rules", ALERTS_TEST.name], cwd=ALERTS_TEST.parent,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_helm_dashboard_is_the_example_dashboard():
+    cm = one(helm_objs(EVERYTHING), "ConfigMap")
+    assert cm["metadata"]["namespace"] == "monitoring" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["forescale-dashboard.json"]) == json.loads(DASHBOARD.read_text())
+    assert (CHART / "files" / "forescale-dashboard.json").read_text() == DASHBOARD.read_text()
+
+
+def test_helm_values_are_documented():
+    """Every leaf of values.yaml sits under a comment or in a documented block (the chart's reference)."""
+    text = (CHART / "values.yaml").read_text()
+    values = yaml.safe_load(text)
+    assert helm_objs() and values["image"]["repository"] == "ghcr.io/forescale/forescale"
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^[a-zA-Z]\w*:", line):  # a top-level key: a comment right above it or its block
+            block = lines[i - 1:i + 6]
+            assert any(ln.strip().startswith("#") for ln in block), f"values.yaml: {line.strip()} undocumented"
+
+
+# --------------------------------------------------------------------------
+# images: built by the Dockerfiles under the names deploy/ references, named once (deploy/README.md)
+
+
+def test_images_referenced_are_the_documented_builds():
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    readme = (DEPLOY / "README.md").read_text()
+    builds = dict(re.findall(r"docker build -f (deploy/docker/[\w.-]+) -t ([\w./-]+:[\w.-]+) \.", readme))
+    assert builds == {"deploy/docker/scaler.Dockerfile": f"ghcr.io/forescale/forescale:{version}",
+                      "deploy/docker/probe.Dockerfile": f"ghcr.io/forescale/forescale-probe:{version}"}, builds
+    for image in builds.values():
+        assert f"docker push {image}" in readme
+    used = {c["image"] for root in RENDER_ROOTS for o in rendered(root) for pod in pod_specs(o)
+            for c in containers(pod)}
+    used |= {c["image"] for o in helm_objs() for pod in pod_specs(o) for c in containers(pod)}
+    ours = {i for i in used if "forescale" in i}
+    assert ours == set(builds.values()), ours

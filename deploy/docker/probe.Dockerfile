@@ -1,12 +1,9 @@
 # syntax=docker/dockerfile:1
+# Image names and the build-and-push steps: deploy/README.md, "1. Build and push the images".
 # forescale probe image: the project with its `probe` extra (torch==2.13.0),
 # for `forescale probe` in the inference pod (deploy/example).
-#
-#   GPU (default; CUDA build of torch):
-#     docker build -f deploy/docker/probe.Dockerfile -t REGISTRY/forescale-probe:0.1.0 .
-#   CPU:
-#     docker build -f deploy/docker/probe.Dockerfile \
-#       --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu -t REGISTRY/forescale-probe:0.1.0-cpu .
+# GPU by default (CUDA build of torch); CPU with
+#   --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 #
 # CUDA: torch's CUDA wheels from the PyTorch wheel index bring the CUDA
 # runtime, cuDNN and NCCL as pip packages (nvidia-*), so the base stays a

@@ -1,7 +1,6 @@
 # syntax=docker/dockerfile:1
+# Image names and the build-and-push steps: deploy/README.md, "1. Build and push the images".
 # forescale scaler image: `forescale serve` (KEDA external scaler). No torch.
-#
-#   docker build -f deploy/docker/scaler.Dockerfile -t REGISTRY/forescale:0.1.0 .
 #
 # The install step is the README's: `pip install .` of the project, into a
 # virtualenv that the runtime stage copies. tests/test_deploy.py runs this

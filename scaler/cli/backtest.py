@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -11,8 +12,9 @@ import click
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
-from .options import (Duration, cold_start_value, fail, hpa_options, load_trace, policies_option, replica_options,
-                      source_options, world_from_options, world_options, write_json)
+from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
+                      replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
+                      write_json)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,10 +34,13 @@ from .options import (Duration, cold_start_value, fail, hpa_options, load_trace,
               help="Refit cadence in simulated time (between refits: forecasts from each cutoff with the last fit).")
 @hpa_options("The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the forecast "
              "policies compensate for the same value.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
-              help="Write the results as JSON (the contract is documented in the README).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
+              metavar="PATH", help="Write the results as JSON (the contract is documented in the README); - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Write PNG plots and index.html here.")
+              help="Write the report here: an interactive index.html (plotly, offline, one file) and PNG plots.")
+@click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
+                                  "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 @click.option("--sweep", "do_sweep", is_flag=True,
               help="Sweep every policy family over its knob values (headroom, quantile, level correction, dead-band "
@@ -46,8 +51,8 @@ from .options import (Duration, cold_start_value, fail, hpa_options, load_trace,
 @world_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
-                     hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, progress, do_sweep, jobs,
-                     **world_opts) -> None:
+                     hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
+                     do_sweep, jobs, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -60,6 +65,10 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     from .traces import parse_time
 
     t0 = time.perf_counter()
+    check_output(json_path, "--json")
+    check_output(timeseries_path, "--timeseries")
+    check_output(report_dir, "--report", directory=True)
+    echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
     cold = cold_start_value(cold_start, cold_start_from)
     cold, world = world_from_options(cold, cold_start_from, world_opts)
     now = time.time()  # the verb's one clock read: now-14d, --sim-start
@@ -79,13 +88,17 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             start_at = parse_time(sim_start, now=now)
         except ValueError:
             fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
-    tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
         settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
                                world=world)
+    except engine.ReplayError as e:
+        fail(str(e))
+    require_length(tr, settings)
+    tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
+    try:
         if do_sweep:
             grid = variants.Grid()
             result = engine.run(tr, settings, variants.variants(grid, settings),
@@ -97,21 +110,21 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         fail(str(e))
     finally:
         close()
-    click.echo(render.format_table(result))
+    echo(render.format_table(result))
     if world.active:
-        click.echo("\n" + render.format_world(result))
+        echo("\n" + render.format_world(result))
     adv = None
     if world_opts["advise"]:
         from ..replay.advice import advise, days_of
 
         adv = advise(result.policies, result.scenario, world, target_miss=world_opts["target_miss"],
                      days=days_of(result.scenario))
-        click.echo(render.format_advice(adv))
+        echo(render.format_advice(adv))
     if do_sweep:
-        click.echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
-        click.echo(render.format_frontier(result))
+        echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
+        echo(render.format_frontier(result))
     if tr.attribution:
-        click.echo(f"\ndata: {tr.attribution}")
+        echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
         doc = render.to_json(result)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
@@ -121,12 +134,18 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         if adv is not None:
             doc["advice"] = render.advice_json(adv)
         write_json(json_path, doc)
-        click.echo(f"wrote {json_path}")
+        if not to_stdout(json_path):
+            echo(f"wrote {json_path}")
     if report_dir is not None:
         from .report import write_report
 
         index = write_report(result, report_dir, frontier=do_sweep)
-        click.echo(f"wrote {index}")
+        echo(f"wrote {index}")
+    if timeseries_path is not None:
+        from .report_html import write_timeseries
+
+        write_timeseries(result, timeseries_path)
+        echo(f"wrote {timeseries_path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

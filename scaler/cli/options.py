@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -65,7 +67,7 @@ def load_trace(trace: Path | None, prometheus_url: str | None, query: str | None
                       f"epoch seconds, now or now-DURATION")
             return traces.load_prometheus(prometheus_url, query, s, e, step)
         if trace is not None:
-            return traces.load_csv(trace)
+            return traces.load_csv(trace, step=step)
         return traces.bundled_trace()
     except ReplayError as e:
         fail(str(e))
@@ -108,7 +110,8 @@ def source_options(default_start: str):
         click.option("--end", "prom_end", metavar="TIME", default="now", show_default=True,
                      help="With --prometheus: range end."),
         click.option("--step", "prom_step", type=Duration(), default=DEFAULTS["step"], show_default=True,
-                     help="With --prometheus: resolution."),
+                     help="Resolution of the traffic, as the server's `step`: the Prometheus query's step; a finer "
+                          "CSV is averaged to it."),
     )
 
 
@@ -141,7 +144,44 @@ def hpa_options(tolerance_help: str):
     )
 
 
+def require_length(tr, settings: Settings) -> None:
+    """Exit 2 when the trace is too short for the replay (``traces.check_length`` names the numbers)."""
+    try:
+        traces.check_length(tr, lead_seconds=settings.lead().seconds, span_seconds=settings.span_seconds,
+                            history_seconds=settings.history_seconds)
+    except ReplayError as e:
+        fail(str(e))
+
+
+def to_stdout(path) -> bool:
+    """``--json -``: the document goes to standard output (and the human output to stderr)."""
+    return path is not None and str(path) == "-"
+
+
+def check_output(path, flag: str, *, directory: bool = False) -> None:
+    """Exit 2 before the run when an output cannot be written: a file (``-`` = stdout) or a directory.
+    Missing parent directories are created, and a file is really created and removed there."""
+    if path is None or (not directory and to_stdout(path)):
+        return
+    p = Path(path)
+    if not directory and p.is_dir():
+        fail(f"{flag} {p}: is a directory; accepted: a file path, or - for standard output")
+    if directory and p.exists() and not p.is_dir():
+        fail(f"{flag} {p}: exists and is not a directory; accepted: a directory (created if missing)")
+    where = p if directory else p.parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".forescale-write-check-"):
+            pass
+    except OSError as e:
+        fail(f"{flag} {p}: cannot write there ({e.strerror or e}); nothing was run")
+
+
 def write_json(path: Path, doc: dict) -> None:
+    if to_stdout(path):
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        sys.stdout.flush()
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

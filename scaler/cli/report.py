@@ -1,4 +1,5 @@
-"""``forescale backtest --report DIR``: PNG plots (matplotlib, Agg) and an index.html that shows them.
+"""``forescale backtest|tune --report DIR``: an interactive index.html (``report_html``: plotly, offline,
+self-contained) with the tables, and PNG plots (matplotlib, Agg) for terminals and documents:
 
 * ``capacity.png``      demand vs ready capacity per policy over the simulated span
 * ``capacity_zoom.png`` the same around the worst peak (most requests missed)
@@ -305,8 +306,7 @@ def _sweep_html(r: Result, selection) -> str:
         chosen = (f"<p><b>{'Chosen' if selection.met else 'Target NOT met; closest'}:</b> "
                   f"{html.escape(selection.point.variant.label())} -- {html.escape(selection.message)}.</p>")
     return f"""<h2>Frontier ({len(r.points)} configurations)</h2>
-{chosen}<img src="frontier_sweep.png" alt="miss vs cost of every swept configuration">
-<table><tr><th>Pareto-optimal configuration</th><th>missed %</th><th>violation min</th><th>replica-h</th>
+{chosen}<table><tr><th>Pareto-optimal configuration</th><th>missed %</th><th>violation min</th><th>replica-h</th>
 <th>x oracle</th></tr>
 {''.join(rows)}</table>
 """
@@ -336,8 +336,12 @@ def _checks_plot(r: Result, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, selection=None) -> Path:
-    """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path."""
+def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, selection=None,
+                 verb: str = "backtest", metadata_yaml: str | None = None) -> Path:
+    """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path.
+    ``verb`` titles the page; ``metadata_yaml`` (tune) is shown ready to paste."""
+    from .report_html import charts_html, yaml_html
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     window = worst_window(r)
@@ -370,18 +374,21 @@ def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, sele
             html.escape(m), _h(f["mase"], 3), _h(f["wape"], 3), _h(f["pinball"], 2), _h(f["coverage"], 3),
             f["fits"])) + "</tr>")
     st = doc["settings"]
+    names = ["capacity.png", "capacity_zoom.png", "forecast.png", "frontier.png"] + (["frontier_sweep.png"] if frontier else [])
+    pngs = ", ".join(f'<a href="{n}">{n}</a>' for n in names)
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>forescale backtest: {html.escape(doc['trace']['name'])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>forescale {verb}: {html.escape(doc['trace']['name'])}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }}
 td:first-child, th:first-child, td:last-child {{ text-align: left; }}
-img {{ max-width: 100%; border: 1px solid #eee; margin: 0.5em 0 1.5em; }}
+.js-plotly-plot {{ margin: 0.5em 0 1.5em; }}
 pre {{ background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }}
 </style></head><body>
-<h1>forescale backtest</h1>
+<h1>forescale {verb}</h1>
+{yaml_html(metadata_yaml)}
 <p><b>{html.escape(doc['trace']['name'])}</b>: simulated {st['simulated_start']} .. {st['simulated_end']}
 ({st['simulated_days']:.2f} d); {st['qps_per_replica']:g} req/s per replica ({html.escape(st['qps_per_replica_source'])});
 T_cold {st['cold_start_seconds']:g} s, lead {st['lead_seconds']:g} s; model {html.escape(st['model'])} q{st['quantile']:g},
@@ -390,16 +397,14 @@ refit every {st['refit_seconds'] / 60:g} min on {st['history_seconds'] / 86400:g
 <table><tr><th>policy</th><th>missed %</th><th>violation min</th><th>replica-h</th><th>x oracle</th><th>scale-ups</th>
 <th>peak</th><th>in cold start %</th><th>what it does</th></tr>
 {''.join(rows)}</table>
-{world_html}{sweep_html}<img src="frontier.png" alt="miss vs cost per policy">
-<img src="capacity_zoom.png" alt="demand vs ready capacity around the worst peak">
-<img src="capacity.png" alt="demand vs ready capacity over the simulated span">
+{world_html}{sweep_html}{charts_html(r, selection, frontier)}
 <h2>Forecast accuracy at horizon L</h2>
 <table><tr><th>model</th><th>MASE</th><th>WAPE</th><th>pinball</th><th>coverage</th><th>fits</th></tr>
 {''.join(frows)}</table>
-<img src="forecast.png" alt="forecast vs actual with its quantile band">
+<p>Static images of the same (for terminals and documents): {pngs}.</p>
 <h2>Terminal output</h2>
 <pre>{html.escape(format_table(r))}</pre>
-<p><small>Generated {made} by forescale backtest. {html.escape(r.trace.attribution)}</small></p>
+<p><small>Generated {made} by forescale {verb}. {html.escape(r.trace.attribution)}</small></p>
 </body></html>
 """
     index = out / "index.html"

@@ -20,8 +20,13 @@ BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
 
 
-def load_csv(path: str | os.PathLike, *, name: str | None = None) -> Trace:
-    """A trace CSV (``timestamp,count`` or ``timestamp,qps``; ``.gz`` too) via ``forecaster.series.from_csv``."""
+MIN_HISTORY_POINTS = 30  # the newest-points models re-predict from the last 30 points, as the server does
+MIN_SPAN_SECONDS = 3600.0  # the shortest simulated span worth a table
+
+
+def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | None = None) -> Trace:
+    """A trace CSV (``timestamp,count`` or ``timestamp,qps``; ``.gz`` too) via ``forecaster.series.from_csv``,
+    mean-resampled to ``step`` (the server's resolution) when the file is finer; a coarser file keeps its own."""
     from forecaster.series import from_csv
 
     p = Path(path)
@@ -50,7 +55,34 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None) -> Trace:
         raise ReplayError(str(e)) from None
     if len(series) < 2 or not np.isfinite(series.y).any():
         raise ReplayError(f"{p}: no usable rows ({rep.message})")
-    return Trace(label, series, rep.message, str(p))
+    hygiene = rep.message
+    if step is not None and series.step < step - 1e-9:
+        from forecaster.series import resample
+
+        k = step / series.step
+        if abs(k - round(k)) > 1e-6:
+            raise ReplayError(f"{p}: the file's interval {series.step:g} s does not divide --step {step:g} s; "
+                              f"accepted: a --step that is a multiple of {series.step:g} s")
+        native = series.step
+        series = resample(series, step)
+        hygiene = f"{hygiene}; resampled from {native:g} s to {step:g} s (mean)"
+    return Trace(label, series, hygiene, str(p))
+
+
+def check_length(trace: Trace, *, lead_seconds: float, span_seconds: float, history_seconds: float) -> None:
+    """Refuse a trace too short for a meaningful replay, naming what it covers and what is needed."""
+    step = trace.series.step
+    n = len(trace.series)
+    covered = n * step
+    hist = MIN_HISTORY_POINTS * step
+    span = min(span_seconds, MIN_SPAN_SECONDS)
+    need = hist + lead_seconds + span
+    if covered < need:
+        raise ReplayError(
+            f"the trace covers {covered:g} s ({n} points at {step:g} s); a replay needs at least {need:g} s: "
+            f"{MIN_HISTORY_POINTS} points of history ({hist:g} s) + the lead L ({lead_seconds:g} s) + {span:g} s "
+            f"simulated (asked: --span {span_seconds:g} s after --history {history_seconds:g} s; a shorter history "
+            f"is used when the trace has less). Give a longer trace")
 
 
 def bundled_trace() -> Trace:

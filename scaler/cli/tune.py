@@ -9,6 +9,7 @@ under ``spec.triggers`` of a ScaledObject, with the figures it expects.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 import click
 
 from ..spec import DEFAULTS, MODELS
-from .options import Duration, cold_start_value, fail, hpa_options, load_trace, replica_options, source_options, write_json
+from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
+                      require_length, source_options, to_stdout, write_json)
 
 DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
@@ -85,15 +87,19 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
               help="scalerAddress to print (the forescale Service).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Worker processes. [default: usable cores, <= 4]")
 @click.option("--all", "show_all", is_flag=True, help="Print every swept configuration, not only the Pareto-optimal ones.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
-              help="Write the frontier, the selection and its metadata as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
+              metavar="PATH", help="Write the frontier, the selection and its metadata as JSON; - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Write the frontier plot and the backtest report of the family defaults here.")
+              help="Write the report here: index.html (the chosen YAML, the frontier, the family defaults; interactive) "
+                   "and PNG plots.")
+@click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
+                                  "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 progress) -> None:
+                 timeseries_path, progress) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -106,11 +112,16 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     from . import render
 
     t0 = time.perf_counter()
+    check_output(json_path, "--json")
+    check_output(timeseries_path, "--timeseries")
+    check_output(report_dir, "--report", directory=True)
+    echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
     cold = cold_start_value(cold_start, cold_start_from)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                            hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+    require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:
         grid = variants.Grid()
@@ -122,23 +133,23 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         close()
     sel = frontier.select(r.points, target_miss, max_cost_ratio)
     n_pareto = sum(p.pareto for p in r.points)
-    click.echo("\n".join(render.format_table(r).splitlines()[:5]))
-    click.echo(f"swept     {len(r.points)} configurations of {len({p.policy for p in r.points})} families in "
+    echo("\n".join(render.format_table(r).splitlines()[:5]))
+    echo(f"swept     {len(r.points)} configurations of {len({p.policy for p in r.points})} families in "
                f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
-    click.echo("")
-    click.echo(render.format_frontier(r, only_pareto=not show_all))
-    click.echo("")
+    echo("")
+    echo(render.format_frontier(r, only_pareto=not show_all))
+    echo("")
     placeholders = not prometheus_url
     text, block = summary(r, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
                           query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=placeholders)
-    click.echo(text)
+    echo(text)
     if block:
-        click.echo("")
-        click.echo(block, nl=False)
+        echo("")
+        echo(block, nl=False)
     if not sel.met:
         click.echo(f"warning: {sel.message}", err=True)
     if tr.attribution:
-        click.echo(f"\ndata: {tr.attribution}")
+        echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
         doc = render.to_json(r)
         md = None
@@ -149,11 +160,17 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         doc["selection"] = render.selection_json(sel, r, md)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
-        click.echo(f"wrote {json_path}")
+        if not to_stdout(json_path):
+            echo(f"wrote {json_path}")
     if report_dir is not None:
         from .report import write_report
 
-        click.echo(f"wrote {write_report(r, report_dir, frontier=True, selection=sel)}")
+        echo(f"wrote {write_report(r, report_dir, frontier=True, selection=sel, verb='tune', metadata_yaml=block)}")
+    if timeseries_path is not None:
+        from .report_html import write_timeseries
+
+        write_timeseries(r, timeseries_path)
+        echo(f"wrote {timeseries_path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,28 +5,31 @@ tuning choices under ``tuning/``), the registry, the forecast and tuning
 services, the servicer, the gRPC server (with the standard health service and
 reflection) and the HTTP endpoint (``/metrics``, ``/healthz``); ``run`` adds
 signal handling and blocks until SIGTERM/SIGINT, then stops gracefully.
+A port or host it cannot listen on, or TLS files that do not load, raise
+``OSError``/``ValueError`` naming the flag and the cause (the CLI exits 2).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
+from .http import HttpEndpoint, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
 from ..prom import CredentialStore
 from .service import ExternalScalerServicer
@@ -45,6 +48,7 @@ class ServerConfig:
     state_dir: str | None = None
     credentials_dir: str | None = None
     log_level: str = "info"
+    log_format: str = "text"  # or "json": one JSON object per line
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None  # given: clients must present a certificate (mTLS)
@@ -54,33 +58,6 @@ class ServerConfig:
     grace_seconds: float = 10.0
 
 
-class _Http(ThreadingHTTPServer):
-    daemon_threads = True
-
-
-def _http_handler(metrics: ScalerMetrics, healthy: Callable[[], bool]):
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                body, ctype, code = generate_latest(metrics.registry), CONTENT_TYPE_LATEST, 200
-            elif path == "/healthz":
-                ok = healthy()
-                body, ctype, code = (b"ok\n" if ok else b"stopping\n"), "text/plain", (200 if ok else 503)
-            else:
-                body, ctype, code = b"not found: try /metrics or /healthz\n", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:  # quiet: scrapes every 15 s
-            pass
-
-    return Handler
-
-
 class Server:
     """A running forescale: gRPC + HTTP + background work. ``stop`` is graceful."""
 
@@ -88,32 +65,32 @@ class Server:
                  extra_handlers: Sequence[grpc.GenericRpcHandler] = ()):
         self.config = config
         self.metrics = ScalerMetrics()
+        add_runtime_collectors(self.metrics.registry)
         forecast_store = JsonStore(config.state_dir) if config.state_dir else None
         tuning_store = JsonStore(Path(config.state_dir) / "tuning") if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(clock, self.metrics, tuning_store)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning)
+        # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
         self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
-                                handlers=list(extra_handlers))
+                                handlers=list(extra_handlers), options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_ExternalScalerServicer_to_server(ExternalScalerServicer(self.registry), self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
         address = f"{config.host}:{config.grpc_port}"
-        if config.tls_cert:
-            self.grpc_port = self.grpc.add_secure_port(address, _tls(config))
-        else:
-            self.grpc_port = self.grpc.add_insecure_port(address)
-        if self.grpc_port == 0:
-            raise OSError(f"cannot listen on {address} (gRPC): address in use or not allowed")
-        self._stopping = threading.Event()
+        creds = _tls(config) if config.tls_cert else None
         try:
-            self.http = _Http((config.host, config.http_port), _http_handler(self.metrics, lambda: not self._stopping.is_set()))
-        except OSError as e:
-            raise OSError(f"cannot listen on {config.host}:{config.http_port} (HTTP): {e.strerror}") from None
-        self.http_port = self.http.server_address[1]
-        self._http_thread = threading.Thread(target=self.http.serve_forever, name="http", daemon=True)
+            self.grpc_port = self.grpc.add_secure_port(address, creds) if creds else self.grpc.add_insecure_port(address)
+        except RuntimeError:  # grpcio >= 1.5x raises instead of returning 0
+            self.grpc_port = 0
+        if self.grpc_port == 0:
+            raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
+        self._stopping = threading.Event()
+        self.http = HttpEndpoint(config.host, config.http_port,
+                                 make_app(self.metrics.registry, lambda: not self._stopping.is_set(), clock))
+        self.http_port = self.http.port
 
     def start(self) -> "Server":
         if self.forecasts is not None:
@@ -121,7 +98,7 @@ class Server:
         self.tuning.start()
         self.registry.start()
         self.grpc.start()
-        self._http_thread.start()
+        self.http.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("forescale serving gRPC on %s:%d, HTTP on %s:%d", self.config.host, self.grpc_port,
@@ -139,12 +116,29 @@ class Server:
         if self.forecasts is not None:
             self.forecasts.stop()
         self.tuning.stop()
-        self.http.shutdown()
-        self.http.server_close()
+        self.http.stop()
         log.info("forescale stopped")
 
 
+def _bind_cause(host: str, port: int) -> str:
+    """Why gRPC could not listen (it says only "Failed to bind"): try the same bind and report the OS error."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        return f"{host!r} is not an address of this machine ({e.strerror or e})"
+    for family, kind, proto, _, addr in infos:
+        with socket.socket(family, kind, proto) as s:
+            try:
+                s.bind(addr)
+            except OSError as e:
+                return f"{e.strerror or e} (errno {e.errno})"
+    return "address in use or not allowed"
+
+
 def _tls(config: ServerConfig) -> grpc.ServerCredentials:
+    """PEM files read and checked with the ssl module first, so a bad key or a mismatch is named."""
     def read(path: str, what: str) -> bytes:
         try:
             with open(path, "rb") as f:
@@ -154,10 +148,27 @@ def _tls(config: ServerConfig) -> grpc.ServerCredentials:
 
     if not config.tls_key:
         raise ValueError("--tls-cert needs --tls-key")
-    pair = [(read(config.tls_key, "tls-key"), read(config.tls_cert, "tls-cert"))]
+    key, cert = read(config.tls_key, "tls-key"), read(config.tls_cert, "tls-cert")
+    if b"-----BEGIN CERTIFICATE-----" not in cert:
+        raise ValueError(f"--tls-cert {config.tls_cert}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)")
+    if b"PRIVATE KEY-----" not in key:
+        raise ValueError(f"--tls-key {config.tls_key}: no PEM private key in it (expected -----BEGIN ... PRIVATE KEY-----)")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(config.tls_cert, config.tls_key)
+    except ssl.SSLError as e:
+        cause = "the key does not match the certificate" if "KEY_VALUES_MISMATCH" in str(e) else (e.reason or str(e))
+        raise ValueError(f"--tls-cert {config.tls_cert} / --tls-key {config.tls_key}: {cause} "
+                         f"(expected a PEM certificate and its unencrypted PEM private key)") from None
+    pair = [(key, cert)]
     if config.tls_client_ca:
-        return grpc.ssl_server_credentials(pair, root_certificates=read(config.tls_client_ca, "tls-client-ca"),
-                                           require_client_auth=True)
+        ca = read(config.tls_client_ca, "tls-client-ca")
+        try:
+            ctx.load_verify_locations(cafile=config.tls_client_ca)
+        except ssl.SSLError as e:
+            raise ValueError(f"--tls-client-ca {config.tls_client_ca}: {e.reason or e} "
+                             f"(expected PEM CA certificates)") from None
+        return grpc.ssl_server_credentials(pair, root_certificates=ca, require_client_auth=True)
     return grpc.ssl_server_credentials(pair)
 
 
@@ -176,8 +187,29 @@ def _tuning_service(clock: Callable[[], float], metrics: ScalerMetrics, store: J
     return TuningService(clock, metrics, store=store)
 
 
+class JsonFormatter(logging.Formatter):
+    """``--log-format json``: one object per line (time, level, logger, message, exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+        handler.formatter.converter = time.gmtime
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
 def run(config: ServerConfig) -> None:
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(config.log_level, config.log_format)
     if config.credentials_dir is None and os.environ.get("FORESCALE_CREDENTIALS_DIR"):
         config = ServerConfig(**{**config.__dict__, "credentials_dir": os.environ["FORESCALE_CREDENTIALS_DIR"]})
     server = Server(config).start()

@@ -1,0 +1,119 @@
+"""The HTTP port: ``/metrics`` (prometheus_client's own WSGI app), ``/healthz``, the status page.
+
+* ``/metrics``     prometheus_client's app: text or OpenMetrics by ``Accept``, gzip by
+                   ``Accept-Encoding``, ``?name[]=`` filters; ``HEAD`` answers the same headers
+                   without a body (the library's app knows only GET and OPTIONS)
+* ``/healthz``     200 ``ok`` while serving, 503 ``stopping`` after SIGTERM
+* ``/``            the status page (``scaler.serve.status``), ``/status.json`` its data
+
+The scaler's registry gets the process, platform and GC collectors and
+``forescale_build_info{version,python_version,grpcio_version}`` here.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+from importlib import metadata
+from typing import Callable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from socketserver import ThreadingMixIn
+
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, Gauge, make_wsgi_app
+from prometheus_client import gc_collector, platform_collector, process_collector
+
+from . import status
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml), or ``0+unknown`` from a bare checkout."""
+    try:
+        return metadata.version("forescale")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def add_runtime_collectors(registry: CollectorRegistry) -> None:
+    """Process (CPU, memory, fds), platform (Python) and GC collectors, and ``forescale_build_info``."""
+    process_collector.ProcessCollector(registry=registry)
+    platform_collector.PlatformCollector(registry=registry)
+    if GC_COLLECTOR is not None:
+        gc_collector.GCCollector(registry=registry)
+    try:
+        grpc_version = metadata.version("grpcio")
+    except metadata.PackageNotFoundError:
+        grpc_version = "unknown"
+    Gauge("forescale_build_info", "forescale build: 1, with the version of the package, Python and grpcio",
+          ("version", "python_version", "grpcio_version"), registry=registry
+          ).labels(version(), platform.python_version(), grpc_version).set(1)
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True  # a TIME_WAIT socket of a previous run; a live listener still fails
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:  # scrapes every 15 s: not worth a line each
+        pass
+
+
+def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float]):
+    """The WSGI app of the HTTP port."""
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "/")
+        method = environ.get("REQUEST_METHOD", "GET")
+        head = method == "HEAD"
+        if method not in ("GET", "HEAD"):
+            return _send(start_response, "405 Method Not Allowed", "text/plain; charset=utf-8",
+                         f"{method} not allowed: use GET or HEAD\n".encode(), head, [("Allow", "GET, HEAD")])
+        if path == "/metrics":
+            got: dict = {}
+
+            def capture(status_line, headers, exc_info=None):
+                got["status"], got["headers"] = status_line, headers
+
+            body = b"".join(metrics_app({**environ, "REQUEST_METHOD": "GET"}, capture))
+            headers = [h for h in got["headers"] if h[0].lower() != "content-length"]
+            start_response(got["status"], headers + [("Content-Length", str(len(body)))])
+            return [b"" if head else body]
+        if path == "/healthz":
+            ok = healthy()
+            return _send(start_response, "200 OK" if ok else "503 Service Unavailable", "text/plain; charset=utf-8",
+                         b"ok\n" if ok else b"stopping\n", head)
+        if path == "/status.json":
+            return _send(start_response, "200 OK", "application/json", status.status_json(registry, clock()), head,
+                         [("Cache-Control", "no-store")])
+        if path in ("/", "/index.html"):
+            return _send(start_response, "200 OK", "text/html; charset=utf-8", status.PAGE, head,
+                         [("Content-Security-Policy", status.CSP)])
+        return _send(start_response, "404 Not Found", "text/plain; charset=utf-8",
+                     b"not found: try / (status), /metrics or /healthz\n", head)
+
+    return app
+
+
+def _send(start_response, code: str, ctype: str, body: bytes, head: bool, extra=()):
+    start_response(code, [("Content-Type", ctype), ("Content-Length", str(len(body))), *extra])
+    return [b"" if head else body]
+
+
+class HttpEndpoint:
+    """The HTTP listener in a daemon thread. ``OSError`` names the address when it cannot listen."""
+
+    def __init__(self, host: str, port: int, app):
+        try:
+            self.server = make_server(host, port, app, server_class=_Server, handler_class=_Quiet)
+        except OSError as e:
+            raise OSError(f"cannot listen on {host}:{port} (HTTP, --http-port): {e.strerror or e}") from None
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,166 @@
+"""The status page at ``/``: what the scaler is tracking, without PromQL.
+
+One self-contained HTML page (inline CSS and script, no external asset; a
+Content-Security-Policy that allows only them and requests to this origin)
+that reads ``/status.json`` every 5 s and updates its table in place. The
+data is the scaler's own metrics registry, read back: the page shows exactly
+what ``/metrics`` exports.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from prometheus_client import CollectorRegistry
+
+REFRESH_SECONDS = 5
+
+# gauges copied as they are: metric -> field
+FIELDS = {
+    "forescale_observed_qps": "observed",
+    "forescale_planned_qps": "planned",
+    "forescale_target_qps_per_replica": "qps_per_replica",
+    "forescale_last_fit_timestamp_seconds": "last_fit",
+}
+
+
+def status_json(registry: CollectorRegistry, now: float) -> bytes:
+    """``{"now", "scaledobjects": [{namespace, name, reason, observed, forecast_peak, planned, lead_seconds,
+    model, last_fit, fit_failures, prometheus_errors, decisions}]}`` from the registry's samples."""
+    rows: dict[tuple[str, str], dict] = {}
+    build = {}
+
+    def row(labels: dict) -> dict:
+        key = (labels.get("namespace", ""), labels.get("scaledobject", ""))
+        return rows.setdefault(key, {"namespace": key[0], "name": key[1], "reason": None, "observed": None,
+                                     "forecast_peak": None, "forecast_quantile": None, "planned": None,
+                                     "qps_per_replica": None, "lead_seconds": None, "model": None,
+                                     "last_fit": None, "fit_failures": 0.0, "prometheus_errors": 0.0,
+                                     "decisions": 0.0})
+
+    for family in registry.collect():
+        for s in family.samples:
+            if s.name == "forescale_build_info":
+                build = dict(s.labels)
+            if "scaledobject" not in s.labels:
+                continue
+            if s.name in FIELDS:
+                row(s.labels)[FIELDS[s.name]] = s.value
+            elif s.name == "forescale_decision_reason" and s.value == 1:
+                row(s.labels)["reason"] = s.labels["reason"]
+            elif s.name == "forescale_forecast_qps" and s.labels.get("quantile") != "mean":
+                r = row(s.labels)
+                r["forecast_peak"], r["forecast_quantile"] = s.value, s.labels.get("quantile")
+            elif s.name == "forescale_lead_seconds" and s.labels.get("part") == "total":
+                row(s.labels)["lead_seconds"] = s.value
+            elif s.name == "forescale_model_info" and s.value == 1:
+                row(s.labels)["model"] = s.labels.get("model")
+            elif s.name == "forescale_fit_failures_total":
+                row(s.labels)["fit_failures"] += s.value
+            elif s.name == "forescale_prometheus_errors_total":
+                row(s.labels)["prometheus_errors"] += s.value
+            elif s.name == "forescale_decisions_total":
+                row(s.labels)["decisions"] += s.value
+    doc = {"now": now, "refresh_seconds": REFRESH_SECONDS, "build": build,
+           "scaledobjects": [rows[k] for k in sorted(rows)]}
+    return json.dumps(doc, allow_nan=False, default=str).encode()
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; margin: 0 0 .2em; }
+#meta { color: #666; font-size: .9em; margin-bottom: 1em; }
+table { border-collapse: collapse; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }
+th:nth-child(-n+3), td:nth-child(-n+3) { text-align: left; }
+td.fallback { color: #b00020; font-weight: bold; }
+td.err { color: #b00020; }
+#empty { color: #666; }
+"""
+
+SCRIPT = """
+"use strict";
+const COLS = ["namespace", "name", "reason", "observed", "forecast_peak", "planned", "lead_seconds",
+              "model", "last_fit", "errors"];
+function num(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
+function age(now, t) {
+  if (t === null || t === undefined) return "never";
+  const s = Math.max(0, now - t);
+  if (s < 120) return Math.round(s) + " s ago";
+  if (s < 7200) return Math.round(s / 60) + " min ago";
+  return (s / 3600).toFixed(1) + " h ago";
+}
+function cells(so, now) {
+  return {
+    namespace: so.namespace, name: so.name, reason: so.reason || "-",
+    observed: num(so.observed, 2), planned: num(so.planned, 2),
+    forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
+    lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
+    model: so.model || "-", last_fit: age(now, so.last_fit),
+    errors: num(so.fit_failures + so.prometheus_errors, 0),
+  };
+}
+function render(doc) {
+  const body = document.getElementById("rows");
+  const seen = new Set();
+  for (const so of doc.scaledobjects) {
+    const id = "so:" + so.namespace + "/" + so.name;
+    seen.add(id);
+    let tr = document.getElementById(id);
+    if (!tr) {
+      tr = document.createElement("tr");
+      tr.id = id;
+      for (const c of COLS) { const td = document.createElement("td"); td.dataset.col = c; tr.appendChild(td); }
+      body.appendChild(tr);
+    }
+    const v = cells(so, doc.now);
+    for (const td of tr.children) {
+      td.textContent = v[td.dataset.col];
+      if (td.dataset.col === "reason") td.className = (so.reason || "").startsWith("fallback") ? "fallback" : "";
+      if (td.dataset.col === "errors") td.className = v.errors !== "0" ? "err" : "";
+    }
+  }
+  for (const tr of Array.from(body.children)) { if (!seen.has(tr.id)) tr.remove(); }
+  document.getElementById("empty").hidden = doc.scaledobjects.length > 0;
+  const b = doc.build || {};
+  document.getElementById("meta").textContent = "forescale " + (b.version || "") + " - " +
+    doc.scaledobjects.length + " ScaledObject(s) tracked - updated " + new Date(doc.now * 1000).toISOString() +
+    " - refreshed every " + doc.refresh_seconds + " s";
+}
+async function refresh() {
+  try {
+    const r = await fetch("status.json", {cache: "no-store"});
+    if (r.ok) render(await r.json());
+    else document.getElementById("meta").textContent = "status.json: HTTP " + r.status;
+  } catch (e) {
+    document.getElementById("meta").textContent = "scaler unreachable: " + e;
+  }
+}
+refresh();
+setInterval(refresh, REFRESH_MS);
+""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
+
+
+def _sha(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+CSP = (f"default-src 'none'; script-src {_sha(SCRIPT)}; style-src {_sha(STYLE)}; connect-src 'self'; "
+       "img-src 'self' data:; base-uri 'none'; form-action 'none'")
+
+PAGE = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>forescale status</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">
+<style>{STYLE}</style></head><body>
+<h1>forescale: tracked ScaledObjects</h1>
+<div id="meta">loading...</div>
+<table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>observed req/s</th>
+<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>model</th><th>last fit</th><th>errors</th>
+</tr></thead><tbody id="rows"></tbody></table>
+<p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
+<p><small>The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
+<script>{SCRIPT}</script>
+</body></html>
+""".encode()
