@@ -15,6 +15,7 @@ import click
 
 from ..probe.cli import probe_command
 from .backtest import backtest_command
+from .loadtest import loadtest_command
 from .tune import tune_command
 
 
@@ -58,3 +59,4 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
 main.add_command(probe_command, name="probe")
 main.add_command(backtest_command, name="backtest")
 main.add_command(tune_command, name="tune")
+main.add_command(loadtest_command, name="loadtest")
