@@ -132,8 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
         if retry:
             self.send_header("Retry-After", "1")
         self.end_headers()
+        self.server.probe.metrics.observe_request(code)  # counted before the client can read the answer
         self.wfile.write(body)
-        self.server.probe.metrics.observe_request(code)
 
     def do_POST(self) -> None:  # noqa: N802 (http.server API)
         arrived = time.perf_counter()
