@@ -1,10 +1,13 @@
 """End to end on CPU: `forescale probe --serve` with the built-in model, then `forescale loadtest` against it.
 
-The probe runs as its own process (real HTTP over loopback, real torch generating tokens). Two settings
-make the server's capacity steady on a small shared machine: one intra-op thread (OMP_NUM_THREADS=1:
-a tiny model gains nothing from two and loses much when the cores are busy) and ``--max-batch 1`` with
-a 2 ms pause per generated token (the probe's hidden testing aid: device time that costs no CPU), so
-a 16-token request takes about 40 ms and one replica serves roughly 20 req/s.
+The probe runs as its own process (real HTTP over loopback, real torch generating tokens), configured
+as a server with admission control: batches of up to 8 requests, a queue of 8 (beyond it: 503). What
+keeps the figures steady on a small machine shared with other work: one intra-op thread
+(OMP_NUM_THREADS=1: a tiny model gains nothing from two and loses much when the cores are busy) and a
+50 ms pause per batch step (the probe's hidden testing aid: device time that costs no CPU), so time,
+not the contended CPU, sets the capacity: 4 tokens take ~0.25 s and one replica serves ~30 req/s.
+Beyond that the queue overflows and answers 503s, a sharp knee. The SLO is the 90th percentile, so
+one or two requests delayed by the machine's scheduler do not decide a step of ~100.
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ from scaler.cli import main
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SLO = "0.25s"
-COMMON = ["--slo", SLO, "--max-tokens", "16", "--no-progress"]
+COMMON = ["--slo", "0.6s", "--percentile", "90", "--max-tokens", "4", "--no-progress"]
 
 
 def get(url: str) -> tuple[int, str]:
@@ -49,7 +51,8 @@ def probe_url(tmp_path_factory):
     proc = subprocess.Popen([sys.executable, "-m", "scaler.cli", "probe", "--model-size", "1M", "--cache-dir", str(cache),
                              "--steady-requests", "3", "--shallow-requests", "1", "--shallow-tokens", "64",
                              "--request-tokens", "32", "--max-input-tokens", "256", "--no-raw-read", "-q",
-                             "--serve", "0", "--host", "127.0.0.1", "--max-batch", "1", "--test-step-delay", "0.002"],
+                             "--serve", "0", "--host", "127.0.0.1", "--max-batch", "8", "--max-queue", "8",
+                             "--test-step-delay", "0.05"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     found = threading.Event()
@@ -84,8 +87,8 @@ def loadtest(*args: str):
 
 def test_loadtest_finds_a_rate_that_holds_and_one_that_does_not(probe_url, tmp_path):
     out = tmp_path / "lt.json"
-    r = loadtest(probe_url, "--ramp", "--start-rate", "6", "--ramp-factor", "2", "--refine", "3",
-                 "--duration", "2.5s", "--json", str(out), *COMMON)
+    r = loadtest(probe_url, "--ramp", "--start-rate", "8", "--ramp-factor", "2", "--refine", "3",
+                 "--duration", "3s", "--json", str(out), *COMMON)
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     steps = doc["steps"]
@@ -98,17 +101,17 @@ def test_loadtest_finds_a_rate_that_holds_and_one_that_does_not(probe_url, tmp_p
     assert doc["recommendation_basis"] == "slo"  # a higher rate broke the SLO
     rec = doc["recommended_qps_per_replica"]
     assert rec == pytest.approx(doc["capacity_rps"] * 0.8)
-    assert 3 < rec < 60  # ~20 req/s per replica, with the machine's noise
+    assert 8 < rec < 60  # ~30 req/s per replica x 0.8, with the machine's noise
 
     # replayed: the recommended rate meets the SLO, 50 % more does not
     again = tmp_path / "again.json"
-    r = loadtest(probe_url, "--rates", f"{rec:.4f},{rec * 1.5:.4f}", "--duration", "3s", "--json", str(again),
+    r = loadtest(probe_url, "--rates", f"{rec:.4f},{rec * 1.5:.4f}", "--duration", "4s", "--json", str(again),
                  *COMMON)
     assert r.exit_code == 0, r.output
     at_rec, above = json.loads(again.read_text())["steps"]
     assert at_rec["meets_slo"] and not at_rec["generator_limited"], at_rec
     assert not above["meets_slo"] and not above["generator_limited"], above
-    assert above["p95_s"] > at_rec["p95_s"]
+    assert above["within_slo"] < at_rec["within_slo"]
 
     # the server counted what the client sent: every ok answer is a 200 in its histogram
     families = {f.name: f for f in text_string_to_metric_families(get(probe_url + "/metrics")[1])}
