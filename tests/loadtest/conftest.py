@@ -15,14 +15,15 @@ COMPLETION = {"id": "cmpl-test", "object": "text_completion", "choices": [{"text
 
 class FakeServer(ThreadingHTTPServer):
     """POST answers after ``delay`` seconds; ``serial`` makes it serve one request at a time (capacity 1/delay);
-    ``status`` other than 200 answers that status; ``stream`` bodies are server-sent events."""
+    ``status`` other than 200 answers that status; ``plain`` answers 200 with JSON that is no completion;
+    otherwise a completion, as server-sent events when the body asks ``stream``."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, delay: float = 0.0, serial: bool = False, status: int = 200) -> None:
-        self.delay, self.serial, self.status = delay, serial, status
+    def __init__(self, delay: float = 0.0, serial: bool = False, status: int = 200, plain: bool = False) -> None:
+        self.delay, self.serial, self.status, self.plain = delay, serial, status, plain
         self.lock = threading.Lock()
         self.arrivals: list[float] = []
         super().__init__(("127.0.0.1", 0), Handler)
@@ -59,6 +60,10 @@ class Handler(BaseHTTPRequestHandler):
         if srv.status != 200:
             raw = b'{"error": {"message": "nope"}}'
             self.send_response(srv.status)
+        elif srv.plain:  # 200, but not a completion: JSON without choices, never events
+            raw = b'{"status": "fine"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
         elif body.get("stream"):
             raw = ("data: " + json.dumps(COMPLETION) + "\n\ndata: [DONE]\n\n").encode()
             self.send_response(200)

@@ -95,6 +95,34 @@ def test_non_2xx_answers(fake_server, status):
     assert f"answered HTTP {status} to a lone completion request" in r.output
 
 
+@pytest.mark.parametrize("stream, needle", [("--stream", "no server-sent events"), ("--no-stream", "no JSON with choices")])
+def test_an_answer_that_is_not_a_completion(fake_server, stream, needle):
+    srv = fake_server(plain=True)
+    r = loadtest(srv.url, "--rates", "1", "--duration", "1s", stream)
+    assert r.exit_code == 2 and "the answer is not an OpenAI completion" in r.output and needle in r.output
+
+
+def test_a_server_slower_than_the_timeout(fake_server):
+    srv = fake_server(delay=0.5)
+    r = loadtest(srv.url, "--rates", "1", "--duration", "1s", "--timeout", "0.2s")
+    assert r.exit_code == 2 and "no answer within --timeout 0.2 s to a lone request" in r.output
+
+
+def test_closed_loop_steps_from_the_command_line(fake_server, tmp_path):
+    srv = fake_server(delay=0.05, serial=True)  # at most 20 req/s, whatever the workers
+    out = tmp_path / "lt.json"
+    r = loadtest(srv.url, "--concurrency", "2,1", "--duration", "1s", "--slo", "0.5s", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert [s["concurrency"] for s in doc["steps"]] == [1, 2] and {s["mode"] for s in doc["steps"]} == {"closed"}
+    for s in doc["steps"]:
+        assert s["achieved_rps"] == pytest.approx(20.0, rel=0.25)  # the server's pace, not the workers'
+    # 2 workers on a one-at-a-time server: each waits for the other, ~100 ms
+    assert doc["steps"][1]["p50_s"] > 1.5 * doc["steps"][0]["p50_s"]
+    assert doc["knee"]["step"] == 1 and doc["recommended_qps_per_replica"] == pytest.approx(
+        doc["steps"][1]["achieved_rps"] * 0.8)
+
+
 def test_no_stream_reads_json_answers(fake_server):
     srv = fake_server()
     r = loadtest(srv.url, "--rates", "2", "--duration", "1s", "--no-stream", "--slo", "1s")
