@@ -49,6 +49,24 @@ def test_batched_requests_get_the_tokens_they_would_get_alone(model):
     assert all(len(t) == 6 for t in got)
 
 
+def test_a_user_module_is_served_the_same_way(monkeypatch):
+    """A user's module (forward(ids) -> logits, any vocabulary): no position limit unless one is given."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))
+    from support import probe_user_model as um
+
+    torch.manual_seed(1)
+    user = um.build(hidden=16, vocab=300).eval()
+    engine = Engine(user, torch.device("cpu"), 300, None, max_batch=2).start()
+    try:
+        a, b = engine.submit(encode("hello", 300), 5), engine.submit(encode("a longer prompt", 300), 3)
+        assert list(a.results(timeout=30)) == greedy(user, encode("hello", 300), 5)
+        assert list(b.results(timeout=30)) == greedy(user, encode("a longer prompt", 300), 3)
+    finally:
+        engine.stop()
+
+
 def test_queue_bound_and_positions(model):
     engine = Engine(model, torch.device("cpu"), 512, 64, max_batch=1, max_queue=2)  # not started: nothing drains
     engine.submit([1], 1)
