@@ -113,11 +113,23 @@ def test_loadtest_finds_a_rate_that_holds_and_one_that_does_not(probe_url, tmp_p
     assert not above["meets_slo"] and not above["generator_limited"], above
     assert above["within_slo"] < at_rec["within_slo"]
 
+    # the step test on one replica: 60 % of the capacity, then at once 120 %
+    step = tmp_path / "step.json"
+    r = loadtest(probe_url, "--step", "0.6,1.2", "--capacity-from", str(out), "--duration", "3s", "--json", str(step),
+                 *COMMON)
+    assert r.exit_code == 0, r.output
+    sdoc = json.loads(step.read_text())
+    low, high = sdoc["steps"]
+    assert low["target_rps"] == pytest.approx(0.6 * doc["capacity_rps"])
+    assert high["target_rps"] == pytest.approx(1.2 * doc["capacity_rps"])
+    assert low["meets_slo"] and high["within_slo"] < low["within_slo"]
+    assert len(sdoc["timeline"]) == 6 and sum(w["arrivals"] for w in sdoc["timeline"]) == low["requests"] + high["requests"]
+
     # the server counted what the client sent: every ok answer is a 200 in its histogram
     families = {f.name: f for f in text_string_to_metric_families(get(probe_url + "/metrics")[1])}
     ok = sum(s.value for s in families["forescale_requests"].samples
              if s.name == "forescale_requests_total" and s.labels["code"] == "200")
-    sent_ok = sum(s["ok"] for s in steps) + at_rec["ok"] + above["ok"]
+    sent_ok = sum(s["ok"] for s in steps) + at_rec["ok"] + above["ok"] + low["ok"] + high["ok"]
     assert ok >= sent_ok  # plus the preflight requests and the settling ones
     count = next(s.value for s in families["forescale_request_duration_seconds"].samples
                  if s.name.endswith("_count"))
