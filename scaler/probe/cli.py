@@ -137,8 +137,8 @@ def _write_json(path: str, report: dict) -> None:
 @click.option("--max-queue", type=click.IntRange(1, 100000), default=256, show_default=True,
               help="With --serve: requests waiting for a batch slot before new ones get 503.")
 @click.option("--capacity-from", type=click.Path(dir_okay=False), default=None, metavar="LOADTEST.json",
-              help="With --serve: export the measured capacity (req/s at the SLO) of a `forescale loadtest --json` result as "
-              "forescale_capacity_qps{model}.")
+              help="With --serve: export the measured capacity (req/s at the SLO) of a `forescale loadtest "
+              "--json` result as forescale_capacity_qps{model}.")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address for --serve.")
 @click.option("--exit-after-warmup", is_flag=True, help="With --serve: exit once warm-up finished (one-shot).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")

@@ -121,7 +121,8 @@ def main() -> None:
     rates = [float(r) for r in args.rates.split(",")]
     proc, url = start_server()
     try:
-        print(f"load average before: {os.getloadavg()[0]:.1f}; generator ceiling: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), Python "
+        print(f"load average before: {os.getloadavg()[0]:.1f}; generator ceiling: {os.cpu_count()} cores "
+              f"({len(os.sched_getaffinity(0))} usable), Python "
               f"{sys.version.split()[0]}, no-op server in its own process; sustained = offered >= 95 % of the "
               f"target and send lag p99 <= {MAX_LAG * 1e3:.0f} ms, no errors; {args.duration:g} s per rate")
         a = sweep("aiohttp (scaler.loadtest)", with_aiohttp, url, rates, args.duration)

@@ -95,7 +95,8 @@ def test_non_2xx_answers(fake_server, status):
     assert f"answered HTTP {status} to a lone completion request" in r.output
 
 
-@pytest.mark.parametrize("stream, needle", [("--stream", "no server-sent events"), ("--no-stream", "no JSON with choices")])
+@pytest.mark.parametrize("stream, needle", [("--stream", "no server-sent events"),
+                                            ("--no-stream", "no JSON with choices")])
 def test_an_answer_that_is_not_a_completion(fake_server, stream, needle):
     srv = fake_server(plain=True)
     r = loadtest(srv.url, "--rates", "1", "--duration", "1s", stream)

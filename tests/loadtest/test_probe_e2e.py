@@ -48,7 +48,8 @@ def probe_url(tmp_path_factory):
     cache = tmp_path_factory.mktemp("lt-probe-cache")
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "scaler.cli", "probe", "--model-size", "1M", "--cache-dir", str(cache),
+    proc = subprocess.Popen([sys.executable, "-m", "scaler.cli", "probe", "--model-size", "1M",
+                             "--cache-dir", str(cache),
                              "--steady-requests", "3", "--shallow-requests", "1", "--shallow-tokens", "64",
                              "--request-tokens", "32", "--max-input-tokens", "256", "--no-raw-read", "-q",
                              "--serve", "0", "--host", "127.0.0.1", "--max-batch", "8", "--max-queue", "8",
@@ -123,7 +124,8 @@ def test_loadtest_finds_a_rate_that_holds_and_one_that_does_not(probe_url, tmp_p
     assert low["target_rps"] == pytest.approx(0.6 * doc["capacity_rps"])
     assert high["target_rps"] == pytest.approx(1.2 * doc["capacity_rps"])
     assert low["meets_slo"] and high["within_slo"] < low["within_slo"]
-    assert len(sdoc["timeline"]) == 6 and sum(w["arrivals"] for w in sdoc["timeline"]) == low["requests"] + high["requests"]
+    assert len(sdoc["timeline"]) == 6
+    assert sum(w["arrivals"] for w in sdoc["timeline"]) == low["requests"] + high["requests"]
 
     # the server counted what the client sent: every ok answer is a 200 in its histogram
     families = {f.name: f for f in text_string_to_metric_families(get(probe_url + "/metrics")[1])}
