@@ -149,8 +149,10 @@ def write_plot(doc: dict, path: Path) -> None:
               help="Open loop: Poisson arrivals at each rate (req/s), ascending, --duration each.")
 @click.option("--ramp", is_flag=True, help="Open loop from --start-rate, x --ramp-factor while the SLO holds, then "
               "--refine bisections around the knee. [the default mode]")
-@click.option("--start-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
-@click.option("--ramp-factor", type=click.FloatRange(min=1, min_open=True), default=1.5, show_default=True)
+@click.option("--start-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="With --ramp: the first rate (req/s).")
+@click.option("--ramp-factor", type=click.FloatRange(min=1, min_open=True), default=1.5, show_default=True,
+              help="With --ramp: the next rate is the last passing one times this.")
 @click.option("--refine", type=click.IntRange(0, 10), default=2, show_default=True,
               help="With --ramp: bisections between the last passing and the first failing rate.")
 @click.option("--max-rate", type=click.FloatRange(min=0, min_open=True), default=10000.0, show_default=True,
