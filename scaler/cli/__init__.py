@@ -17,6 +17,7 @@ import click
 from ..probe.cli import probe_command
 from .backtest import backtest_command
 from .check import check_command
+from .loadtest import loadtest_command
 from .tune import tune_command
 
 
@@ -78,3 +79,4 @@ main.add_command(probe_command, name="probe")
 main.add_command(backtest_command, name="backtest")
 main.add_command(tune_command, name="tune")
 main.add_command(check_command, name="check")
+main.add_command(loadtest_command, name="loadtest")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -115,7 +116,32 @@ def source_options(default_start: str):
     )
 
 
+def qps_per_replica_from(f):
+    """``--qps-per-replica-from LOADTEST.json``: the recommended qpsPerReplica of a ``forescale loadtest --json``
+    result, handed to the command as ``qps_per_replica`` (so the command itself needs no change)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, qps_per_replica_from: Path | None = None, **kwargs):
+        if qps_per_replica_from is not None:
+            if kwargs.get("qps_per_replica") is not None:
+                fail("give either --qps-per-replica or --qps-per-replica-from, not both")
+            from ..loadtest.report import LoadtestReportError, read_qps_per_replica
+
+            try:
+                kwargs["qps_per_replica"] = read_qps_per_replica(qps_per_replica_from)
+            except LoadtestReportError as e:
+                fail(str(e))
+            click.echo(f"qpsPerReplica {kwargs['qps_per_replica']:.4g} from {qps_per_replica_from}", err=True)
+        return f(*args, **kwargs)
+
+    return click.option("--qps-per-replica-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        metavar="LOADTEST.json",
+                        help="Take qpsPerReplica from a `forescale loadtest --json` result (its recommended "
+                             "value).")(wrapper)
+
+
 replica_options = _compose(
+    qps_per_replica_from,
     click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the "
                       f"simulated peak needs about {TARGET_PEAK_REPLICAS} replicas (printed)."),

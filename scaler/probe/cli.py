@@ -130,22 +130,34 @@ def _write_json(path: str, report: dict) -> None:
 @click.option("--json", "json_path", default=None, callback=_json_path, metavar="PATH",
               help="Write the JSON report here (- for stdout).")
 @click.option("--serve", "serve_port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
-              help="Serve /metrics and /health/{startup,ready,live}; stay up after warm-up until SIGTERM.")
+              help="Serve /metrics and /health/{startup,ready,live}, and after warm-up the model itself on "
+              "POST /v1/completions (OpenAI-compatible); stay up until SIGTERM.")
+@click.option("--max-batch", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="With --serve: requests generated together (iteration-level batching).")
+@click.option("--max-queue", type=click.IntRange(1, 100000), default=256, show_default=True,
+              help="With --serve: requests waiting for a batch slot before new ones get 503.")
+@click.option("--capacity-from", type=click.Path(dir_okay=False), default=None, metavar="LOADTEST.json",
+              help="With --serve: export the measured capacity (req/s at the SLO) of a `forescale loadtest "
+              "--json` result as forescale_capacity_qps{model}.")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address for --serve.")
 @click.option("--exit-after-warmup", is_flag=True, help="With --serve: exit once warm-up finished (one-shot).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.option("--test-warmup-delay", type=click.FloatRange(min=0), default=0.0, hidden=True)
+@click.option("--test-step-delay", type=click.FloatRange(min=0), default=0.0, hidden=True)
 @click.pass_context
 def probe_command(ctx: click.Context, model_size, weights, module_spec, module_kwargs, model_name, dtype, vocab_size,
                   device, cache_dir, seed, warmup_inputs, request_tokens, shallow_requests, shallow_tokens, concurrency,
                   steady_requests, max_input_tokens, h2d, evict, raw_read, image_pull_seconds, scheduling_seconds,
-                  json_path, serve_port, host, exit_after_warmup, quiet, test_warmup_delay) -> None:
+                  json_path, serve_port, max_batch, max_queue, capacity_from, host, exit_after_warmup, quiet,
+                  test_warmup_delay, test_step_delay) -> None:
     """Measure T_cold of a torch model on this device, phase by phase.
 
     Phases: runtime_import, device_init, weights_read, weights_to_device,
-    first_inference, warmup_shallow, warmup_deep, warmup_concurrent,
-    steady_inference. T_cold is their sum plus --image-pull-seconds and
-    --scheduling-seconds. Exit code 2 on a bad input or a failed probe.
+    first_inference, warmup_shallow, warmup_deep, warmup_concurrent.
+    T_cold is their sum plus --image-pull-seconds and --scheduling-seconds;
+    readiness comes when warm-up is done. The steady-state timing
+    (--steady-requests) runs after readiness, outside T_cold. Exit code 2 on
+    a bad input or a failed probe.
 
     The scaler reads T_cold with the trigger metadata
     coldStartQuery: max(forescale_cold_start_seconds{phase="total",model="NAME"}).
@@ -158,6 +170,16 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         raise click.UsageError("--weights needs --module package.module:factory (the code that builds the model)")
     if exit_after_warmup and serve_port is None:
         raise click.UsageError("--exit-after-warmup goes with --serve PORT (without --serve the probe always exits)")
+    if capacity_from is not None and serve_port is None:
+        raise click.UsageError("--capacity-from goes with --serve PORT (it is exported on /metrics)")
+    capacity = None
+    if capacity_from is not None:
+        from ..loadtest.report import LoadtestReportError, read_capacity
+
+        try:
+            capacity = read_capacity(capacity_from)
+        except LoadtestReportError as exc:
+            raise click.BadParameter(str(exc), param_hint="--capacity-from")
     config = ProbeConfig(
         model=ModelSpec(size=model_size, weights=weights, module=module_spec, module_kwargs=module_kwargs,
                         name=model_name, dtype=dtype.lower(), seed=seed, cache_dir=cache_dir, vocab_size=vocab_size),
@@ -188,11 +210,13 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         return
 
     try:
-        server = probe.serve(host, serve_port)
+        server = probe.serve(host, serve_port, max_batch=max_batch, max_queue=max_queue, step_delay=test_step_delay)
     except ProbeError as exc:
         raise ProbeFailed(exc)
+    if capacity is not None:
+        probe.metrics.set_capacity(capacity)
     click.echo(f"forescale probe: serving {server.url} (/health/startup, /health/ready, /health/live, /metrics, "
-               "/report)", err=True)
+               "/report, POST /v1/completions)", err=True)
     stop = threading.Event()
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -207,7 +231,7 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
             pass
         if probe.done:
             if probe.error is None:
-                _output(probe, probe.report(), json_path)
+                _output(probe, probe.report(), json_path, keep_model=not exit_after_warmup)
             else:
                 if json_path is not None:
                     _write_json(json_path, probe.report())
@@ -228,8 +252,9 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         ctx.exit(code)
 
 
-def _output(probe, report: dict, json_path: str | None) -> None:
-    probe.release_model()  # the CLI has no use for the weights once measured
+def _output(probe, report: dict, json_path: str | None, keep_model: bool = False) -> None:
+    if not keep_model:  # a serving probe keeps the model for /v1/completions
+        probe.release_model()
     table = probe.table()
     if json_path == "-":
         click.echo(table, err=True)

@@ -12,9 +12,10 @@ from .report import PHASES, SCHEMA, FORMULA, host_facts, now_iso, percentile, pr
 
 
 def build_report(cfg: ProbeConfig, plan: Plan, *, phases_timed: dict, details: dict, started_at: str | None,
-                 model_facts: dict, device_facts: dict, eviction, first_seconds: float, latencies: list[float],
-                 p50: float, req_tokens: int, shallow_tokens: int) -> dict:
-    """The successful report; ``phases_timed``/``details`` are the runner's per-phase seconds and details."""
+                 model_facts: dict, device_facts: dict, eviction, first_seconds: float, req_tokens: int,
+                 shallow_tokens: int) -> dict:
+    """The successful report at readiness; ``phases_timed``/``details`` are the runner's per-phase seconds and
+    details. The steady-state figures come after readiness (:func:`steady_facts`)."""
     phases = {name: phases_timed[name] for name in PHASES}
     total = t_cold(phases, cfg.image_pull_seconds, cfg.scheduling_seconds)
     read = throughput(details["weights_read"]["bytes"], phases["weights_read"])
@@ -34,12 +35,8 @@ def build_report(cfg: ProbeConfig, plan: Plan, *, phases_timed: dict, details: d
         "throughput": {"weights_read": read, "weights_to_device": h2d, "raw_read": None,
                        "load_vs_raw_ratio": None, "h2d": None},
         "page_cache": {"weights_read": eviction.as_dict(), "raw_read": None, "comparable": None},
-        "inference": {"request_tokens": req_tokens, "first_seconds": first_seconds,
-                      "steady": {"requests": len(latencies), "p50_seconds": p50,
-                                 "p95_seconds": percentile(latencies, 0.95),
-                                 "mean_seconds": sum(latencies) / len(latencies),
-                                 "min_seconds": min(latencies), "max_seconds": max(latencies)},
-                      "first_request_penalty": first_seconds / p50 if p50 > 0 else None},
+        "inference": {"request_tokens": req_tokens, "first_seconds": first_seconds, "steady": None,
+                      "first_request_penalty": None},
         "warmup": {"shallow": {"requests": cfg.warmup.shallow_requests, "tokens": shallow_tokens},
                    "deep": plan.deep.describe(),
                    "concurrent": {"threads": cfg.warmup.concurrency, "tokens": req_tokens}},
@@ -48,6 +45,13 @@ def build_report(cfg: ProbeConfig, plan: Plan, *, phases_timed: dict, details: d
                              "h2d_bytes_per_second": h2d["bytes_per_second"], "disk_source": disk_source,
                              "formula": FORMULA},
     }
+
+
+def steady_facts(latencies: list[float]) -> dict:
+    """The report's ``inference.steady``: requests timed one by one after readiness."""
+    return {"requests": len(latencies), "seconds": sum(latencies), "p50_seconds": percentile(latencies, 0.5),
+            "p95_seconds": percentile(latencies, 0.95), "mean_seconds": sum(latencies) / len(latencies),
+            "min_seconds": min(latencies), "max_seconds": max(latencies)}
 
 
 def device_facts(torch, device) -> dict:

@@ -8,20 +8,30 @@
                                                              | h2d_pinned | h2d_pageable
     forescale_probe_load_vs_raw_read_ratio{model,device}      weights_read throughput / raw sequential read
     forescale_probe_weights_bytes{model,kind}                 kind = file | tensors
-    forescale_probe_inference_seconds{model,device,stat}      stat = first | p50 | p95 (steady state)
+    forescale_probe_inference_seconds{model,device,stat}      stat = first | p50 | p95 (steady state, timed
+                                                             after readiness: not part of T_cold)
     forescale_probe_first_request_penalty_ratio{model,device} first / steady p50
     forescale_probe_ready{model}                              1 once warm-up finished, else 0
     forescale_probe_state{model,forescale_probe_state}        the current state (one label value is 1)
     forescale_probe_info{model,device,device_name,dtype,torch_version,parameters}
+
+Serving (``POST /v1/completions`` once ready):
+
+    forescale_requests_total{model,code}                      requests answered, by HTTP status
+    forescale_request_duration_seconds{model}                 histogram: arrival to last byte (successful requests)
+    forescale_time_to_first_token_seconds{model}              histogram: arrival to the first token
+    forescale_queue_depth{model}                              requests waiting for a batch slot
+    forescale_capacity_qps{model}                             the measured qpsPerReplica (``--capacity-from``)
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import Enum as EnumMetric
 
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 STATES = ("pending", "validating", "preparing", "runtime_import", "device_init", "weights_read", "weights_to_device",
-          "first_inference", "warmup_shallow", "warmup_deep", "warmup_concurrent", "steady_inference", "ready",
+          "first_inference", "warmup_shallow", "warmup_deep", "warmup_concurrent", "ready",
           "failed", "stopping")
 
 
@@ -51,6 +61,17 @@ class ProbeMetrics:
                                 registry=r)
         self.info = Gauge("forescale_probe_info", "Facts about the probed model and device (value 1)",
                           ["model", "device", "device_name", "dtype", "torch_version", "parameters"], registry=r)
+        self.requests = Counter("forescale_requests", "Completion requests answered, by HTTP status",
+                                ["model", "code"], registry=r)
+        self.duration = Histogram("forescale_request_duration_seconds",
+                                  "Completion latency, arrival to last byte (successful requests)", ["model"],
+                                  buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram("forescale_time_to_first_token_seconds", "Arrival to the first generated token",
+                              ["model"], buckets=LATENCY_BUCKETS, registry=r)
+        self.queue = Gauge("forescale_queue_depth", "Completion requests waiting for a batch slot", ["model"],
+                           registry=r)
+        self.capacity = Gauge("forescale_capacity_qps", "Measured sustainable req/s of one replica at the latency "
+                              "SLO (forescale loadtest)", ["model"], registry=r)
         self.ready.labels(model).set(0)
         self.state.labels(model).state("pending")
 
@@ -90,9 +111,23 @@ class ProbeMetrics:
         self.bytes.labels(m, "tensors").set(report["model"]["weights_tensor_bytes"])
         inf = report["inference"]
         self.inference.labels(m, d, "first").set(inf["first_seconds"])
-        self.inference.labels(m, d, "p50").set(inf["steady"]["p50_seconds"])
-        self.inference.labels(m, d, "p95").set(inf["steady"]["p95_seconds"])
-        self.penalty.labels(m, d).set(inf["first_request_penalty"])
+        if inf.get("steady"):  # timed after readiness: absent until then
+            self.inference.labels(m, d, "p50").set(inf["steady"]["p50_seconds"])
+            self.inference.labels(m, d, "p95").set(inf["steady"]["p95_seconds"])
+            self.penalty.labels(m, d).set(inf["first_request_penalty"])
+
+    def observe_request(self, code: int, seconds: float | None = None, ttft: float | None = None) -> None:
+        self.requests.labels(self.model, str(code)).inc()
+        if seconds is not None:
+            self.duration.labels(self.model).observe(seconds)
+        if ttft is not None:
+            self.ttft.labels(self.model).observe(ttft)
+
+    def set_queue(self, depth: int) -> None:
+        self.queue.labels(self.model).set(depth)
+
+    def set_capacity(self, qps: float) -> None:
+        self.capacity.labels(self.model).set(qps)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

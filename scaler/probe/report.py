@@ -13,7 +13,8 @@ Report schema ``forescale.probe/v1`` (JSON object; keys scripts may rely on):
     host              {hostname, platform, python, torch_version, cpu_count, cpus_usable, memory_bytes}
     phases            {phase: seconds} in order: runtime_import, device_init, weights_read,
                        weights_to_device, first_inference, warmup_shallow, warmup_deep,
-                       warmup_concurrent, steady_inference
+                       warmup_concurrent (readiness: T_cold ends here; reports of older versions also
+                       hold steady_inference, which read_cold_start still accepts)
     phase_details     {phase: {...}} (bytes, modes, request counts)
     extras            {image_pull_seconds, scheduling_seconds}  (given, not measured)
     t_cold_seconds    sum(phases) + image_pull_seconds + scheduling_seconds
@@ -22,7 +23,8 @@ Report schema ``forescale.probe/v1`` (JSON object; keys scripts may rely on):
                        h2d: {pinned, pageable} (CUDA) | null}
     page_cache        {weights_read: {requested, supported, evicted, resident_before, resident_after, method},
                        raw_read: same | null, comparable}
-    inference         {request_tokens, first_seconds, steady: {requests, p50_seconds, p95_seconds,
+    inference         {request_tokens, first_seconds, steady (timed after readiness; null if that failed):
+                       {requests, seconds, p50_seconds, p95_seconds,
                        mean_seconds, min_seconds, max_seconds}, first_request_penalty}
     warmup            {shallow: {requests, tokens}, deep: {source, format, requests, tokens, min_tokens,
                        max_tokens, truncated}, concurrent: {threads, tokens}}
@@ -47,7 +49,9 @@ from .errors import ProbeReportError
 
 SCHEMA = "forescale.probe/v1"
 PHASES = ("runtime_import", "device_init", "weights_read", "weights_to_device", "first_inference",
-          "warmup_shallow", "warmup_deep", "warmup_concurrent", "steady_inference")
+          "warmup_shallow", "warmup_deep", "warmup_concurrent")
+# Reports written before the steady-state timing moved after readiness carry it as a phase of T_cold.
+LEGACY_PHASES = PHASES + ("steady_inference",)
 ETAS = (0.0, 0.9, 1.0)
 FORMULA = "load(eta) = (1 - eta) * size * (1/disk_bw + 1/h2d_bw); T_cold(eta) = T_cold - weights_read - weights_to_device + load(eta)"
 
@@ -142,9 +146,6 @@ def format_table(report: dict) -> str:
                        f"({report['warmup']['deep']['source']})",
         "warmup_concurrent": f"{report['warmup']['concurrent']['threads']} parallel x "
                              f"{report['warmup']['concurrent']['tokens']} tokens",
-        "steady_inference": f"{inf['steady']['requests']} requests: p50 {inf['steady']['p50_seconds'] * 1e3:.1f} ms, "
-                            f"p95 {inf['steady']['p95_seconds'] * 1e3:.1f} ms; first-request penalty "
-                            f"{inf['first_request_penalty']:.1f}x",
     }
     rows = list(report["phases"].items())
     ex = report["extras"]
@@ -156,6 +157,11 @@ def format_table(report: dict) -> str:
         share = seconds / total * 100 if total > 0 else 0.0
         lines.append(f"{name:<20}{seconds:>10.3f}{share:>7.1f}%  {details.get(name, '')}")
     lines.append(f"{'T_cold':<20}{total:>10.3f}{100.0:>7.1f}%")
+    steady = inf.get("steady")
+    if steady:
+        lines.append(f"after readiness (not in T_cold): {steady['requests']} steady requests, p50 "
+                     f"{steady['p50_seconds'] * 1e3:.1f} ms, p95 {steady['p95_seconds'] * 1e3:.1f} ms; first-request "
+                     f"penalty {inf['first_request_penalty']:.1f}x")
     if tp.get("h2d"):
         h = tp["h2d"]
         lines.append(f"host->device: pinned {h['pinned']['gb_per_second']:.2f} GB/s, "
@@ -192,7 +198,7 @@ def load_report(path: str | os.PathLike) -> dict:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ProbeReportError(f"{shown}: t_cold_seconds {value!r} is not a positive number of seconds")
     phases, extras = report.get("phases"), report.get("extras")
-    if not isinstance(phases, dict) or not isinstance(extras, dict) or set(phases) != set(PHASES):
+    if not isinstance(phases, dict) or not isinstance(extras, dict) or set(phases) not in (set(PHASES), set(LEGACY_PHASES)):
         raise ProbeReportError(f"{shown}: damaged probe report (phases should be {', '.join(PHASES)})")
     try:
         total = t_cold({k: float(v) for k, v in phases.items()}, float(extras["image_pull_seconds"]),

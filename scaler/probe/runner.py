@@ -28,10 +28,10 @@ from . import inputs as inputs_mod
 from . import pagecache, weights
 from .config import ProbeConfig
 from .errors import ProbeError
-from .facts import build_report, device_facts as describe_device
+from .facts import build_report, device_facts as describe_device, steady_facts
 from .metrics import ProbeMetrics
 from .plan import Plan, assemble, build_plan, main_dtype
-from .report import SCHEMA, format_table, host_facts, now_iso, percentile, t_cold, throughput
+from .report import SCHEMA, format_table, host_facts, now_iso, t_cold, throughput
 
 log = logging.getLogger("forescale.probe")
 H2D_SAMPLE_MAX = 1 << 30
@@ -76,6 +76,8 @@ class Probe:
         self._thread: threading.Thread | None = None
         self._server = None
         self._started_at: str | None = None
+        self._serving: tuple | None = None  # (device, vocab size, max positions) once ready
+        self._engine = None
 
     # ------------------------------------------------------------ public API
 
@@ -131,15 +133,38 @@ class Probe:
         """The loaded, warmed torch module once ready (for an inference server to use), else None."""
         return self._model if self._ready else None
 
-    def serve(self, host: str = "0.0.0.0", port: int = 8000):
-        """Start the HTTP endpoints (health, /metrics) in a background thread; returns the server."""
+    def serve(self, host: str = "0.0.0.0", port: int = 8000, *, max_batch: int = 8, max_queue: int = 256,
+              step_delay: float = 0.0):
+        """Start the HTTP endpoints (health, /metrics, and POST /v1/completions once ready: the warmed model
+        behind a queue of ``max_queue`` and batches of up to ``max_batch``) in a background thread."""
         from .server import ProbeServer
 
-        self._server = ProbeServer(self, host, port).start()
+        self._server = ProbeServer(self, host, port, max_batch=max_batch, max_queue=max_queue,
+                                   step_delay=step_delay).start()
         return self._server
+
+    def completions(self, max_batch: int = 8, max_queue: int = 256, step_delay: float = 0.0):
+        """The :class:`~scaler.probe.completions.Engine` serving the warmed model (started on first use), or
+        None until ready (and after :meth:`release_model` or :meth:`mark_stopping`)."""
+        from .completions import Engine
+
+        with self._lock:
+            if self._engine is None and self._ready and self._model is not None and self._serving is not None:
+                device, vocab, positions = self._serving
+                self._engine = Engine(self._model, device, vocab, positions, max_batch=max_batch,
+                                      max_queue=max_queue, on_queue=self.metrics.set_queue,
+                                      step_delay=step_delay).start()
+            return self._engine
+
+    def _stop_engine(self) -> None:
+        with self._lock:
+            engine, self._engine, self._serving = self._engine, None, None
+        if engine is not None:
+            engine.stop()
 
     def release_model(self) -> None:
         """Drop the loaded model (a sidecar keeps serving health and metrics without holding the weights)."""
+        self._stop_engine()
         self._model = None
         import gc
 
@@ -156,8 +181,10 @@ class Probe:
             self._reason = "shutting down"
         self.metrics.set_ready(False)
         self.metrics.set_state("stopping")
+        self._stop_engine()
 
     def close(self) -> None:
+        self._stop_engine()
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -363,22 +390,14 @@ class Probe:
             self._concurrent(torch, infer, user_call, w.concurrency, req_tokens, plan.vocab_size, is_cuda, device)
             d.update(threads=w.concurrency, tokens=req_tokens)
 
-        latencies = []
-        with self._timed("steady_inference", sync) as d:
-            for _ in range(w.steady_requests):
-                t0 = time.perf_counter()
-                user_call(lambda: infer(request))
-                latencies.append(time.perf_counter() - t0)
-            d.update(requests=w.steady_requests, tokens=req_tokens)
-
-        p50 = percentile(latencies, 0.5)
         model_facts = dict(plan.model_facts, parameters=params, dtype=module_dtype, weights_tensor_bytes=nbytes,
                            tensors=len(found))
         self._model = model
+        self._serving = (device, plan.vocab_size, plan.max_tokens)
         report = build_report(self.config, plan, phases_timed=self._phases, details=self._details,
                               started_at=self._started_at, model_facts=model_facts, device_facts=device_facts,
-                              eviction=eviction, first_seconds=first_seconds, latencies=latencies, p50=p50,
-                              req_tokens=req_tokens, shallow_tokens=shallow_tokens)
+                              eviction=eviction, first_seconds=first_seconds, req_tokens=req_tokens,
+                              shallow_tokens=shallow_tokens)
         with self._lock:
             self._report = report
         self.metrics.publish_report(report)
@@ -393,9 +412,18 @@ class Probe:
         self.metrics.set_state("ready")
         self._emit("ready", report["t_cold_seconds"])
 
-        # After readiness (not part of T_cold): comparison figures. A failure here must not undo readiness.
+        # After readiness (not part of T_cold): steady-state timing and comparison figures. A failure here must
+        # not undo readiness.
+        def steady() -> list[float]:
+            latencies = []
+            for _ in range(w.steady_requests):
+                t0 = time.perf_counter()
+                user_call(lambda: infer(request))
+                latencies.append(time.perf_counter() - t0)
+            return latencies
+
         try:
-            self._after_ready(torch, plan, device, nbytes, report)
+            self._after_ready(torch, plan, device, nbytes, report, steady)
         except Exception as exc:
             log.warning("probe: comparison figures after readiness failed: %s", exc)
             report["after_ready_error"] = f"{type(exc).__name__}: {exc}"
@@ -423,7 +451,13 @@ class Probe:
         if errors:
             raise errors[0]
 
-    def _after_ready(self, torch, plan: Plan, device, nbytes: int, report: dict) -> None:
+    def _after_ready(self, torch, plan: Plan, device, nbytes: int, report: dict,
+                     steady: Callable[[], list[float]]) -> None:
+        inf = report["inference"]
+        inf["steady"] = steady_facts(steady())
+        p50 = inf["steady"]["p50_seconds"]
+        inf["first_request_penalty"] = inf["first_seconds"] / p50 if p50 > 0 else None
+        self.metrics.publish_report(report)
         tp = report["throughput"]
         if device.type == "cuda":
             sample = max(16 << 20, min(nbytes, H2D_SAMPLE_MAX))

@@ -193,8 +193,11 @@ def _stop(proc: subprocess.Popen) -> int:
 def test_serve_turns_ready_only_after_warmup(cache_dir, tmp_path):
     deep = tmp_path / "deep.jsonl"
     deep.write_text('[1, 2, 3, 4]\n{"tokens": [5, 6, 7]}\n{"text": "a representative prompt"}\n')
+    loadtest = tmp_path / "lt.json"  # a load test's result: its capacity is exported on /metrics
+    loadtest.write_text(json.dumps({"schema": "forescale.loadtest/v1", "capacity_rps": 12.5,
+                                    "recommended_qps_per_replica": 10.0, "steps": []}))
     proc, url = _start_serving(["--model-size", SIZE, "--cache-dir", cache_dir, "--warmup-inputs", str(deep),
-                                "--test-warmup-delay", "2", *FAST])
+                                "--test-warmup-delay", "2", "--capacity-from", str(loadtest), *FAST])
     try:
         seen_not_ready, seen_states = False, set()
         deadline = time.monotonic() + 90
@@ -244,6 +247,17 @@ def test_serve_turns_ready_only_after_warmup(cache_dir, tmp_path):
                                             "tokens": 4 + 3 + len("a representative prompt"), "min_tokens": 3,
                                             "max_tokens": len("a representative prompt"), "truncated": 0}
         assert report["phases"]["warmup_deep"] >= 2.0  # the test delay sits inside the phase
+        # readiness came at the end of warm-up: the steady-state timing ran afterwards, outside T_cold
+        assert "steady_inference" not in report["phases"] and report["inference"]["steady"]["requests"] == 5
+        assert report["t_cold_seconds"] == pytest.approx(sum(report["phases"].values()))
+        families = {f.name: f for f in text_string_to_metric_families(get(url + "/metrics")[1])}
+        assert families["forescale_capacity_qps"].samples[0].value == 12.5
+        assert families["forescale_capacity_qps"].samples[0].labels == {"model": "builtin-1M"}
+        # the CLI keeps the warmed model while serving: completions after the report
+        req = urllib.request.Request(url + "/v1/completions", data=b'{"prompt": "hi", "max_tokens": 3}',
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200 and json.loads(r.read())["usage"]["completion_tokens"] == 3
         assert get(url + "/nope")[0] == 404
     finally:
         rc = _stop(proc)
@@ -506,6 +520,7 @@ def test_warmup_file_is_a_directory(tmp_path, cache_dir):
     (["--weights", "x.safetensors"], "--weights needs --module"),
     (["--module", "a:b"], "--module needs --weights"),
     (["--exit-after-warmup"], "goes with --serve"),
+    (["--capacity-from", "lt.json"], "--capacity-from goes with --serve"),
     (["--json", "/no/such/dir/r.json"], "does not exist"),
     (["--concurrency", "0"], "--concurrency"),
     (["--image-pull-seconds", "-1"], "--image-pull-seconds"),
