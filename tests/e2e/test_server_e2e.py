@@ -84,15 +84,17 @@ def test_dead_band_compensation_in_the_value(scaler, prometheus):
 
 @pytest.mark.parametrize("over,code,fragments", [
     ({"serverAddress": None}, "INVALID_ARGUMENT", ["'serverAddress'", "missing", "http:// or https://"]),
-    ({"qpsPerReplica": "0"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'0'", "> 0"]),
-    ({"qpsPerReplica": "-1"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'-1'", "> 0"]),
-    ({"qpsPerReplica": "abc"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'abc'", "> 0"]),
-    ({"qpsPerReplica": "NaN"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'NaN'", "> 0"]),
+    ({"qpsPerReplica": "0"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'0'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "-1"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'-1'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "abc"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'abc'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "NaN"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'NaN'", "[0.001, 1e9]"]),
     ({"serverAddress": "http://127.0.0.1:1"}, "UNAVAILABLE", ["unreachable", "127.0.0.1:1"]),
     ({"query": "sum(rate(nothing_here_total[2m]))", "ignoreNullValues": "false"}, "FAILED_PRECONDITION",
      ["no series", "ignoreNullValues=false"]),
     ({"query": "rate(forescale_multi_requests_total[2m])"}, "FAILED_PRECONDITION", ["3 series", "sum("]),
-    ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400"]),
+    ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400", "(bad_data)"]),
+    ({"headroom": "1e308"}, "INVALID_ARGUMENT", ["'headroom'", "[1, 100]"]),
+    ({"query": "x" * (1 << 20)}, "INVALID_ARGUMENT", ["'query'", "MAX_VALUE_BYTES", "a value of 1048576 bytes"]),
 ])
 def test_bad_inputs_get_documented_status(scaler, prometheus, over, code, fragments):
     ref = scaler.ref(md(prometheus, **over))
@@ -103,6 +105,7 @@ def test_bad_inputs_get_documented_status(scaler, prometheus, over, code, fragme
         assert e.value.code() == getattr(grpc.StatusCode, code), e.value.details()
         for f in fragments:
             assert f in e.value.details()
+        assert len(e.value.details()) < 1000  # no megabyte echo
 
 
 def test_empty_result_with_ignore_null_values_is_zero(scaler, prometheus):
