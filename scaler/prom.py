@@ -454,7 +454,7 @@ def short(text: str, limit: int = 200) -> str:
 def _error_type(body: bytes) -> str:
     """Prometheus' errorType when it is one of its fixed vocabulary; never the body itself."""
     try:
-        kind = json.loads(body[:4096]).get("errorType")
+        kind = json.loads(body).get("errorType") if len(body) <= (1 << 20) else None
     except (ValueError, AttributeError):
         return ""
     return f" ({kind})" if kind in ERROR_TYPES else ""

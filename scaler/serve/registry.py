@@ -78,6 +78,7 @@ class Registry:
         # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
         self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
         self._spec_bytes = 0
+        self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
         self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
         self.limiter = LogLimiter(clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
@@ -301,7 +302,6 @@ class Registry:
         now = self.clock()
         with self._lock:
             workloads = list(self._workloads.values())
-        busy = Counter(wl.spec.prometheus.server_address for wl in workloads if wl.refreshing)
         due = []
         for wl in workloads:
             if now - wl.last_polled > self.config.forget_seconds:
@@ -312,15 +312,13 @@ class Registry:
         # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
         due.sort(key=lambda w: w.attempted_at or 0.0)
         for wl in due:
-            target = wl.spec.prometheus.server_address
-            if busy[target] >= self.config.per_target_refreshes:
-                continue
-            busy[target] += 1
-            if wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0:
-                self.ops.late.inc()
+            late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
             with self._lock:
-                self._submit_refresh(wl, now)
-        self.ops.in_flight.set(sum(busy.values()))
+                started = self._submit_refresh(wl, now)
+            if started and late:
+                self.ops.late.inc()
+        with self._lock:
+            self.ops.in_flight.set(sum(self._inflight.values()))
         for wl in workloads:
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
@@ -359,16 +357,23 @@ class Registry:
                 log.warning("cannot remove state of %s/%s: %s", wl.namespace, wl.name, e.strerror)
         log.info("forgot ScaledObject %s/%s (not polled for %.0fs)", wl.namespace, wl.name, self.config.forget_seconds)
 
-    def _submit_refresh(self, wl: Workload, now: float) -> None:
-        """Caller holds the lock."""
+    def _submit_refresh(self, wl: Workload, now: float) -> bool:
+        """Caller holds the lock. False, and the refresh stays due, while its target has
+        ``per_target_refreshes`` in flight (a hung target holds no one else's I/O thread)."""
+        target = wl.spec.prometheus.server_address
+        if self._inflight[target] >= self.config.per_target_refreshes:
+            return False
         wl.refreshing = True
         wl.attempted_at = now
         try:
-            self._io.submit(self._refresh, wl)
+            self._io.submit(self._refresh, wl, target)
         except RuntimeError:  # pool shut down
             wl.refreshing = False
+            return False
+        self._inflight[target] += 1
+        return True
 
-    def _refresh(self, wl: Workload) -> None:
+    def _refresh(self, wl: Workload, target: str) -> None:
         spec = wl.spec
         observed: float | None = None
         error: PromError | None = None
@@ -386,6 +391,9 @@ class Registry:
         if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
             self._refresh_cold_start(wl, now)
         with self.changed:
+            self._inflight[target] -= 1
+            if self._inflight[target] <= 0:
+                del self._inflight[target]
             wl.refreshing = False
             if wl.spec is not spec and (wl.spec.prometheus, wl.spec.query) != (spec.prometheus, spec.query):
                 self._submit_refresh(wl, now)  # the query changed meanwhile: this answer is about another series
