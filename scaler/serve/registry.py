@@ -23,7 +23,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -79,6 +79,7 @@ class Registry:
         self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
         self._spec_bytes = 0
         self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
+        self._waiting: dict[str, deque[Workload]] = {}  # refreshes due, queued behind their target's limit
         self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
         self.limiter = LogLimiter(clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
@@ -98,7 +99,7 @@ class Registry:
             try:
                 hit = parse_metadata(metadata, name=name, namespace=namespace)
             except MetadataError as e:
-                hit = e
+                hit = e.with_traceback(None)  # the traceback's frames hold the metadata: never cache them
             with self._lock:
                 if ck not in self._specs:
                     self._specs[ck] = (hit, size)
@@ -307,7 +308,7 @@ class Registry:
             if now - wl.last_polled > self.config.forget_seconds:
                 self._forget(wl)
                 continue
-            if not wl.refreshing and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
+            if not wl.refreshing and not wl.queued and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
                 due.append(wl)
         # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
         due.sort(key=lambda w: w.attempted_at or 0.0)
@@ -362,6 +363,9 @@ class Registry:
         ``per_target_refreshes`` in flight (a hung target holds no one else's I/O thread)."""
         target = wl.spec.prometheus.server_address
         if self._inflight[target] >= self.config.per_target_refreshes:
+            if not wl.queued:  # started as soon as one of its target's refreshes ends
+                wl.queued = True
+                self._waiting.setdefault(target, deque()).append(wl)
             return False
         wl.refreshing = True
         wl.attempted_at = now
@@ -372,6 +376,17 @@ class Registry:
             return False
         self._inflight[target] += 1
         return True
+
+    def _start_waiting(self, target: str, now: float) -> None:
+        """Caller holds the lock: refreshes queued behind ``target``'s limit, as slots free up."""
+        waiting = self._waiting.get(target)
+        while waiting and self._inflight[target] < self.config.per_target_refreshes:
+            w = waiting.popleft()
+            w.queued = False
+            if not w.refreshing and self._workloads.get(w.key) is w:
+                self._submit_refresh(w, now)
+        if not waiting:
+            self._waiting.pop(target, None)
 
     def _refresh(self, wl: Workload, target: str) -> None:
         spec = wl.spec
@@ -395,6 +410,7 @@ class Registry:
             if self._inflight[target] <= 0:
                 del self._inflight[target]
             wl.refreshing = False
+            self._start_waiting(target, now)
             if wl.spec is not spec and (wl.spec.prometheus, wl.spec.query) != (spec.prometheus, spec.query):
                 self._submit_refresh(wl, now)  # the query changed meanwhile: this answer is about another series
                 return
