@@ -175,6 +175,7 @@ class FitService:
         self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._retry_at: dict[tuple, float] = {}
+        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
         self._lock = threading.Lock()
         self.ops = ops_metrics(metrics)
@@ -242,7 +243,8 @@ class FitService:
         with self._lock:
             if key in self._busy or now < self._retry_at.get(key, -math.inf):
                 return
-            if fs.key != fkey or fs.fitted_at is None or now - fs.fitted_at >= spec.refit_interval_seconds:
+            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+                                                           and now >= self._spread_until.get(key, -math.inf)):
                 job = self._fit
             elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
                   and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
@@ -259,6 +261,7 @@ class FitService:
         with self._lock:
             self._model_state.pop(wl.key, None)
             self._retry_at.pop(wl.key, None)
+            self._spread_until.pop(wl.key, None)
         if self.store is not None:  # a stored forecast for inputs no longer in force (or a forgotten trigger)
             try:
                 self.store.forget(wl.namespace, wl.name, wl.spec.metric_name)
@@ -274,9 +277,13 @@ class FitService:
         if got is None:
             return None
         fs, model_state = got
-        if model_state:
-            with self._lock:
+        with self._lock:
+            if model_state:
                 self._model_state[wl.key] = model_state
+            # after a restart every stored forecast may be due at once: spread their refits (and history
+            # queries) over one refit interval, at a fixed offset per trigger; the stored curve serves meanwhile
+            spread = int(digest(wl.key)[:8], 16) / 0xFFFFFFFF * wl.spec.refit_interval_seconds
+            self._spread_until[wl.key] = self.clock() + spread
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: restored a %s forecast fitted at %.0f", wl.namespace, wl.name, fs.model,
                  fs.fitted_at)

@@ -204,3 +204,43 @@ def test_health_turns_bad_when_every_fit_fails_longer_than_a_refit_interval(tmp_
         assert not fits.healthy(h.clock())
     finally:
         h.close()
+
+
+def test_after_a_restart_overdue_refits_are_spread_over_a_refit_interval(tmp_path):
+    store = JsonStore(tmp_path)
+
+    def env(clock):
+        metrics, prom = ScalerMetrics(), FakePrometheus()
+        prom.set_scalar(Q, 12.0)
+        prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        fits = FitService(clock, metrics, store=store, pool=InlineExecutor(), io=InlineExecutor())
+        return Harness(clock, prom, {**md(), "mode": "forecastAndScale", "model": "naive", "history": "2h",
+                                     "minHistory": "1h", "refitInterval": "1h", "levelCorrection": "0"},
+                       metrics=metrics, forecasts=fits)
+
+    first = env(FakeClock(T0))
+    names = [f"so-{i}" for i in range(6)]
+    for n in names:
+        first.reg.workload("serving", n, first.metadata())
+    first.reg.tick()
+    first.close()
+    assert len(list(tmp_path.glob("*.json"))) == 6
+    clock = FakeClock(T0 + 3 * 3600)  # restarted 3 h later: every stored forecast is 2 refit intervals old
+    h = env(clock)
+    try:
+        for n in names:
+            h.reg.workload("serving", n, h.metadata())
+        fitted_at = []
+        for _ in range(60):  # one refit interval, a poll and a tick a minute
+            for n in names:
+                h.reg.workload("serving", n, h.metadata(), wait=False)
+            h.reg.tick()
+            fits = [c for c in h.prom.calls_of("range") if c[3] - c[2] > 3600]  # history, not re-prediction
+            fitted_at += [clock() for _ in range(len(fits) - len(fitted_at))]
+            clock.advance(60)
+        # each refit came once, at its trigger's offset in the hour (a digest of its key): 498, 1263, 1381, 2486,
+        # 3260 and 3562 s after the restart, each at the next whole minute (the last, at 3600 s, is past the
+        # window of 59 ticks) -- not all six at the first tick
+        assert [t - clock.t + 3600 for t in fitted_at] == [540, 1320, 1440, 2520, 3300], fitted_at
+    finally:
+        h.close()
