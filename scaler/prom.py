@@ -20,6 +20,7 @@ their user, query and fragment; error bodies are never echoed.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import json
 import logging
@@ -196,7 +197,7 @@ class PromPool:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._sessions: dict[tuple, tuple[aiohttp.ClientSession, asyncio.Semaphore]] = {}
+        self._sessions: dict[tuple, tuple[aiohttp.ClientSession, asyncio.Semaphore, tuple]] = {}
         self._global: asyncio.Semaphore | None = None
         self._closed = False
         self.requests = 0  # HTTP requests sent (retries included)
@@ -218,7 +219,7 @@ class PromPool:
     def connections(self) -> int:
         """TCP connections held now (open, idle or busy), over every target."""
         total = 0
-        for session, _ in list(self._sessions.values()):
+        for session, _, _ in list(self._sessions.values()):
             conn = session.connector
             if conn is not None and not conn.closed:
                 total += sum(len(v) for v in getattr(conn, "_conns", {}).values()) + len(getattr(conn, "_acquired", ()))
@@ -241,8 +242,11 @@ class PromPool:
     def _session(self, url: str, tls: tuple) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         """On the loop thread."""
         u = urlparse(url)
-        key = (u.scheme, u.netloc.rsplit("@", 1)[-1].lower(), tls, _mtimes(tls))
+        key, mtimes = (u.scheme, u.netloc.rsplit("@", 1)[-1].lower(), tls), _mtimes(tls)
         got = self._sessions.get(key)
+        if got is not None and got[2] != mtimes:  # rotated CA or client certificate: a new session
+            asyncio.get_running_loop().create_task(got[0].close())
+            got = None
         if got is None:
             ctx: Any = None
             if u.scheme == "https":
@@ -255,9 +259,10 @@ class PromPool:
                     ctx.load_cert_chain(cert, keyfile)
             connector = aiohttp.TCPConnector(limit=self.per_target, limit_per_host=0, ssl=ctx if ctx else False,
                                              keepalive_timeout=60.0)
-            got = (aiohttp.ClientSession(connector=connector, trust_env=False), asyncio.Semaphore(self.per_target))
+            got = (aiohttp.ClientSession(connector=connector, trust_env=False), asyncio.Semaphore(self.per_target),
+                   mtimes)
             self._sessions[key] = got
-        return got
+        return got[0], got[1]
 
     async def _get(self, url, params, headers, tls, deadline) -> tuple[int, bytes]:
         session, per_target = self._session(url, tls)
@@ -295,7 +300,7 @@ class PromPool:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            for session, _ in self._sessions.values():
+            for session, _, _ in self._sessions.values():
                 await session.close()
             self._sessions.clear()
 
@@ -329,6 +334,7 @@ def default_pool() -> PromPool:
     with _DEFAULT_LOCK:
         if _DEFAULT_POOL is None:
             _DEFAULT_POOL = PromPool()
+            atexit.register(_DEFAULT_POOL.close)
         return _DEFAULT_POOL
 
 

@@ -11,6 +11,7 @@ import logging
 import math
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -284,3 +285,31 @@ def test_serve_reports_a_port_in_use(free_port):
                            capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert f"127.0.0.1:{busy}" in r.stderr and "HTTP" in r.stderr
+
+
+def test_health_follows_the_fit_service(scaler):
+    """Every forecast fit failing for longer than a refit interval: NOT_SERVING (gRPC) and 503 (/healthz); back
+    to SERVING when a fit succeeds again (the supervisor checks every second)."""
+    health = health_pb2_grpc.HealthStub(scaler.channel)
+    url = f"http://127.0.0.1:{scaler.server.http_port}/healthz"
+
+    def states():
+        grpc_state = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+        try:
+            code = urllib.request.urlopen(url, timeout=2).status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        return grpc_state, code
+
+    fits = scaler.server.forecasts
+    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
+    fits.healthy = lambda now: False  # as FitService.healthy says when every fit has failed for a refit interval
+    deadline = time.monotonic() + 3
+    while states() != (health_pb2.HealthCheckResponse.NOT_SERVING, 503) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states() == (health_pb2.HealthCheckResponse.NOT_SERVING, 503)
+    del fits.healthy
+    deadline = time.monotonic() + 3
+    while states() != (health_pb2.HealthCheckResponse.SERVING, 200) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)

@@ -256,16 +256,26 @@ def test_a_file_written_by_the_previous_version_is_read(tmp_path, env):
     (None, "unreadable"),  # a directory where the file should be
     ("[1, 2]", "malformed"),
     ("KEYED", "malformed"),  # the right version and key, a forecast without its mean
+    # valid JSON with the right version and key, but inconsistent: gave INTERNAL on every call until a refit
+    ("KEYED:short-quantile", "malformed"),  # a quantile curve one point shorter than t
+    ("KEYED:unordered", "malformed"),  # t not increasing
+    ("KEYED:nan-fitted", "malformed"),  # fitted_at not a number
+    ("KEYED:bad-level", "malformed"),  # a quantile level outside (0, 1)
 ])
 def test_an_unreadable_or_malformed_file_is_ignored(tmp_path, env, caplog, content, message):
     path = tmp_path / FILE
     if content is None:
         path.mkdir()
-    elif content == "KEYED":
+    elif content.startswith("KEYED"):
         spec_env = Env(prom=env.prom)
         doc = old_format_document(forecast_key_hash(spec_env.workload().spec))
         spec_env.close()
-        del doc["forecast"]["mean"]
+        f = doc["forecast"]
+        {"KEYED": lambda: f.pop("mean"),
+         "KEYED:short-quantile": lambda: f["quantiles"]["0.9"].pop(),
+         "KEYED:unordered": lambda: f["t"].reverse(),
+         "KEYED:nan-fitted": lambda: doc.update(fitted_at="soon"),
+         "KEYED:bad-level": lambda: f["quantiles"].update({"1.5": f["mean"]})}[content]()
         path.write_text(json.dumps(doc))
     else:
         path.write_text(content)

@@ -244,3 +244,27 @@ def test_after_a_restart_overdue_refits_are_spread_over_a_refit_interval(tmp_pat
         assert [t - clock.t + 3600 for t in fitted_at] == [540, 1320, 1440, 2520, 3300], fitted_at
     finally:
         h.close()
+
+
+def test_a_repeated_refresh_error_is_logged_once_a_minute_with_a_count(caplog):
+    import logging
+
+    from scaler.prom import PromError, PromErrorKind
+
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at http://prom.test:9090 is unreachable"))
+    reg = registry(prom, clock)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scaler.serve.registry"):
+            wl = reg.workload("serving", "llm", md())
+            for _ in range(24):  # 2 minutes of 5 s refreshes: 25 failures in all
+                clock.advance(5)
+                reg.workload("serving", "llm", md())
+                reg.tick()
+                wait_for(lambda: not wl.refreshing)
+        lines = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+        # at 0 s, at 60 s (with the 11 held back between: 5..55 s) and at 120 s (11 more: 65..115 s)
+        assert len(lines) == 3, lines
+        assert "[11 more like this in the last 60s]" in lines[1] and "[11 more like this in the last 60s]" in lines[2]
+    finally:
+        reg.stop()
