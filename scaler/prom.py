@@ -191,7 +191,7 @@ class PromPool:
     at most ``max_in_flight`` requests in all, each bounded by a total deadline. Thread-safe; ``close`` ends it.
     """
 
-    def __init__(self, per_target: int = 8, max_in_flight: int = 64):
+    def __init__(self, per_target: int = 8, max_in_flight: int = 256):
         self.per_target = per_target
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()

@@ -52,7 +52,7 @@ class RegistryConfig:
     stale_seconds: float = 120.0  # how long the last good observation stands in for an unreachable Prometheus
     forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten
     first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
-    io_workers: int = 32
+    io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung targets before others wait
     per_target_refreshes: int = 8  # refreshes in flight per Prometheus: a hung target holds at most these threads
     max_specs_cached: int = 4096
     max_spec_cache_bytes: int = 16 << 20  # metadata bytes behind the cached specs and errors

@@ -53,7 +53,7 @@ class ServerConfig:
     max_streams: int = 1000  # open StreamIsActive/StreamMetricSpec at most; more are RESOURCE_EXHAUSTED
     grpc_workers: int = 1064  # each open stream holds one; max_streams + 64 are left for unary RPCs
     prom_connections_per_target: int = 8  # shared by every ScaledObject querying that Prometheus
-    prom_max_in_flight: int = 64
+    prom_max_in_flight: int = 256  # all targets together (32 hung targets of 8 before a healthy one queues)
     fit_workers: int = 1
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
