@@ -100,6 +100,7 @@ class Registry:
                 hit = parse_metadata(metadata, name=name, namespace=namespace)
             except MetadataError as e:
                 hit = e.with_traceback(None)  # the traceback's frames hold the metadata: never cache them
+                size = len(str(e)) + len(namespace) + len(name) + 300  # what is held: the (bounded) message
             with self._lock:
                 if ck not in self._specs:
                     self._specs[ck] = (hit, size)
@@ -457,7 +458,7 @@ def _cut(text: str, limit: int = 100) -> str:
 
 
 def _cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[tuple, int]:
-    """A fixed-size key for a metadata map (a digest, not the map) and the bytes the map stands for."""
+    """A fixed-size key for a metadata map (a digest, not the map) and the bytes a spec parsed from it holds."""
     h = hashlib.sha256()
     size = 0
     for k, v in sorted(metadata.items()):

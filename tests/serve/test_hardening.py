@@ -146,10 +146,16 @@ def test_the_spec_cache_is_bounded_in_bytes():
     clock, prom = FakeClock(T0), FakePrometheus()
     reg = registry(prom, clock, max_spec_cache_bytes=100_000)
     try:
-        for i in range(200):  # 200 distinct invalid maps of ~8 KB each: 1.6 MB of metadata
-            with pytest.raises(ScalerError):
-                reg.spec_for("serving", f"bad-{i}", md(qpsPerReplica="x" * 8000))
-        assert reg._spec_bytes <= 100_000 and len(reg._specs) <= 13  # noqa: SLF001 - 100000 / ~8200 per entry
+        for i in range(200):  # 200 distinct valid maps holding an ~8 KB query each: 1.6 MB of specs
+            reg.spec_for("serving", f"big-{i}", md(query=f"{Q} + vector({i})" + " " * 8000))
+        # one entry of i = 188: keys and values 34 (serverAddress) + 5 + 24 + 14 + 8000 (query) + 15 + 12 + 13 = 8117,
+        # + namespace 7 + name 7 + 200 overhead = 8331 bytes; 100000 // 8331 = 12 entries fit
+        assert reg._spec_bytes <= 100_000 and len(reg._specs) == 12  # noqa: SLF001 - the cache under test
+        for i in range(200):  # invalid 1 MB values: the cached error holds a short message, not the value
+            with pytest.raises(ScalerError) as err:
+                reg.spec_for("serving", f"bad-{i}", md(qpsPerReplica="x" * (1 << 20)))
+            assert "MAX_VALUE_BYTES" in str(err.value) and len(str(err.value)) < 400
+        assert reg._spec_bytes <= 100_000  # noqa: SLF001
     finally:
         reg.stop()
 
