@@ -73,7 +73,7 @@ class Registry:
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
-        self.changed = threading.Condition(self._lock)  # notified after every refresh
+        self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
         self._workloads: dict[tuple[str, str, str], Workload] = {}
         # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
         self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
@@ -136,7 +136,8 @@ class Registry:
             if wl is not None and wl.declared != spec:
                 wl = self._replace_spec(wl, spec)
             if wl is None:
-                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now)
+                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
+                              changed=threading.Condition(self._lock))
                 self._workloads[key] = wl
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
@@ -287,9 +288,19 @@ class Registry:
         self._stop.set()
         with self.changed:
             self.changed.notify_all()
+            for wl in self._workloads.values():
+                if wl.changed is not None:
+                    wl.changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._io.shutdown(wait=False, cancel_futures=True)
+
+    def wait_changed(self, wl: Workload, seconds: float) -> None:
+        """Sleep until ``wl`` is refreshed, the registry stops, or ``seconds`` pass."""
+        if wl.changed is None or self._stop.is_set():
+            return
+        with wl.changed:
+            wl.changed.wait(seconds)
 
     def wait_stopping(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True when the registry is stopping."""
@@ -420,7 +431,8 @@ class Registry:
             else:
                 wl.error, wl.error_at = error, now
             wl.first_done.set()
-            self.changed.notify_all()
+            if wl.changed is not None:
+                wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh
         if error is not None:
             self.metrics.prom_errors.labels(wl.namespace, wl.name, error.kind.value).inc()
             self.limiter.log(log, logging.WARNING, (wl.namespace, wl.name, error.kind.value), "ScaledObject %s/%s: %s",

@@ -111,7 +111,6 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     def StreamIsActive(self, request, context) -> Iterator[pb.IsActiveResponse]:
         """The current state at once, then every change. Errors end the stream with their status."""
         last: bool | None = None
-        changed = self.registry.changed
         try:
             with self._stream_slot():
                 wl = self._workload(request)
@@ -120,8 +119,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                     if now_active != last:
                         last = now_active
                         yield pb.IsActiveResponse(result=now_active)
-                    with changed:
-                        changed.wait(STREAM_RECHECK_SECONDS)
+                    self.registry.wait_changed(wl, STREAM_RECHECK_SECONDS)
                     # keep the workload alive while KEDA holds the stream open (not a poll: no cadence learned)
                     wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata),
                                                 poll=False)

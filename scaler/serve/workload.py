@@ -123,6 +123,7 @@ class Workload:
     poll_interval: float | None = None  # KEDA's polling cadence, learned from its calls (seconds)
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
+    changed: threading.Condition | None = field(default=None, repr=False)  # notified after each refresh (registry)
     declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
     tuned: Tuned | None = None
 
