@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--objects", type=int, default=1000)
     ap.add_argument("--interval", type=float, default=30.0)
     ap.add_argument("--measure", type=float, default=60.0)
+    ap.add_argument("--streams", type=int, default=1000, help="then: this many StreamIsActive open (push mode)")
     a = ap.parse_args()
     now = time.time()
     t = pf.sample_times(now - 7200, now + 3600)
@@ -104,7 +105,36 @@ def main() -> None:
               f"p99 {p99h * 1e3:.2f} ms; p99 ratio {p99g / p99h:.2f}")
         print(f"errors: {errors[0]}; server RSS {rss1 / 2**20:.0f} MiB, "
               f"{(rss1 - rss0) / a.objects / 1024:.1f} KiB per ScaledObject (process, client included)")
+        if a.streams:
+            streams(s, md, health, a.streams)
         s.close()
+
+
+def streams(s: LiveScaler, md: dict, health, n: int) -> None:
+    """``n`` StreamIsActive open at once (KEDA's external-push, one per ScaledObject): the health check and
+    GetMetrics latency while they are open, and the first state each stream delivered."""
+    calls = [s.stub.StreamIsActive(s.ref(md, f"push-{i}"), timeout=600) for i in range(n)]
+    try:
+        t0 = time.perf_counter()
+        firsts = sum(1 for c in calls if next(c).result)
+        opened = time.perf_counter() - t0
+        lat_h, lat_g = [], []
+        ref = s.ref(md, "so-0")
+        for _ in range(300):
+            t1 = time.perf_counter()
+            health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            t2 = time.perf_counter()
+            s.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref), timeout=10)
+            lat_h.append(t2 - t1)
+            lat_g.append(time.perf_counter() - t2)
+            time.sleep(0.01)
+        (h50, h99), (g50, g99) = percentiles(lat_h), percentiles(lat_g)
+        print(f"{n} streams open ({firsts} active, first states in {opened:.1f}s): health check p50 {h50 * 1e3:.2f} ms "
+              f"p99 {h99 * 1e3:.2f} ms; GetMetrics p50 {g50 * 1e3:.2f} ms p99 {g99 * 1e3:.2f} ms; "
+              f"server RSS {rss_bytes() / 2**20:.0f} MiB")
+    finally:
+        for c in calls:
+            c.cancel()
 
 
 if __name__ == "__main__":
