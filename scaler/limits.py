@@ -15,6 +15,7 @@ MAX_METADATA_KEYS = 64
 MAX_LEAD_SECONDS = 86400.0  # L = T_cold + T_buffer
 MAX_HISTORY_STEPS = 100_000  # history / step
 MAX_HORIZON_STEPS = 50_000  # (2 x refitInterval + L) / step
+MAX_RATE = 1e15  # requests/s: a larger observed or planned rate is served as this (KEDA always gets a finite value)
 
 
 def size_violation(md: Mapping[str, str]) -> tuple[str, str, str] | None:

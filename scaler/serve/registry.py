@@ -30,7 +30,7 @@ from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
-from ..limits import MAX_LEAD_SECONDS
+from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..spec import MetadataError, PrometheusTarget, ScalerSpec, parse_metadata
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -254,6 +254,11 @@ class Registry:
                    with_mean=True)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
+        if not d.planned <= MAX_RATE:  # +inf or beyond (a 1e308 series times headroom): KEDA gets a finite value
+            if d.planned != d.planned:
+                raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
+                                                 "number (the forecast or the observation is not usable)")
+            d = dataclasses.replace(d, planned=MAX_RATE)
         self._export(wl, d)
         return d
 
@@ -407,7 +412,7 @@ class Registry:
         at = self.clock()  # queries are evaluated at the scaler's clock (a fake one in tests)
         self.ops.queries.labels("observe").inc()
         try:
-            observed = max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values))
+            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values)))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently

@@ -30,6 +30,12 @@ QUERIES = [RATE, "sum(rate(x[2m]", "vector(1)", "vector(NaN)", "vector(-5)", "ve
 
 
 def value_for(key: str) -> st.SearchStrategy[str]:
+    if key in VALID:
+        return st.one_of(st.sampled_from(VALID[key]), any_value(key))
+    return any_value(key)
+
+
+def any_value(key: str) -> st.SearchStrategy[str]:
     if key == "serverAddress":
         return st.sampled_from(SERVERS)  # the live Prometheus is the base map's: 127.0.0.1 only
     if key in ("query", "coldStartQuery"):
@@ -46,9 +52,16 @@ def value_for(key: str) -> st.SearchStrategy[str]:
 
 
 KEY_NAMES = [k.name for k in KEYS]
-changes = st.lists(st.sampled_from(KEY_NAMES + ["unknownKey", "x" * 300]), max_size=6, unique=True).flatmap(
+# values each key accepts: half the draws take one of them, so the value path is reached, not only INVALID_ARGUMENT
+VALID = {"qpsPerReplica": ["0.001", "2", "1e9"], "threshold": ["2"], "activationThreshold": ["0", "4.9", "1e12"],
+         "coldStartSeconds": ["0", "86000"], "bufferSeconds": ["0", "300"], "headroom": ["1", "100"],
+         "quantile": ["0.5", "0.999"], "hpaTolerance": ["0", "0.5"], "timeout": ["1", "2s"],
+         "refreshInterval": ["1s", "10m"], "mode": ["reactive", "forecastOnly"], "ignoreNullValues": ["false"],
+         "query": ["vector(1e308)", "vector(-5)", "vector(NaN)", RATE], "coldStartQuery": ["vector(1e9)", "vector(30)"],
+         "serverAddress": ["http://127.0.0.1:1"], "metricName": ["m-1"]}
+changes = st.lists(st.sampled_from(KEY_NAMES + ["unknownKey", "x" * 300]), max_size=4, unique=True).flatmap(
     lambda keys: st.tuples(*[value_for(k) for k in keys]).map(lambda vals: dict(zip(keys, vals))))
-huge = st.sampled_from([None, None, None, "query", "qpsPerReplica", "unknownKey"])
+huge = st.sampled_from([None, None, None, None, None, "query", "qpsPerReplica", "unknownKey"])
 _names = itertools.count()
 SEEN: list = []
 

@@ -313,3 +313,11 @@ def test_health_follows_the_fit_service(scaler):
     while states() != (health_pb2.HealthCheckResponse.SERVING, 200) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
+
+
+def test_the_value_sent_to_keda_is_finite_and_agrees_with_is_active(scaler, prometheus):
+    """A 1e308 series times headroom 100 overflowed to +inf (INTERNAL before the ranges, 0 with IsActive true
+    before that): it is served as MAX_RATE, 1e15 requests/s, and IsActive agrees."""
+    m = md(prometheus, query="vector(1e308)", qpsPerReplica="0.001", headroom="100", activationThreshold="1e12")
+    assert scaler.value(m).metricValueFloat == 1e15
+    assert scaler.stub.IsActive(scaler.ref(m), timeout=5).result is True  # 1e15 > 1e12
