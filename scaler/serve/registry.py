@@ -185,7 +185,7 @@ class Registry:
                 self.forecasts.forget(wl)
             wl.forecast = ForecastState()
         if old.cold_start_query != spec.cold_start_query:
-            wl.cold_start = wl.cold_start_at = None
+            wl.cold_start = wl.cold_start_at = wl.cold_start_error = None
         if (old.prometheus, old.query) != (spec.prometheus, spec.query):
             # a different series: the old observation and its error say nothing about it
             wl.observed = wl.observed_at = wl.error = wl.error_at = None

@@ -274,3 +274,20 @@ def test_a_repeated_refresh_error_is_logged_once_a_minute_with_a_count(caplog):
         assert "[11 more like this in the last 60s]" in lines[1] and "[11 more like this in the last 60s]" in lines[2]
     finally:
         reg.stop()
+
+
+def test_a_cold_start_query_past_the_lead_cap_is_failed_precondition_until_the_metadata_changes():
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, 3.0)
+    prom.set_scalar("tcold", 90_000.0)  # L = 90000 + 105 (default buffer parts) > MAX_LEAD_SECONDS = 86400
+    reg = registry(prom, clock)
+    try:
+        wl = reg.workload("serving", "llm", md(coldStartQuery="tcold"))
+        with pytest.raises(ScalerError) as err:
+            reg.decision(wl)
+        assert err.value.code == "FAILED_PRECONDITION" and "MAX_LEAD_SECONDS" in str(err.value)
+        assert "90000s" in str(err.value) and "90105s" in str(err.value)
+        wl = reg.workload("serving", "llm", md())  # coldStartQuery removed: coldStartSeconds stands
+        assert reg.decision(wl).planned == 3.0
+    finally:
+        reg.stop()
