@@ -33,6 +33,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import aiohttp
 
@@ -272,7 +273,7 @@ class PromPool:
                 try:
                     for attempt in (0, 1):
                         self.requests += 1
-                        async with session.get(url, params=params, headers=headers,
+                        async with session.get(url, params=params, headers=headers, proxy=_proxy_for(url),
                                                allow_redirects=False) as r:
                             if r.status in RETRY_STATUS and attempt == 0:
                                 await asyncio.sleep(0.05)
@@ -311,6 +312,14 @@ class PromPool:
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+def _proxy_for(url: str) -> str | None:
+    """HTTP(S)_PROXY / NO_PROXY from the environment, as requests honoured them (never ~/.netrc credentials)."""
+    u = urlparse(url)
+    if proxy_bypass_environment(u.hostname or ""):
+        return None
+    return getproxies_environment().get(u.scheme)
 
 
 def _mtimes(tls: tuple) -> tuple:
