@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
+from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
 from .policy import KUBERNETES_TOLERANCE
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
@@ -28,10 +29,24 @@ SECRET_HINT = "<redacted>"
 class MetadataError(ValueError):
     """Bad trigger metadata: maps to gRPC INVALID_ARGUMENT."""
 
-    def __init__(self, key: str, value: str | None, accepted: str, secret: bool = False):
+    def __init__(self, key: str, value: str | None, accepted: str, secret: bool = False, shown: str | None = None):
         self.key, self.accepted = key, accepted
-        shown = "missing" if value is None else (SECRET_HINT if secret else repr(value))
-        super().__init__(f"metadata key '{key}': got {shown}; accepted: {accepted}")
+        if shown is None:
+            shown = "missing" if value is None else (SECRET_HINT if secret else _cut(repr(value)))
+        super().__init__(f"metadata key '{_cut(key, 60)}': got {shown}; accepted: {accepted}")
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    """A value as an error shows it: never more than ``limit`` characters (no megabyte echo)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def check_size(md: Mapping[str, str]) -> None:
+    """MetadataError when the map is over one of the size limits (``scaler.limits``; checked before anything else)."""
+    over = size_violation(md)
+    if over is not None:
+        key, shown, accepted = over
+        raise MetadataError(key, None, accepted, shown=shown)
 
 
 @dataclass(frozen=True)
@@ -45,9 +60,9 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
     Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
-    Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, > 0)"),
+    Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, in [0.001, 1e9])"),
     Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
-    Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this"),
+    Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
     Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
     Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
     Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
@@ -55,27 +70,32 @@ KEYS: tuple[Key, ...] = (
     Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
     Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
     Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
-    Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica"),
-    Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds"),
-    Key("bufferSeconds", "", "T_buffer in one number; else the sum of the three parts below"),
-    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error"),
-    Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling"),
-    Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up"),
+    Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),
+    Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds; "
+                             "a value making the lead exceed 1d is FAILED_PRECONDITION"),
+    Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
+    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
+    Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
+    Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
+                                                "L = T_cold + T_buffer is at most 1d"),
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
     Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto"),
-    Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration; 0 = off)"),
+    Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
     Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
-    Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w)"),
-    Key("step", "60s", "resolution of the history and the forecast (duration)"),
-    Key("refitInterval", "30m", "how often the forecast is refitted (duration)"),
-    Key("minHistory", "1d", "history needed before forecasts are trusted (duration)"),
-    Key("headroom", "1.0", "multiplier on the planned rate, >= 1"),
+    Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),
+    Key("step", "60s", "resolution of the history and the forecast (duration, 1s to 1h)"),
+    Key("refitInterval", "30m", "how often the forecast is refitted (duration, 10s to 1d); the forecast horizon, 2 x refitInterval + "
+                                      "the lead, is at most 50,000 steps"),
+    Key("minHistory", "1d", "history needed before forecasts are trusted (duration, at most history)"),
+    Key("headroom", "1.0", "multiplier on the planned rate, in [1, 100]"),
     Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
     Key("tuning", "off", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
                          "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule"),
     Key("targetMiss", "0.005", "with tuning auto: the largest acceptable fraction of requests above ready capacity"),
-    Key("maxCostRatio", "", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight oracle's"),
-    Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, at least 10m)"),
+    Key("maxCostRatio", "", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight oracle's (in (0, 1000])"),
+    Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
+                               "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
+    Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")
@@ -188,6 +208,7 @@ class ScalerSpec:
     target_miss: float
     max_cost_ratio: float | None
     tuning_interval_seconds: float
+    refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
@@ -211,7 +232,7 @@ class _Reader:
         return None if v is None or v.strip() == "" else v.strip()
 
     def get(self, key: str, conv: Callable[[str], object], accepted: str, *, secret: bool = False,
-            default: str | None = None):
+            default: str | None = None, show: Callable[[str], str] | None = None):
         """``conv`` of the value, or of the key's default (``DEFAULTS``, or ``default`` for derived ones)."""
         v = self.raw(key)
         if v is None:
@@ -221,7 +242,7 @@ class _Reader:
         try:
             return conv(v)
         except (ValueError, TypeError):
-            raise MetadataError(key, v, accepted, secret) from None
+            raise MetadataError(key, v, accepted, secret, shown=None if show is None else show(v)) from None
 
     def number(self, key: str, *, lo: float | None = None, lo_open: bool = False,
                hi: float | None = None, hi_open: bool = False, accepted: str) -> float:
@@ -246,13 +267,15 @@ class _Reader:
             raise ValueError(v)
         return self.get(key, conv, "true or false")
 
-    def duration(self, key: str, *, minimum: float = 0.0) -> float:
+    def duration(self, key: str, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
         def conv(v: str) -> float:
             d = parse_duration(v)
-            if d < minimum:
+            if d < minimum or d > maximum:
                 raise ValueError(v)
             return d
-        extra = f" (at least {minimum:g}s)" if minimum else ""
+        extra = (f" (at least {format_duration(minimum) if minimum >= 60 else f'{minimum:g}s'}"
+                 + (f", at most {format_duration(maximum)})" if math.isfinite(maximum) else ")")) if minimum else \
+            (f" (at most {format_duration(maximum)})" if math.isfinite(maximum) else "")
         return self.get(key, conv, DURATION_FORM + extra)
 
     def choice(self, key: str, options: tuple[str, ...]) -> str:
@@ -290,25 +313,27 @@ def _server_address(v: str) -> str:
 
 def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = "") -> tuple[ScalerSpec, tuple[str, ...]]:
     """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
+    check_size(md)
     r = _Reader(md)
     server = r.get("serverAddress", _server_address,
-                   "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090")
+                   "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090",
+                   show=_redacted_url)
     query = r.get("query", str, "a PromQL expression whose single result is requests/s")
 
-    qps_form = "a finite number > 0 (requests/s one ready replica sustains), e.g. \"10\""
+    qps_form = "a number in [0.001, 1e9] (requests/s one ready replica sustains), e.g. \"10\""
     qps_raw, thr_raw = r.raw("qpsPerReplica"), r.raw("threshold")
     if qps_raw is None and thr_raw is None:
         raise MetadataError("qpsPerReplica", None, qps_form + " (or its alias 'threshold')")
     qps = thr = None
     if qps_raw is not None:
-        qps = r.number("qpsPerReplica", lo=0, lo_open=True, accepted=qps_form)
+        qps = r.number("qpsPerReplica", lo=0.001, hi=1e9, accepted=qps_form)
     if thr_raw is not None:
-        thr = r.number("threshold", lo=0, lo_open=True, accepted=qps_form)
+        thr = r.number("threshold", lo=0.001, hi=1e9, accepted=qps_form)
     if qps is not None and thr is not None and qps != thr:
         raise MetadataError("threshold", thr_raw, f"the same value as qpsPerReplica ({qps_raw}) or absent")
     qps_per_replica = qps if qps is not None else thr
 
-    activation = r.number("activationThreshold", lo=0, accepted="a finite number >= 0 (requests/s)")
+    activation = r.number("activationThreshold", lo=0, hi=1e12, accepted="a number in [0, 1e12] (requests/s)")
     ignore_null = r.boolean("ignoreNullValues")
     qparams = r.get("queryParameters", parse_pairs, "key1=value1,key2=value2")
     headers = r.get("customHeaders", parse_pairs, "key1=value1,key2=value2", secret=True)
@@ -320,27 +345,31 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)",
                         default=_metric_name(namespace, name))
 
-    cold = r.number("coldStartSeconds", lo=0, accepted="a finite number of seconds >= 0, e.g. \"180\"")
+    secs = "a number of seconds in [0, 86400]"
+    cold = r.number("coldStartSeconds", lo=0, hi=86400, accepted=secs + ", e.g. \"180\"")
     cold_query = r.raw("coldStartQuery") or ""
     buffer_override = None
     if r.raw("bufferSeconds") is not None:
-        buffer_override = r.number("bufferSeconds", lo=0, accepted="a finite number of seconds >= 0")
-    fe = r.number("forecastErrorSeconds", lo=0, accepted="a finite number of seconds >= 0")
-    sched = r.number("schedulingSeconds", lo=0, accepted="a finite number of seconds >= 0")
-    ready = r.number("readinessSeconds", lo=0, accepted="a finite number of seconds >= 0")
+        buffer_override = r.number("bufferSeconds", lo=0, hi=86400, accepted=secs)
+    fe = r.number("forecastErrorSeconds", lo=0, hi=86400, accepted=secs)
+    sched = r.number("schedulingSeconds", lo=0, hi=86400, accepted=secs)
+    ready = r.number("readinessSeconds", lo=0, hi=86400, accepted=secs)
 
     mode = r.choice("mode", MODES)
     model = r.choice("model", MODELS)
     quantile = r.number("quantile", lo=0, lo_open=True, hi=1, hi_open=True,
                         accepted="a number strictly between 0 and 1, e.g. 0.9")
-    step = r.duration("step", minimum=1)
-    history = r.duration("history", minimum=step)
-    refit = r.duration("refitInterval", minimum=10)
+    step = r.duration("step", minimum=1, maximum=3600)
+    history = r.duration("history", minimum=step, maximum=90 * 86400.0)
+    if history / step > MAX_HISTORY_STEPS:
+        raise MetadataError("history", r.raw("history"), f"at most {MAX_HISTORY_STEPS} steps of {step:g}s "
+                                                          "(MAX_HISTORY_STEPS): a shorter history or a longer step")
+    refit = r.duration("refitInterval", minimum=10, maximum=86400)
     min_history = r.duration("minHistory")
     if min_history > history:
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
-    level = r.duration("levelCorrection")
-    headroom = r.number("headroom", lo=1, accepted="a finite number >= 1, e.g. 1.1")
+    level = r.duration("levelCorrection", maximum=30 * 86400.0)
+    headroom = r.number("headroom", lo=1, hi=100, accepted="a number in [1, 100], e.g. 1.1")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
     tuning = r.choice("tuning", TUNING)
@@ -348,9 +377,21 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
                            accepted="a fraction of requests in [0, 1), e.g. 0.005 (0.5 %)")
     max_cost = None
     if r.raw("maxCostRatio") is not None:
-        max_cost = r.number("maxCostRatio", lo=0, lo_open=True,
-                            accepted="a finite number > 0 (replica-hours / the oracle's), e.g. 1.3, or absent")
-    tuning_interval = r.duration("tuningInterval", minimum=600)
+        max_cost = r.number("maxCostRatio", lo=0, lo_open=True, hi=1000,
+                            accepted="a number in (0, 1000] (replica-hours / the oracle's), e.g. 1.3, or absent")
+    tuning_interval = r.duration("tuningInterval", minimum=600, maximum=30 * 86400.0)
+    refresh = None
+    if r.raw("refreshInterval") is not None:
+        refresh = r.duration("refreshInterval", minimum=1, maximum=600)
+    lead = LeadTime(cold, fe, sched, ready, buffer_override)
+    if lead.seconds > MAX_LEAD_SECONDS:
+        raise MetadataError("coldStartSeconds", r.raw("coldStartSeconds"),
+                            f"a lead time L = T_cold + T_buffer of at most {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS); "
+                            f"these keys give {lead.seconds:g}s")
+    if (2 * refit + lead.seconds) / step > MAX_HORIZON_STEPS:
+        raise MetadataError("refitInterval", r.raw("refitInterval"),
+                            f"a forecast horizon (2 x refitInterval + lead) of at most {MAX_HORIZON_STEPS} steps of "
+                            f"{step:g}s (MAX_HORIZON_STEPS): a shorter refitInterval or a longer step")
 
     spec = ScalerSpec(
         prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds),
@@ -359,7 +400,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         activation_threshold=activation,
         ignore_null_values=ignore_null,
         metric_name=metric_name,
-        lead=LeadTime(cold, fe, sched, ready, buffer_override),
+        lead=lead,
         cold_start_query=cold_query,
         mode=mode,
         model=model,
@@ -375,9 +416,22 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         target_miss=target_miss,
         max_cost_ratio=max_cost,
         tuning_interval_seconds=tuning_interval,
+        refresh_seconds=refresh,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown
+
+
+def _redacted_url(v: str) -> str:
+    """serverAddress as an error shows it: no user:password, query or fragment."""
+    try:
+        u = urlparse(v)
+        if not (u.username or u.password or u.query or u.fragment or "@" in v):
+            return _cut(repr(v))
+        host = (u.hostname or "") + (f":{u.port}" if u.port else "")
+    except ValueError:
+        return "an unparseable URL"
+    return _cut(repr(f"{u.scheme}://<user:password hidden>@{host}{u.path}"))
 
 
 def _credential_name(v: str) -> str:
@@ -434,6 +488,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": _number(spec.target_miss),
         "maxCostRatio": "" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
+        "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
     }
     md = {k: v for k, v in md.items() if v != ""}
     if defaults:

@@ -64,21 +64,24 @@ def test_durations(text, seconds):
 @pytest.mark.parametrize("key,value,accepted", [
     ("serverAddress", None, "http:// or https:// URL"),
     ("serverAddress", "prometheus:9090", "http:// or https:// URL"),
-    ("serverAddress", "http://admin:hunter2@prom:9090", "without user:password"),
+    ("serverAddress", "http://admin:hunter2@prom:9090", "without user:password"),  # value hidden: see below
     ("query", None, "PromQL"),
-    ("qpsPerReplica", "0", "number > 0"),
-    ("qpsPerReplica", "-1", "number > 0"),
-    ("qpsPerReplica", "abc", "number > 0"),
-    ("qpsPerReplica", "NaN", "number > 0"),
-    ("qpsPerReplica", "inf", "number > 0"),
-    ("activationThreshold", "-2", ">= 0"),
+    ("qpsPerReplica", "0", "number in [0.001, 1e9]"),
+    ("qpsPerReplica", "-1", "number in [0.001, 1e9]"),
+    ("qpsPerReplica", "abc", "number in [0.001, 1e9]"),
+    ("qpsPerReplica", "NaN", "number in [0.001, 1e9]"),
+    ("qpsPerReplica", "inf", "number in [0.001, 1e9]"),
+    ("qpsPerReplica", "0.0004", "number in [0.001, 1e9]"),  # 1/qps overflowed the replica count
+    ("qpsPerReplica", "1e18", "number in [0.001, 1e9]"),
+    ("activationThreshold", "-2", "[0, 1e12]"),
     ("ignoreNullValues", "maybe", "true or false"),
     ("unsafeSsl", "yes please", "true or false"),
     ("timeout", "0", "milliseconds"),
     ("timeout", "soon", "milliseconds"),
     ("queryParameters", "nokeyvalue", "key1=value1"),
-    ("coldStartSeconds", "-5", ">= 0"),
-    ("bufferSeconds", "x", ">= 0"),
+    ("coldStartSeconds", "-5", "[0, 86400]"),
+    ("coldStartSeconds", "86401", "[0, 86400]"),
+    ("bufferSeconds", "x", "[0, 86400]"),
     ("mode", "aggressive", "forecastAndScale | forecastOnly | reactive"),
     ("model", "lstm", "prophet | seasonal_naive | naive | linear_trend | auto"),
     ("quantile", "1", "strictly between 0 and 1"),
@@ -87,7 +90,14 @@ def test_durations(text, seconds):
     ("step", "0s", "at least 1s"),
     ("minHistory", "30d", "no longer than history"),
     ("refitInterval", "1s", "at least 10s"),
-    ("headroom", "0.5", ">= 1"),
+    ("headroom", "0.5", "[1, 100]"),
+    ("headroom", "1e308", "[1, 100]"),  # gave a planned value of 0 with IsActive true
+    ("refitInterval", "2d", "at most 1d"),
+    ("step", "2h", "at most 1h"),
+    ("history", "91d", "at most 90d"),
+    ("refreshInterval", "0.5s", "at least 1s"),
+    ("refreshInterval", "11m", "at most 10m"),
+    ("maxCostRatio", "1e6", "(0, 1000]"),
     ("hpaTolerance", "1", "[0, 1)"),
     ("credentials", "../etc", "name of a credential set"),
     ("metricName", "Bad Name!", "metric name"),
@@ -97,7 +107,11 @@ def test_bad_metadata_names_key_value_and_accepted_form(key, value, accepted):
         parse(**{key: value})
     msg = str(e.value)
     assert f"'{key}'" in msg
-    assert ("missing" in msg) if value is None else (repr(value) in msg)
+    assert accepted in msg
+    if "@" in (value or ""):  # a user:password is never echoed
+        assert "hunter2" not in msg and "admin" not in msg and "<user:password hidden>@prom:9090" in msg
+    else:
+        assert ("missing" in msg) if value is None else (repr(value) in msg)
     assert accepted in msg
     assert e.value.key == key
 
@@ -200,3 +214,30 @@ def test_to_metadata_leaves_out_exactly_the_defaults():
     assert to_metadata(spec) == {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4",
                                  "timeout": "2000", "model": "naive"}
     assert DEFAULTS["quantile"] == "0.9" and DEFAULTS["history"] == "14d"
+
+
+@pytest.mark.parametrize("over,limit,shown", [
+    ({"query": "x" * (1 << 20)}, "MAX_VALUE_BYTES", "a value of 1048576 bytes"),
+    ({f"k{i}": "v" for i in range(70)}, "MAX_METADATA_KEYS", "73 keys"),  # 70 + the 3 of parse()'s base map
+    ({f"k{i}": "v" * 8000 for i in range(5)}, "MAX_METADATA_BYTES", "bytes"),
+    ({"k" * 300: "v"}, "MAX_KEY_BYTES", "a key name of 300 bytes"),
+])
+def test_metadata_over_a_size_limit_names_the_limit_and_echoes_no_value(over, limit, shown):
+    with pytest.raises(MetadataError) as e:
+        parse(**over)
+    msg = str(e.value)
+    assert limit in msg and shown in msg
+    assert len(msg) < 400  # never the value itself
+
+
+def test_a_lead_or_horizon_past_its_cap_is_refused():
+    # L = 86400 (coldStartSeconds) + 60 + 15 + 30 (buffer parts) > MAX_LEAD_SECONDS = 86400
+    with pytest.raises(MetadataError, match="MAX_LEAD_SECONDS"):
+        parse(coldStartSeconds="86400")
+    # step 1s, refitInterval 1d: 2 x 86400 + 285 = 173085 steps > MAX_HORIZON_STEPS = 50000
+    with pytest.raises(MetadataError, match="MAX_HORIZON_STEPS"):
+        parse(step="1s", history="1d", minHistory="1h", refitInterval="1d")
+    # history 14d at step 10s = 120960 steps > MAX_HISTORY_STEPS = 100000
+    with pytest.raises(MetadataError, match="MAX_HISTORY_STEPS"):
+        parse(step="10s", history="14d")
+    assert parse(refreshInterval="30s")[0].refresh_seconds == 30.0

@@ -15,13 +15,17 @@ which keeps it only if the spec's forecast inputs did not change meanwhile.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import math
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +37,7 @@ from ..policy import Reason
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics
+from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
 from .workload import Adopt, ForecastState, Workload
 
@@ -45,6 +50,7 @@ REPREDICT_MODELS = frozenset({"naive", "linear_trend", "seasonal_naive", "auto"}
 RECENT_STEPS = 30
 RETRY_AFTER_FAILURE_SECONDS = 300.0
 STATE_VERSION = 1
+MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,26 @@ class FitJob:
     warm_state: dict | None
     level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
     seed: int = 0
+
+
+def worker_init(parent_pid: int) -> None:
+    """In each worker process: die with the server (PR_SET_PDEATHSIG for the direct parent, and a watch on
+    the server's pid, since a forkserver worker's parent is the fork server, not the server)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def run_fit(job: FitJob) -> dict:
@@ -106,10 +132,25 @@ def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:
 def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict | None]:
     """``forecast_document`` read back (KeyError/TypeError/ValueError when malformed)."""
     f = doc["forecast"]
-    fc = Forecast(float_array(f["t"]), float_array(f["mean"]),
-                  {float(q): float_array(v) for q, v in f["quantiles"].items()}, doc.get("model", ""))
-    fs = ForecastState(forecast=fc, fitted_at=float(doc["fitted_at"]), history_max=doc.get("history_max"),
-                       model=doc.get("model", ""), fit_seconds=doc.get("fit_seconds"), key=key)
+    t, mean = float_array(f["t"]), float_array(f["mean"])
+    quantiles = {float(q): float_array(v) for q, v in f["quantiles"].items()}
+    # shape: a curve the policy can read, or a ValueError (the file is ignored and the forecast refitted)
+    if not 0 < len(t) <= MAX_CURVE_POINTS or len(mean) != len(t) or any(len(v) != len(t) for v in quantiles.values()):
+        raise ValueError(f"curve lengths disagree or exceed {MAX_CURVE_POINTS} (t {len(t)}, mean {len(mean)})")
+    if not np.isfinite(t).all() or (len(t) > 1 and not (np.diff(t) > 0).all()):
+        raise ValueError("curve times are not finite and increasing")
+    if not quantiles or not all(0 < q < 1 for q in quantiles):
+        raise ValueError("quantile levels must be in (0, 1)")
+    fitted_at, history_max, fit_seconds = doc["fitted_at"], doc.get("history_max"), doc.get("fit_seconds")
+    for name, v in (("fitted_at", fitted_at), ("history_max", history_max), ("fit_seconds", fit_seconds)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise ValueError(f"{name} is not a finite number")
+    model_state = doc.get("model_state")
+    if model_state is not None and not isinstance(model_state, dict):
+        raise ValueError("model_state is not an object")
+    fc = Forecast(t, mean, quantiles, str(doc.get("model", "")))
+    fs = ForecastState(forecast=fc, fitted_at=float(fitted_at), history_max=history_max,
+                       model=str(doc.get("model", "")), fit_seconds=fit_seconds, key=key)
     return fs, doc.get("model_state")
 
 
@@ -123,7 +164,8 @@ class FitService:
     """
 
     def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, store: JsonStore | None = None,
-                 workers: int = 1, pool: Executor | None = None, io: Executor | None = None):
+                 workers: int = 1, pool: Executor | None = None, io: Executor | None = None,
+                 pool_factory: Callable[[], Executor] | None = None):
         self.clock = clock
         self.metrics = metrics
         self.store = store
@@ -133,19 +175,60 @@ class FitService:
         self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._retry_at: dict[tuple, float] = {}
+        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
         self._lock = threading.Lock()
+        self.ops = ops_metrics(metrics)
+        self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
+        self._failing_interval = math.inf  # the refit interval of that failure's workload
+        self._pool_factory = pool_factory
+
+    def _new_pool(self) -> Executor:
+        if self._pool_factory is not None:
+            return self._pool_factory()
+        # forkserver: never fork the gRPC process itself (threads); workers import the models once
+        ctx = multiprocessing.get_context("forkserver")
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=worker_init,
+                                   initargs=(os.getpid(),))
 
     def start(self) -> None:
         if self._pool is None:
-            # forkserver: never fork the gRPC process itself (threads); workers import the models once
-            ctx = multiprocessing.get_context("forkserver")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            self._pool = self._new_pool()
 
     def stop(self) -> None:
+        """Bounded: queued work is dropped and worker processes are killed, not awaited."""
         self._io.shutdown(wait=False, cancel_futures=True)
-        if self._pool is not None and self._own_pool:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is not None and self._own_pool:
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in processes:
+                p.kill()
+
+    def healthy(self, now: float) -> bool:
+        """False when fits have failed (other than for Prometheus) with no success for longer than a refit interval."""
+        with self._lock:
+            return self._failing_since is None or now - self._failing_since <= self._failing_interval
+
+    def _run(self, job: FitJob) -> dict:
+        """``run_fit`` in the worker pool; a dead worker's pool is replaced and the fit retried once."""
+        for attempt in (0, 1):
+            pool = self._pool
+            if pool is None:
+                raise RuntimeError("forecast service stopped")
+            try:
+                return pool.submit(run_fit, job).result()
+            except BrokenProcessPool:
+                if attempt == 1 or not self._own_pool:
+                    raise
+                with self._lock:
+                    if self._pool is pool:  # the first to see it replaces it
+                        self._pool = self._new_pool()
+                        self.ops.worker_restarts.inc()
+                        log.warning("a fit worker died; worker pool replaced")
+                    self.ops.fit_retries.inc()
+                pool.shutdown(wait=False, cancel_futures=True)
+        raise AssertionError("unreachable")
 
     # -- ForecastService -------------------------------------------------------
     def fitting(self, wl: Workload) -> bool:
@@ -160,7 +243,8 @@ class FitService:
         with self._lock:
             if key in self._busy or now < self._retry_at.get(key, -math.inf):
                 return
-            if fs.key != fkey or fs.fitted_at is None or now - fs.fitted_at >= spec.refit_interval_seconds:
+            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+                                                           and now >= self._spread_until.get(key, -math.inf)):
                 job = self._fit
             elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
                   and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
@@ -177,6 +261,12 @@ class FitService:
         with self._lock:
             self._model_state.pop(wl.key, None)
             self._retry_at.pop(wl.key, None)
+            self._spread_until.pop(wl.key, None)
+        if self.store is not None:  # a stored forecast for inputs no longer in force (or a forgotten trigger)
+            try:
+                self.store.forget(wl.namespace, wl.name, wl.spec.metric_name)
+            except OSError:
+                pass
 
     def restore(self, wl: Workload) -> ForecastState | None:
         """A stored forecast fitted for the same inputs (restart), for the registry to adopt."""
@@ -187,9 +277,13 @@ class FitService:
         if got is None:
             return None
         fs, model_state = got
-        if model_state:
-            with self._lock:
+        with self._lock:
+            if model_state:
                 self._model_state[wl.key] = model_state
+            # after a restart every stored forecast may be due at once: spread their refits (and history
+            # queries) over one refit interval, at a fixed offset per trigger; the stored curve serves meanwhile
+            spread = int(digest(wl.key)[:8], 16) / 0xFFFFFFFF * wl.spec.refit_interval_seconds
+            self._spread_until[wl.key] = self.clock() + spread
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: restored a %s forecast fitted at %.0f", wl.namespace, wl.name, fs.model,
                  fs.fitted_at)
@@ -212,6 +306,8 @@ class FitService:
                 self.metrics.fit_failures.labels(wl.namespace, wl.name).inc()
                 with self._lock:
                     self._retry_at[key] = now + min(spec.refit_interval_seconds, RETRY_AFTER_FAILURE_SECONDS)
+                    if not isinstance(e, PromError) and self._failing_since is None:
+                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
                 old = wl.forecast
                 if old.forecast is not None and old.key == fkey:
                     # keep serving the previous curve while it covers the lead window (decide() checks)
@@ -221,6 +317,8 @@ class FitService:
             else:
                 with self._lock:
                     self._retry_at.pop(key, None)
+                    if model_state is not None:
+                        self._failing_since = None
             if adopt(wl, state, fkey) and model_state is not None:
                 self._keep(wl, spec, state, model_state, points)
             self.metrics.fit_duration.observe(time.perf_counter() - started)
@@ -272,6 +370,7 @@ class FitService:
         """The new state, the fitted model's parameters (None: nothing fitted) and the points it used."""
         step, fkey = spec.step_seconds, spec.forecast_key()
         end = math.floor(now / step) * step
+        self.ops.queries.labels("history").inc()
         try:
             series, report = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
         except PromError as e:
@@ -292,10 +391,7 @@ class FitService:
             warm = self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
                      spec.level_correction_seconds)
-        pool = self._pool
-        if pool is None:
-            raise RuntimeError("forecast service stopped")
-        out = pool.submit(run_fit, job).result()
+        out = self._run(job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)

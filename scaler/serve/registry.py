@@ -19,18 +19,22 @@ fake; so is the Prometheus client (``client_factory``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
+from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..spec import MetadataError, PrometheusTarget, ScalerSpec, parse_metadata
 from .metrics import ScalerMetrics
+from .opsmetrics import ops_metrics
+from .ratelimit import LogLimiter
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
@@ -42,19 +46,23 @@ PRECONDITION = {PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MUL
 
 @dataclass(frozen=True)
 class RegistryConfig:
-    refresh_seconds: float = 5.0  # observation cache lifetime
+    refresh_seconds: float = 5.0  # the floor of the refresh interval (KEDA's learned cadence, or refreshInterval)
+    max_refresh_seconds: float = 60.0  # a learned cadence longer than this counts as this
     cold_start_refresh_seconds: float = 60.0
     stale_seconds: float = 120.0  # how long the last good observation stands in for an unreachable Prometheus
     forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten
     first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
-    io_workers: int = 8
+    io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung targets before others wait
+    per_target_refreshes: int = 8  # refreshes in flight per Prometheus: a hung target holds at most these threads
     max_specs_cached: int = 4096
+    max_spec_cache_bytes: int = 16 << 20  # metadata bytes behind the cached specs and errors
+    log_interval_seconds: float = 60.0  # a repeated warning (same ScaledObject, same kind) at most this often
 
 
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
-                 tuning: TuningService | None = None,
+                 tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient):
         self.clock = clock
         self.credentials = credentials
@@ -63,11 +71,18 @@ class Registry:
         self.forecasts = forecasts
         self.tuning = tuning
         self.client_factory = client_factory
+        self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
-        self.changed = threading.Condition(self._lock)  # notified after every refresh
+        self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
         self._workloads: dict[tuple[str, str, str], Workload] = {}
-        self._specs: OrderedDict[tuple, tuple[ScalerSpec, tuple[str, ...]] | MetadataError] = OrderedDict()
-        self._warned_unknown: set[tuple] = set()
+        # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
+        self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
+        self._spec_bytes = 0
+        self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
+        self._waiting: dict[str, deque[Workload]] = {}  # refreshes due, queued behind their target's limit
+        self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.limiter = LogLimiter(clock, config.log_interval_seconds)
+        self.ops = ops_metrics(metrics)
         self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -75,30 +90,44 @@ class Registry:
     # -- lookup (RPC threads) -------------------------------------------------
     def spec_for(self, namespace: str, name: str, metadata: Mapping[str, str]) -> ScalerSpec:
         """Parse (cached) and validate; raises ScalerError INVALID_ARGUMENT."""
-        ck = (namespace, name, tuple(sorted(metadata.items())))
+        ck, size = _cache_key(namespace, name, metadata)
         with self._lock:
-            hit = self._specs.get(ck)
-            if hit is not None:
+            got = self._specs.get(ck)
+            if got is not None:
                 self._specs.move_to_end(ck)
-        if hit is None:
+        if got is None:
             try:
                 hit = parse_metadata(metadata, name=name, namespace=namespace)
             except MetadataError as e:
-                hit = e
+                hit = e.with_traceback(None)  # the traceback's frames hold the metadata: never cache them
+                size = len(str(e)) + len(namespace) + len(name) + 300  # what is held: the (bounded) message
             with self._lock:
-                self._specs[ck] = hit
-                while len(self._specs) > self.config.max_specs_cached:
-                    self._specs.popitem(last=False)
+                if ck not in self._specs:
+                    self._specs[ck] = (hit, size)
+                    self._spec_bytes += size
+                while self._specs and (len(self._specs) > self.config.max_specs_cached
+                                       or self._spec_bytes > self.config.max_spec_cache_bytes):
+                    self._spec_bytes -= self._specs.popitem(last=False)[1][1]
+        else:
+            hit = got[0]
         if isinstance(hit, MetadataError):
-            raise ScalerError("INVALID_ARGUMENT", f"ScaledObject {namespace}/{name}: {hit}")
+            raise ScalerError("INVALID_ARGUMENT", f"ScaledObject {_cut(namespace)}/{_cut(name)}: {hit}")
         spec, unknown = hit
-        if unknown and (namespace, name, unknown) not in self._warned_unknown:
-            self._warned_unknown.add((namespace, name, unknown))
-            log.warning("ScaledObject %s/%s: unknown metadata keys ignored: %s", namespace, name, ", ".join(unknown))
+        if unknown and self._warned_unknown.get((namespace, name)) != unknown:
+            with self._lock:
+                self._warned_unknown[(namespace, name)] = unknown
+                while len(self._warned_unknown) > self.config.max_specs_cached:
+                    self._warned_unknown.pop(next(iter(self._warned_unknown)))
+            log.warning("ScaledObject %s/%s: unknown metadata keys ignored: %s", _cut(namespace), _cut(name),
+                        _cut(", ".join(unknown), 300))
         return spec
 
-    def workload(self, namespace: str, name: str, metadata: Mapping[str, str], *, wait: bool = True) -> Workload:
-        """The tracked workload for this trigger, created (and first refreshed) on first sight."""
+    def workload(self, namespace: str, name: str, metadata: Mapping[str, str], *, wait: bool = True,
+                 poll: bool = True) -> Workload:
+        """The tracked workload for this trigger, created (and first refreshed) on first sight.
+
+        ``poll``: this is one of KEDA's polls (its cadence sets the refresh interval); a stream's own
+        re-check passes False."""
         spec = self.spec_for(namespace, name, metadata)
         now = self.clock()
         key = (namespace, name, spec.metric_name)
@@ -107,7 +136,8 @@ class Registry:
             if wl is not None and wl.declared != spec:
                 wl = self._replace_spec(wl, spec)
             if wl is None:
-                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now)
+                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
+                              changed=threading.Condition(self._lock))
                 self._workloads[key] = wl
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
@@ -115,6 +145,8 @@ class Registry:
                 created = True
             else:
                 created = False
+                if poll:
+                    wl.learn_poll(now)
             wl.last_polled = now
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
@@ -131,6 +163,8 @@ class Registry:
     def _client(self, spec: ScalerSpec) -> PrometheusClient:
         try:
             creds = self.credentials.get(spec.prometheus.credentials)
+            if creds is not None:
+                creds.check_target(spec.prometheus.server_address)
         except PromError as e:
             raise ScalerError("FAILED_PRECONDITION", str(e)) from None
         return self.client_factory(spec.prometheus, creds)
@@ -151,7 +185,7 @@ class Registry:
                 self.forecasts.forget(wl)
             wl.forecast = ForecastState()
         if old.cold_start_query != spec.cold_start_query:
-            wl.cold_start = wl.cold_start_at = None
+            wl.cold_start = wl.cold_start_at = wl.cold_start_error = None
         if (old.prometheus, old.query) != (spec.prometheus, spec.query):
             # a different series: the old observation and its error say nothing about it
             wl.observed = wl.observed_at = wl.error = wl.error_at = None
@@ -198,22 +232,33 @@ class Registry:
 
     # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
+        """Staleness is judged here, by the age of the last good observation, whatever kept it from being renewed."""
         now = self.clock()
         err, observed, stale = wl.error, wl.observed, False
-        if err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at):
-            if err.kind in PRECONDITION:
-                raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
-            if observed is None or now - (wl.observed_at or 0) > self.config.stale_seconds:
-                age = "" if wl.observed_at is None else f"; last good observation {now - wl.observed_at:.0f}s ago"
-                raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {err}{age}")
+        failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)
+        if failing and err.kind in PRECONDITION:
+            raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
+        if wl.cold_start_error is not None:
+            raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {wl.cold_start_error}")
+        why = str(err) if failing else "no observation from Prometheus yet (refresh pending)"
+        if observed is None or wl.observed_at is None:
+            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
+        age = now - wl.observed_at
+        if age > self.config.stale_seconds:
+            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
+                                             f"last good observation {age:.0f}s ago")
+        if failing or age > self.late_after(wl):
             stale = True
-        if observed is None:
-            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: no observation from Prometheus yet")
         fs = wl.forecast
         d = decide(observed, fs.forecast, wl.params(), now, unusable=fs.unusable, history_max=fs.history_max,
                    with_mean=True)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
+        if not d.planned <= MAX_RATE:  # +inf or beyond (a 1e308 series times headroom): KEDA gets a finite value
+            if d.planned != d.planned:
+                raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
+                                                 "number (the forecast or the observation is not usable)")
+            d = dataclasses.replace(d, planned=MAX_RATE)
         self._export(wl, d)
         return d
 
@@ -248,9 +293,19 @@ class Registry:
         self._stop.set()
         with self.changed:
             self.changed.notify_all()
+            for wl in self._workloads.values():
+                if wl.changed is not None:
+                    wl.changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._io.shutdown(wait=False, cancel_futures=True)
+
+    def wait_changed(self, wl: Workload, seconds: float) -> None:
+        """Sleep until ``wl`` is refreshed, the registry stops, or ``seconds`` pass."""
+        if wl.changed is None or self._stop.is_set():
+            return
+        with wl.changed:
+            wl.changed.wait(seconds)
 
     def wait_stopping(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True when the registry is stopping."""
@@ -265,56 +320,114 @@ class Registry:
         now = self.clock()
         with self._lock:
             workloads = list(self._workloads.values())
+        due = []
         for wl in workloads:
             if now - wl.last_polled > self.config.forget_seconds:
                 self._forget(wl)
                 continue
-            if not wl.refreshing and (wl.attempted_at is None or now - wl.attempted_at >= self.config.refresh_seconds):
-                with self._lock:
-                    self._submit_refresh(wl, now)
+            if not wl.refreshing and not wl.queued and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
+                due.append(wl)
+        # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
+        due.sort(key=lambda w: w.attempted_at or 0.0)
+        for wl in due:
+            late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
+            with self._lock:
+                started = self._submit_refresh(wl, now)
+            if started and late:
+                self.ops.late.inc()
+        with self._lock:
+            self.ops.in_flight.set(sum(self._inflight.values()))
+        for wl in workloads:
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
             if self.tuning is not None and wl.declared.tuning == "auto":
                 self.tuning.maybe_tune(wl, now, self.apply_tuned)
+
+    def refresh_interval(self, wl: Workload) -> float:
+        """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
+        if wl.spec.refresh_seconds is not None:
+            return wl.spec.refresh_seconds
+        learned = wl.poll_interval if wl.poll_interval is not None else self.config.refresh_seconds
+        return max(self.config.refresh_seconds, min(learned, self.config.max_refresh_seconds))
+
+    def late_after(self, wl: Workload) -> float:
+        """An observation older than this was not renewed on time: served with reason prometheus_stale."""
+        return 2 * self.refresh_interval(wl) + wl.spec.prometheus.timeout_seconds + 2.0
 
     def _forget(self, wl: Workload) -> None:
         with self._lock:
             if self._workloads.get(wl.key) is wl:
                 del self._workloads[wl.key]
             self.metrics.workloads.set(len(self._workloads))
+            self._warned_unknown.pop((wl.namespace, wl.name), None)
+            for k in [k for k in self._specs if k[:2] == (wl.namespace, wl.name)]:
+                self._spec_bytes -= self._specs.pop(k)[1]
         self.metrics.forget(wl.namespace, wl.name)
+        self.limiter.forget(lambda k: k[:2] == (wl.namespace, wl.name))
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
             self.tuning.forget(wl)
+        for store in self.stores:  # the state files go with it
+            try:
+                store.forget(wl.namespace, wl.name, wl.spec.metric_name)
+            except OSError as e:
+                log.warning("cannot remove state of %s/%s: %s", wl.namespace, wl.name, e.strerror)
         log.info("forgot ScaledObject %s/%s (not polled for %.0fs)", wl.namespace, wl.name, self.config.forget_seconds)
 
-    def _submit_refresh(self, wl: Workload, now: float) -> None:
-        """Caller holds the lock."""
+    def _submit_refresh(self, wl: Workload, now: float) -> bool:
+        """Caller holds the lock. False, and the refresh stays due, while its target has
+        ``per_target_refreshes`` in flight (a hung target holds no one else's I/O thread)."""
+        target = wl.spec.prometheus.server_address
+        if self._inflight[target] >= self.config.per_target_refreshes:
+            if not wl.queued:  # started as soon as one of its target's refreshes ends
+                wl.queued = True
+                self._waiting.setdefault(target, deque()).append(wl)
+            return False
         wl.refreshing = True
         wl.attempted_at = now
         try:
-            self._io.submit(self._refresh, wl)
+            self._io.submit(self._refresh, wl, target)
         except RuntimeError:  # pool shut down
             wl.refreshing = False
+            return False
+        self._inflight[target] += 1
+        return True
 
-    def _refresh(self, wl: Workload) -> None:
+    def _start_waiting(self, target: str, now: float) -> None:
+        """Caller holds the lock: refreshes queued behind ``target``'s limit, as slots free up."""
+        waiting = self._waiting.get(target)
+        while waiting and self._inflight[target] < self.config.per_target_refreshes:
+            w = waiting.popleft()
+            w.queued = False
+            if not w.refreshing and self._workloads.get(w.key) is w:
+                self._submit_refresh(w, now)
+        if not waiting:
+            self._waiting.pop(target, None)
+
+    def _refresh(self, wl: Workload, target: str) -> None:
         spec = wl.spec
         observed: float | None = None
         error: PromError | None = None
         at = self.clock()  # queries are evaluated at the scaler's clock (a fake one in tests)
+        self.ops.queries.labels("observe").inc()
         try:
-            observed = max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values))
+            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values)))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently
-            error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}: {e}")
-            log.exception("ScaledObject %s/%s: refresh failed", wl.namespace, wl.name)
+            error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
+            self.limiter.log(log, logging.ERROR, (wl.namespace, wl.name, "crash"), "ScaledObject %s/%s: refresh failed: %s",
+                             wl.namespace, wl.name, _cut(repr(e), 300))
         now = self.clock()
         if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
             self._refresh_cold_start(wl, now)
         with self.changed:
+            self._inflight[target] -= 1
+            if self._inflight[target] <= 0:
+                del self._inflight[target]
             wl.refreshing = False
+            self._start_waiting(target, now)
             if wl.spec is not spec and (wl.spec.prometheus, wl.spec.query) != (spec.prometheus, spec.query):
                 self._submit_refresh(wl, now)  # the query changed meanwhile: this answer is about another series
                 return
@@ -323,24 +436,50 @@ class Registry:
             else:
                 wl.error, wl.error_at = error, now
             wl.first_done.set()
-            self.changed.notify_all()
+            if wl.changed is not None:
+                wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh
         if error is not None:
             self.metrics.prom_errors.labels(wl.namespace, wl.name, error.kind.value).inc()
-            log.warning("ScaledObject %s/%s: %s", wl.namespace, wl.name, error)
+            self.limiter.log(log, logging.WARNING, (wl.namespace, wl.name, error.kind.value), "ScaledObject %s/%s: %s",
+                             wl.namespace, wl.name, error)
 
     def _refresh_cold_start(self, wl: Workload, now: float) -> None:
+        self.ops.queries.labels("cold_start").inc()
         try:
             v = wl.client.scalar(wl.spec.cold_start_query, now, ignore_null=False)
             if v < 0:
                 raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
-            wl.cold_start, wl.cold_start_at = v, now
+            lead = wl.spec.lead.with_cold_start(v).seconds
+            if lead > MAX_LEAD_SECONDS:
+                wl.cold_start_error = PromError(
+                    PromErrorKind.BAD_VALUE, f"coldStartQuery returned {v:g}s: the lead time would be {lead:g}s, above "
+                                             f"the maximum {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS)")
+                wl.cold_start_at = now
+                return
+            wl.cold_start, wl.cold_start_at, wl.cold_start_error = v, now, None
         except PromError as e:
             # keep the last good T_cold, else coldStartSeconds stands in; say so once per attempt
             self.metrics.prom_errors.labels(wl.namespace, wl.name, "cold_start_" + e.kind.value).inc()
-            log.warning("ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
+            self.limiter.log(log, logging.WARNING, (wl.namespace, wl.name, "cold_start"),
+                             "ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
                         f"last value {wl.cold_start:g}s" if wl.cold_start is not None
                         else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
 
     def workloads(self) -> list[Workload]:
         with self._lock:
             return list(self._workloads.values())
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[tuple, int]:
+    """A fixed-size key for a metadata map (a digest, not the map) and the bytes a spec parsed from it holds."""
+    h = hashlib.sha256()
+    size = 0
+    for k, v in sorted(metadata.items()):
+        kb, vb = k.encode("utf-8", "replace"), v.encode("utf-8", "replace")
+        size += len(kb) + len(vb)
+        h.update(len(kb).to_bytes(8, "little") + kb + len(vb).to_bytes(8, "little") + vb)
+    return (namespace, name, h.hexdigest()), size + len(namespace) + len(name) + 200

@@ -11,6 +11,7 @@ A port or host it cannot listen on, or TLS files that do not load, raise
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -31,7 +32,8 @@ from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
 from .http import HttpEndpoint, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
-from ..prom import CredentialStore
+from ..prom import CredentialStore, PrometheusClient, PromPool
+from .opsmetrics import ops_metrics
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
 from .state import JsonStore
@@ -52,7 +54,10 @@ class ServerConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None  # given: clients must present a certificate (mTLS)
-    grpc_workers: int = 64  # each open KEDA stream holds one
+    max_streams: int = 1000  # open StreamIsActive/StreamMetricSpec at most; more are RESOURCE_EXHAUSTED
+    grpc_workers: int = 1064  # each open stream holds one; max_streams + 64 are left for unary RPCs
+    prom_connections_per_target: int = 8  # shared by every ScaledObject querying that Prometheus
+    prom_max_in_flight: int = 256  # all targets together (32 hung targets of 8 before a healthy one queues)
     fit_workers: int = 1
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
@@ -66,16 +71,25 @@ class Server:
         self.config = config
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
+        self.clock = clock
+        self.ops = ops_metrics(self.metrics)
+        self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight)
         forecast_store = JsonStore(config.state_dir) if config.state_dir else None
         tuning_store = JsonStore(Path(config.state_dir) / "tuning") if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(clock, self.metrics, tuning_store)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
-                                 forecasts=self.forecasts, tuning=self.tuning)
+                                 forecasts=self.forecasts, tuning=self.tuning,
+                                 stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
+                                 client_factory=functools.partial(PrometheusClient, pool=self.pool))
+        if config.max_streams > config.grpc_workers - 16:
+            raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
+                             f"({config.grpc_workers}) to unary RPCs and the health check")
         # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
         self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
                                 handlers=list(extra_handlers), options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_ExternalScalerServicer_to_server(ExternalScalerServicer(self.registry), self.grpc)
+        pb_grpc.add_ExternalScalerServicer_to_server(
+            ExternalScalerServicer(self.registry, max_streams=config.max_streams), self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
@@ -89,8 +103,27 @@ class Server:
             raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
         self._stopping = threading.Event()
         self.http = HttpEndpoint(config.host, config.http_port,
-                                 make_app(self.metrics.registry, lambda: not self._stopping.is_set(), clock))
+                                 make_app(self.metrics.registry, self.healthy, clock))
         self.http_port = self.http.port
+        self._serving = True
+        self._watch_thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+
+    def healthy(self) -> bool:
+        """Serving: not stopping, and the forecast fits are not all failing for longer than a refit interval."""
+        return not self._stopping.is_set() and (self.forecasts is None or self.forecasts.healthy(self.clock()))
+
+    def _watch(self) -> None:
+        """Every second: health follows the fit worker's state; connection and in-flight gauges follow the pool."""
+        while not self._stopping.wait(1.0):
+            ok = self.healthy()
+            if ok != self._serving:
+                self._serving = ok
+                status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+                for name in ("", SERVICE_NAME):
+                    self.health.set(name, status)
+                log.log(logging.INFO if ok else logging.ERROR, "health: %s",
+                        "SERVING" if ok else "NOT_SERVING (every forecast fit failing for longer than a refit interval)")
+            self.ops.connections.set(self.pool.connections())
 
     def start(self) -> "Server":
         if self.forecasts is not None:
@@ -99,6 +132,7 @@ class Server:
         self.registry.start()
         self.grpc.start()
         self.http.start()
+        self._watch_thread.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("forescale serving gRPC on %s:%d, HTTP on %s:%d", self.config.host, self.grpc_port,
@@ -106,12 +140,14 @@ class Server:
         return self
 
     def stop(self, grace: float | None = None) -> None:
-        """Report NOT_SERVING, finish in-flight RPCs (bounded), stop background work."""
+        """Report NOT_SERVING, finish in-flight RPCs (bounded), stop background work; within grace + ~3 s,
+        whatever Prometheus does (requests in flight are cancelled, worker processes killed)."""
         if self._stopping.is_set():
             return
         self._stopping.set()
         self.health.enter_graceful_shutdown()
         self.registry.stop()  # ends the streams' waits
+        self.pool.close(timeout=2.0)  # hung or dripping requests end now: no refresher thread waits on them
         self.grpc.stop(self.config.grace_seconds if grace is None else grace).wait()
         if self.forecasts is not None:
             self.forecasts.stop()
@@ -222,4 +258,6 @@ def run(config: ServerConfig) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     done.wait()
-    server.stop()
+    server.stop(grace=min(config.grace_seconds, 5.0))  # the whole stop within 10 s (kubelet's grace is 30 s)
+    logging.shutdown()
+    os._exit(0)  # threads stuck in I/O (none should be) must not hold the exit

@@ -7,21 +7,24 @@ the deprecated int field carries its ceiling; exactly one MetricValue.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import threading
 from typing import Iterator
 
 import grpc
 
 from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
+from .opsmetrics import ops_metrics
 from .registry import Registry
 from .workload import ScalerError, Workload
 
 log = logging.getLogger(__name__)
 
 _CODES = {name: getattr(grpc.StatusCode, name) for name in
-          ("INVALID_ARGUMENT", "UNAVAILABLE", "FAILED_PRECONDITION", "NOT_FOUND", "INTERNAL")}
+          ("INVALID_ARGUMENT", "UNAVAILABLE", "FAILED_PRECONDITION", "NOT_FOUND", "INTERNAL", "RESOURCE_EXHAUSTED")}
 STREAM_RECHECK_SECONDS = 1.0
 
 
@@ -32,8 +35,29 @@ def _ceil_int(x: float) -> int:
 
 
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, max_streams: int = 1000):
         self.registry = registry
+        self.max_streams = max_streams  # each open stream holds a gRPC worker thread: bounded
+        self._streams = 0
+        self._lock = threading.Lock()
+        self.ops = ops_metrics(registry.metrics)
+
+    @contextlib.contextmanager
+    def _stream_slot(self):
+        with self._lock:
+            if self._streams >= self.max_streams:
+                self.ops.streams_refused.inc()
+                raise ScalerError("RESOURCE_EXHAUSTED",
+                                  f"{self.max_streams} streams are open, the most this scaler serves (max_streams); "
+                                  "use polling (external) or raise the limit")
+            self._streams += 1
+            self.ops.streams.set(self._streams)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._streams -= 1
+                self.ops.streams.set(self._streams)
 
     # -- error mapping: the one place ------------------------------------------
     def _fail(self, context: grpc.ServicerContext, method: str, err: Exception):
@@ -76,8 +100,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             wl = self._workload(request.scaledObjectRef)
             self.registry.match_metric(wl, request.metricName)
             value = self.registry.decision(wl).planned
-            if not math.isfinite(value) or value < 0:
-                value = 0.0
+            if not math.isfinite(value) or value < 0:  # never sent; the spec's ranges keep the math finite
+                raise ScalerError("INTERNAL", f"ScaledObject {wl.namespace}/{wl.name}: the planned value is not a "
+                                              "finite number >= 0")
             return pb.GetMetricsResponse(metricValues=[
                 pb.MetricValue(metricName=wl.spec.metric_name, metricValue=_ceil_int(value), metricValueFloat=value)])
         except Exception as e:
@@ -86,32 +111,33 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     def StreamIsActive(self, request, context) -> Iterator[pb.IsActiveResponse]:
         """The current state at once, then every change. Errors end the stream with their status."""
         last: bool | None = None
-        changed = self.registry.changed
         try:
-            wl = self._workload(request)
-            while context.is_active() and not self.registry.stopping:
-                now_active = self._active(wl)
-                if now_active != last:
-                    last = now_active
-                    yield pb.IsActiveResponse(result=now_active)
-                with changed:
-                    changed.wait(STREAM_RECHECK_SECONDS)
-                # keep the workload alive while KEDA holds the stream open
+            with self._stream_slot():
                 wl = self._workload(request)
+                while context.is_active() and not self.registry.stopping:
+                    now_active = self._active(wl)
+                    if now_active != last:
+                        last = now_active
+                        yield pb.IsActiveResponse(result=now_active)
+                    self.registry.wait_changed(wl, STREAM_RECHECK_SECONDS)
+                    # keep the workload alive while KEDA holds the stream open (not a poll: no cadence learned)
+                    wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata),
+                                                poll=False)
         except Exception as e:
             self._fail(context, "StreamIsActive", e)
 
     def StreamMetricSpec(self, request, context) -> Iterator[pb.GetMetricSpecResponse]:
         """The current spec at once; then again only if it changes (it is static per metadata)."""
         try:
-            wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata), wait=False)
-            sent = self._spec(wl)
-            yield sent
-            while context.is_active() and not self.registry.stopping:
-                self.registry.wait_stopping(STREAM_RECHECK_SECONDS)
-                spec = self._spec(wl)
-                if spec != sent:
-                    sent = spec
-                    yield spec
+            with self._stream_slot():
+                wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata), wait=False)
+                sent = self._spec(wl)
+                yield sent
+                while context.is_active() and not self.registry.stopping:
+                    self.registry.wait_stopping(STREAM_RECHECK_SECONDS)
+                    spec = self._spec(wl)
+                    if spec != sent:
+                        sent = spec
+                        yield spec
         except Exception as e:
             self._fail(context, "StreamMetricSpec", e)

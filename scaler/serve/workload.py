@@ -116,16 +116,27 @@ class Workload:
     error_at: float | None = None
     attempted_at: float | None = None
     refreshing: bool = False
+    queued: bool = False  # a refresh waits for a free slot of its Prometheus target (registry)
     cold_start: float | None = None  # T_cold from coldStartQuery, when set
     cold_start_at: float | None = None
+    cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum
+    poll_interval: float | None = None  # KEDA's polling cadence, learned from its calls (seconds)
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
+    changed: threading.Condition | None = field(default=None, repr=False)  # notified after each refresh (registry)
     declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
     tuned: Tuned | None = None
 
     def __post_init__(self) -> None:
         if self.declared is None:
             self.declared = self.spec
+
+    def learn_poll(self, now: float) -> None:
+        """One more KEDA call: the gap since the last one updates the learned cadence (calls closer than
+        half a second, such as IsActive and GetMetrics of one poll, count as one)."""
+        gap = now - self.last_polled
+        if gap >= 0.5:
+            self.poll_interval = gap if self.poll_interval is None else 0.7 * self.poll_interval + 0.3 * gap
 
     @property
     def key(self) -> tuple[str, str, str]:

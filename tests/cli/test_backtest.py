@@ -182,15 +182,16 @@ def test_cold_start_from_probe_report(tmp_path, monkeypatch):
 
 def test_prometheus_input_in_chunks(prometheus, tmp_path, monkeypatch):
     calls = []
-    from prometheus_api_client import PrometheusConnect
+    from scaler.prom import PromPool
 
-    real = PrometheusConnect.custom_query_range
+    real = PromPool.get
 
-    def spy(self, query, start_time, end_time, step, params=None):
-        calls.append((start_time.timestamp(), end_time.timestamp()))
-        return real(self, query, start_time, end_time, step, params)
+    def spy(self, url, params, **kw):
+        if url.endswith("/api/v1/query_range"):
+            calls.append((float(params["start"]), float(params["end"])))
+        return real(self, url, params, **kw)
 
-    monkeypatch.setattr(PrometheusConnect, "custom_query_range", spy)
+    monkeypatch.setattr(PromPool, "get", spy)
     end = prometheus.end_at
     start = end - 13 * 86400
     out = tmp_path / "p.json"

@@ -81,18 +81,32 @@ def test_basic_auth_from_the_credential_store(tmp_path, caplog):
     (creds / "wrong").mkdir()
     (creds / "wrong" / "username").write_text("scaler")
     (creds / "wrong" / "password").write_text("not-it")
+    (creds / "elsewhere").mkdir()  # a good password, bound to another Prometheus
+    (creds / "elsewhere" / "username").write_text("scaler")
+    (creds / "elsewhere" / "password").write_text(PASSWORD)
+    (creds / "elsewhere" / "allowed-urls").write_text("http://prometheus.other:9090\n")
+    (creds / "unbound").mkdir()  # no allowed-urls: usable nowhere
+    (creds / "unbound" / "username").write_text("scaler")
+    (creds / "unbound" / "password").write_text(PASSWORD)
+    for name in ("prom-basic", "wrong"):
+        (creds / name / "allowed-urls").write_text(f"# the test Prometheus\n{prom.url}/\n")
     server, stub, ch = _client(now, creds)
     try:
         md = {"serverAddress": prom.url, "query": QUERY, "qpsPerReplica": "5", "mode": "reactive", "hpaTolerance": "0"}
         with caplog.at_level(logging.DEBUG):
             assert _get(stub, {**md, "credentials": "prom-basic"}) == pytest.approx(7.0)
             for name, extra, fragment in (("none", {}, "401"), ("wrong", {"credentials": "wrong"}, "401"),
-                                          ("absent", {"credentials": "nosuch"}, "no directory")):
+                                          ("absent", {"credentials": "nosuch"}, "no directory"),
+                                          ("bound", {"credentials": "elsewhere"}, "may not be sent to"),
+                                          ("unbound", {"credentials": "unbound"}, "no allowed-urls file")):
                 with pytest.raises(grpc.RpcError) as e:
                     _get(stub, {**md, **extra}, name=name)
                 assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
                 assert fragment in e.value.details()
                 assert PASSWORD not in e.value.details()
+        # the refused sets sent nothing: Prometheus saw no request with their (valid) password
+        assert server.registry.metrics.registry.get_sample_value(
+            "forescale_prometheus_errors_total", {"namespace": "serving", "scaledobject": "bound", "kind": "rejected"}) is None
         assert all(PASSWORD not in r.getMessage() for r in caplog.records)
     finally:
         ch.close()
@@ -117,6 +131,8 @@ def test_tls_client_certificate_and_ca(tmp_path, pki):
         (creds / "mtls" / dst).write_bytes((pki / src).read_bytes())
     (creds / "ca-only").mkdir()
     (creds / "ca-only" / "ca.crt").write_bytes((pki / "ca.crt").read_bytes())
+    for name in ("mtls", "ca-only"):
+        (creds / name / "allowed-urls").write_text(prom.url)
     server, stub, ch = _client(now, creds)
     try:
         md = {"serverAddress": prom.url, "query": QUERY, "qpsPerReplica": "5", "mode": "reactive", "hpaTolerance": "0"}

@@ -11,6 +11,7 @@ import logging
 import math
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -84,15 +85,17 @@ def test_dead_band_compensation_in_the_value(scaler, prometheus):
 
 @pytest.mark.parametrize("over,code,fragments", [
     ({"serverAddress": None}, "INVALID_ARGUMENT", ["'serverAddress'", "missing", "http:// or https://"]),
-    ({"qpsPerReplica": "0"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'0'", "> 0"]),
-    ({"qpsPerReplica": "-1"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'-1'", "> 0"]),
-    ({"qpsPerReplica": "abc"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'abc'", "> 0"]),
-    ({"qpsPerReplica": "NaN"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'NaN'", "> 0"]),
+    ({"qpsPerReplica": "0"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'0'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "-1"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'-1'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "abc"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'abc'", "[0.001, 1e9]"]),
+    ({"qpsPerReplica": "NaN"}, "INVALID_ARGUMENT", ["'qpsPerReplica'", "'NaN'", "[0.001, 1e9]"]),
     ({"serverAddress": "http://127.0.0.1:1"}, "UNAVAILABLE", ["unreachable", "127.0.0.1:1"]),
     ({"query": "sum(rate(nothing_here_total[2m]))", "ignoreNullValues": "false"}, "FAILED_PRECONDITION",
      ["no series", "ignoreNullValues=false"]),
     ({"query": "rate(forescale_multi_requests_total[2m])"}, "FAILED_PRECONDITION", ["3 series", "sum("]),
-    ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400"]),
+    ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400", "(bad_data)"]),
+    ({"headroom": "1e308"}, "INVALID_ARGUMENT", ["'headroom'", "[1, 100]"]),
+    ({"query": "x" * (1 << 20)}, "INVALID_ARGUMENT", ["'query'", "MAX_VALUE_BYTES", "a value of 1048576 bytes"]),
 ])
 def test_bad_inputs_get_documented_status(scaler, prometheus, over, code, fragments):
     ref = scaler.ref(md(prometheus, **over))
@@ -103,6 +106,7 @@ def test_bad_inputs_get_documented_status(scaler, prometheus, over, code, fragme
         assert e.value.code() == getattr(grpc.StatusCode, code), e.value.details()
         for f in fragments:
             assert f in e.value.details()
+        assert len(e.value.details()) < 1000  # no megabyte echo
 
 
 def test_empty_result_with_ignore_null_values_is_zero(scaler, prometheus):
@@ -281,3 +285,39 @@ def test_serve_reports_a_port_in_use(free_port):
                            capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert f"127.0.0.1:{busy}" in r.stderr and "HTTP" in r.stderr
+
+
+def test_health_follows_the_fit_service(scaler):
+    """Every forecast fit failing for longer than a refit interval: NOT_SERVING (gRPC) and 503 (/healthz); back
+    to SERVING when a fit succeeds again (the supervisor checks every second)."""
+    health = health_pb2_grpc.HealthStub(scaler.channel)
+    url = f"http://127.0.0.1:{scaler.server.http_port}/healthz"
+
+    def states():
+        grpc_state = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+        try:
+            code = urllib.request.urlopen(url, timeout=2).status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        return grpc_state, code
+
+    fits = scaler.server.forecasts
+    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
+    fits.healthy = lambda now: False  # as FitService.healthy says when every fit has failed for a refit interval
+    deadline = time.monotonic() + 3
+    while states() != (health_pb2.HealthCheckResponse.NOT_SERVING, 503) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states() == (health_pb2.HealthCheckResponse.NOT_SERVING, 503)
+    del fits.healthy
+    deadline = time.monotonic() + 3
+    while states() != (health_pb2.HealthCheckResponse.SERVING, 200) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
+
+
+def test_the_value_sent_to_keda_is_finite_and_agrees_with_is_active(scaler, prometheus):
+    """A 1e308 series times headroom 100 overflowed to +inf (INTERNAL before the ranges, 0 with IsActive true
+    before that): it is served as MAX_RATE, 1e15 requests/s, and IsActive agrees."""
+    m = md(prometheus, query="vector(1e308)", qpsPerReplica="0.001", headroom="100", activationThreshold="1e12")
+    assert scaler.value(m).metricValueFloat == 1e15
+    assert scaler.stub.IsActive(scaler.ref(m), timeout=5).result is True  # 1e15 > 1e12

@@ -16,7 +16,7 @@ from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore
 from scaler.serve.workload import ForecastState
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, Harness, InlineExecutor
+from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
 
 T0 = 1_700_000_400.0  # a multiple of 60: the history ends at T0
 END = T0
@@ -49,6 +49,13 @@ def env():
     e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
     yield e
     e.close()
+
+
+def observe(env, wl) -> None:
+    """A poll, one scheduler tick and the observation refresh it starts, done, at the current clock."""
+    assert env.workload() is wl
+    env.reg.tick()
+    wait_for(lambda: not wl.refreshing and wl.observed_at == env.clock())
 
 
 def test_a_fit_is_adopted_and_decides(env):
@@ -105,6 +112,7 @@ def test_a_failed_first_fit_falls_back_and_is_retried_later(env):
     env.workload()
     env.reg.tick()
     assert len(env.prom.calls_of("range")) == 2 and wl.forecast.unusable is None
+    observe(env, wl)
     assert env.reg.decision(wl).planned == 40.0
 
 
@@ -120,6 +128,7 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     assert fs.forecast is curve and fs.fitted_at == T0 and fs.unusable is None
     assert fs.detail == "refit failed: Prometheus answered HTTP Status Code 400"
     assert env.sample("forescale_fit_failures_total") == 1
+    observe(env, wl)
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (40.0, Reason.FORECAST)
     # retried after RETRY_AFTER_FAILURE_SECONDS (300), not at every tick
@@ -131,8 +140,9 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     assert len(env.prom.calls_of("range")) == 3 and wl.forecast.forecast is curve
     # the curve ends at END + 6 h; with a 300 s lead it covers decisions up to END + 6 h - 300 s
     env.clock.advance(21600 - 300 - 3900)
+    observe(env, wl)  # a current observation: staleness of the observation is not what this test is about
     assert env.reg.decision(wl).reason is Reason.FORECAST
-    env.clock.advance(1)
+    env.clock.advance(1)  # the observation is 1 s old: current
     d = env.reg.decision(wl)
     assert (d.planned, d.reason, d.forecast_peak) == (12.0, Reason.FORECAST_STALE, None)
 
@@ -173,6 +183,7 @@ def test_recent_point_models_are_re_predicted_between_fits(env):
     assert env.prom.calls_of("range")[-1] == ("range", Q, END + 60 - 29 * 60, END + 60, 60.0)
     assert (fs.fitted_at, fs.predicted_at) == (T0, T0 + 60)  # re-predicted, not refitted
     assert fs.forecast.t[0] == END + 120 and fs.forecast.t[-1] == fitted.forecast.t[-1]
+    observe(env, wl)
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (55.0, Reason.FORECAST)
 
@@ -245,16 +256,26 @@ def test_a_file_written_by_the_previous_version_is_read(tmp_path, env):
     (None, "unreadable"),  # a directory where the file should be
     ("[1, 2]", "malformed"),
     ("KEYED", "malformed"),  # the right version and key, a forecast without its mean
+    # valid JSON with the right version and key, but inconsistent: gave INTERNAL on every call until a refit
+    ("KEYED:short-quantile", "malformed"),  # a quantile curve one point shorter than t
+    ("KEYED:unordered", "malformed"),  # t not increasing
+    ("KEYED:nan-fitted", "malformed"),  # fitted_at not a number
+    ("KEYED:bad-level", "malformed"),  # a quantile level outside (0, 1)
 ])
 def test_an_unreadable_or_malformed_file_is_ignored(tmp_path, env, caplog, content, message):
     path = tmp_path / FILE
     if content is None:
         path.mkdir()
-    elif content == "KEYED":
+    elif content.startswith("KEYED"):
         spec_env = Env(prom=env.prom)
         doc = old_format_document(forecast_key_hash(spec_env.workload().spec))
         spec_env.close()
-        del doc["forecast"]["mean"]
+        f = doc["forecast"]
+        {"KEYED": lambda: f.pop("mean"),
+         "KEYED:short-quantile": lambda: f["quantiles"]["0.9"].pop(),
+         "KEYED:unordered": lambda: f["t"].reverse(),
+         "KEYED:nan-fitted": lambda: doc.update(fitted_at="soon"),
+         "KEYED:bad-level": lambda: f["quantiles"].update({"1.5": f["mean"]})}[content]()
         path.write_text(json.dumps(doc))
     else:
         path.write_text(content)

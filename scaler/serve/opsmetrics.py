@@ -1,0 +1,46 @@
+"""Metrics of the scaler's own operation (query budget, connections, worker supervision), next to ``ScalerMetrics``.
+
+``ops_metrics(metrics)`` gives the one ``OpsMetrics`` registered on a
+``ScalerMetrics``' registry (made on first use); no label names a ScaledObject,
+so nothing here grows with their number.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from prometheus_client import Counter, Gauge
+
+from .metrics import ScalerMetrics
+
+
+class OpsMetrics:
+    def __init__(self, metrics: ScalerMetrics):
+        r = metrics.registry
+        self.queries = Counter("forescale_prometheus_queries_total",
+                               "Queries sent to Prometheus, by purpose (observe, cold_start, history)", ("purpose",),
+                               registry=r)
+        self.late = Counter("forescale_refresh_late_total",
+                            "Refreshes started later than their ScaledObject's refresh interval plus one tick", registry=r)
+        self.connections = Gauge("forescale_prometheus_connections", "TCP connections to Prometheus held now", registry=r)
+        self.in_flight = Gauge("forescale_prometheus_in_flight", "Prometheus requests in flight now", registry=r)
+        self.worker_restarts = Counter("forescale_fit_worker_restarts_total",
+                                       "Fit worker pools replaced after a worker died", registry=r)
+        self.fit_retries = Counter("forescale_fit_retries_total", "Fits retried once after a worker died", registry=r)
+        self.streams = Gauge("forescale_open_streams", "StreamIsActive/StreamMetricSpec streams open now", registry=r)
+        self.streams_refused = Counter("forescale_streams_refused_total",
+                                       "Streams refused with RESOURCE_EXHAUSTED (the stream limit was reached)",
+                                       registry=r)
+
+
+_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, OpsMetrics]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def ops_metrics(metrics: ScalerMetrics) -> OpsMetrics:
+    with _LOCK:
+        got = _BY_METRICS.get(metrics)
+        if got is None:
+            got = _BY_METRICS[metrics] = OpsMetrics(metrics)
+        return got

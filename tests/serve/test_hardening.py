@@ -1,0 +1,293 @@
+"""The registry and the fitter under failure: staleness judged at answer time, a hung target that holds no one
+else, learned polling cadence, forgetting takes everything, a dead fit worker is replaced."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from scaler.policy import Reason
+from scaler.prom import CredentialStore
+from scaler.serve.fitting import FitService
+from scaler.serve.metrics import ScalerMetrics
+from scaler.serve.registry import Registry, RegistryConfig
+from scaler.serve.state import JsonStore
+from scaler.serve.workload import ScalerError
+from support.clock import FakeClock
+from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
+
+T0 = 1_700_000_400.0
+Q = "sum(rate(req_total[2m]))"
+
+
+def md(server="http://prom.test:9090", **over) -> dict:
+    return {"serverAddress": server, "query": Q, "qpsPerReplica": "10", "mode": "reactive", "hpaTolerance": "0",
+            **over}
+
+
+class GatedProm(FakePrometheus):
+    """Scalar calls to one server hang until released; the others answer at once."""
+
+    def __init__(self, hung_server: str):
+        super().__init__()
+        self.hung_server, self.release = hung_server, threading.Event()
+        self.inflight_hung = 0
+
+    def factory(self):
+        def make(target, credentials=None):
+            prom = self
+
+            class Client:
+                def scalar(self, query, at=None, *, ignore_null=True):
+                    if target.server_address == prom.hung_server:
+                        prom.inflight_hung += 1
+                        prom.release.wait(10)
+                    return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+            return Client()
+        return make
+
+
+def registry(prom, clock, **cfg) -> Registry:
+    config = RegistryConfig(**{"refresh_seconds": 5.0, "stale_seconds": 120.0, "first_wait_seconds": 0.2, **cfg})
+    return Registry(clock, CredentialStore(None), ScalerMetrics(), config, client_factory=prom.factory())
+
+
+def test_a_value_not_renewed_goes_stale_then_unavailable_at_answer_time():
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, 12.0)
+    reg = registry(prom, clock)
+    try:
+        wl = reg.workload("serving", "llm", md())
+        assert reg.decision(wl).reason is Reason.MODE_REACTIVE
+        prom.gate = threading.Event()  # every later refresh hangs: no error is ever recorded
+        reg.tick()
+        # late_after = 2 x 5 s (refresh) + 5 s (timeout) + 2 s = 17 s
+        clock.advance(17)
+        assert reg.decision(wl).reason is Reason.MODE_REACTIVE
+        clock.advance(1)
+        d = reg.decision(wl)
+        assert (d.planned, d.reason) == (12.0, Reason.PROMETHEUS_STALE)
+        clock.advance(120 - 18 + 1)  # 121 s after the last good observation
+        with pytest.raises(ScalerError) as err:
+            reg.decision(wl)
+        assert err.value.code == "UNAVAILABLE" and "last good observation 121s ago" in str(err.value)
+        prom.gate.set()
+    finally:
+        reg.stop()
+
+
+def test_a_hung_target_holds_at_most_its_share_of_refreshes():
+    clock, prom = FakeClock(T0), GatedProm("http://hung:9090")
+    prom.set_scalar(Q, 4.0)
+    reg = registry(prom, clock, io_workers=8, per_target_refreshes=3)
+    try:
+        hung = [reg.workload("serving", f"hung-{i}", md("http://hung:9090"), wait=False) for i in range(20)]
+        good = reg.workload("serving", "good", md("http://good:9090"))
+        for _ in range(6):  # 30 s of ticks: the good one is refreshed every 5 s behind 20 hung ones
+            clock.advance(5)
+            reg.workload("serving", "good", md("http://good:9090"))
+            reg.tick()
+            wait_for(lambda: not good.refreshing)
+            d = reg.decision(good)
+            assert (d.planned, d.reason) == (4.0, Reason.MODE_REACTIVE)
+        # per_target_refreshes = 3: three hung requests hold three of the 8 I/O threads; the 17 others wait their turn
+        assert prom.inflight_hung == 3 and sum(w.refreshing for w in hung) == 3
+        prom.release.set()
+    finally:
+        prom.release.set()
+        reg.stop()
+
+
+def test_the_refresh_interval_follows_keda_polls_or_refresh_interval():
+    clock, prom = FakeClock(T0), FakePrometheus()
+    reg = registry(prom, clock)
+    try:
+        wl = reg.workload("serving", "llm", md())
+        assert reg.refresh_interval(wl) == 5.0  # nothing learned yet: the floor
+        for _ in range(30):  # KEDA polls every 30 s
+            clock.advance(30)
+            reg.workload("serving", "llm", md())
+        assert reg.refresh_interval(wl) == pytest.approx(30.0)
+        wl2 = reg.workload("serving", "fixed", md(refreshInterval="12s"))
+        assert reg.refresh_interval(wl2) == 12.0
+    finally:
+        reg.stop()
+
+
+def test_a_forgotten_scaledobject_takes_its_state_files_caches_and_series(tmp_path):
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, 3.0)
+    store = JsonStore(tmp_path)
+    metrics = ScalerMetrics()
+    reg = Registry(clock, CredentialStore(None), metrics, RegistryConfig(forget_seconds=900.0), stores=(store,),
+                   client_factory=prom.factory())
+    try:
+        wl = reg.workload("serving", "llm", md(unknownKey="x"))
+        reg.decision(wl)
+        store.save("serving", "llm", wl.spec.metric_name, {"x": 1}, version=1, key="k")
+        assert reg._warned_unknown and reg._specs  # noqa: SLF001 - the caches this test is about
+        clock.advance(901)
+        reg.tick()
+        assert list(tmp_path.glob("*.json")) == []
+        assert not reg._warned_unknown and not reg._specs and reg._spec_bytes == 0  # noqa: SLF001
+        assert metrics.registry.get_sample_value("forescale_observed_qps",
+                                                 {"namespace": "serving", "scaledobject": "llm"}) is None
+    finally:
+        reg.stop()
+
+
+def test_the_spec_cache_is_bounded_in_bytes():
+    clock, prom = FakeClock(T0), FakePrometheus()
+    reg = registry(prom, clock, max_spec_cache_bytes=100_000)
+    try:
+        for i in range(200):  # 200 distinct valid maps holding an ~8 KB query each: 1.6 MB of specs
+            reg.spec_for("serving", f"big-{i}", md(query=f"{Q} + vector({i})" + " " * 8000))
+        # one entry of i = 188: keys and values 34 (serverAddress) + 5 + 24 + 14 + 8000 (query) + 15 + 12 + 13 = 8117,
+        # + namespace 7 + name 7 + 200 overhead = 8331 bytes; 100000 // 8331 = 12 entries fit
+        assert reg._spec_bytes <= 100_000 and len(reg._specs) == 12  # noqa: SLF001 - the cache under test
+        for i in range(200):  # invalid 1 MB values: the cached error holds a short message, not the value
+            with pytest.raises(ScalerError) as err:
+                reg.spec_for("serving", f"bad-{i}", md(qpsPerReplica="x" * (1 << 20)))
+            assert "MAX_VALUE_BYTES" in str(err.value) and len(str(err.value)) < 400
+        assert reg._spec_bytes <= 100_000  # noqa: SLF001
+    finally:
+        reg.stop()
+
+
+def _fit_env(tmp_path, pool_factory):
+    clock, metrics, prom = FakeClock(T0), ScalerMetrics(), FakePrometheus()
+    prom.set_scalar(Q, 12.0)
+    prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+    fits = FitService(clock, metrics, io=InlineExecutor(), pool_factory=pool_factory)
+    fits.start()
+    h = Harness(clock, prom, {**md(), "mode": "forecastAndScale", "model": "naive", "history": "2h",
+                              "minHistory": "1h", "refitInterval": "1h", "levelCorrection": "0"},
+                metrics=metrics, forecasts=fits)
+    return h, fits
+
+
+def test_a_dead_fit_worker_is_replaced_and_the_fit_retried(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    h, fits = _fit_env(tmp_path, lambda: ProcessPoolExecutor(1, mp_context=ctx))
+    try:
+        pool = fits._pool  # noqa: SLF001 - the pool whose worker this test kills
+        pool.submit(int, 1).result()  # the worker exists
+        for p in list(pool._processes.values()):  # noqa: SLF001
+            os.kill(p.pid, signal.SIGKILL)  # as the OOM killer does
+            p.join(5)
+        wl = h.workload()
+        h.reg.tick()  # the fit: BrokenProcessPool, pool replaced, retried once, fitted
+        assert wl.forecast.unusable is None and wl.forecast.model == "naive"
+        assert h.metrics.registry.get_sample_value("forescale_fit_worker_restarts_total") == 1
+        assert h.metrics.registry.get_sample_value("forescale_fit_retries_total") == 1
+        assert fits.healthy(h.clock())
+    finally:
+        h.close()
+
+
+def test_health_turns_bad_when_every_fit_fails_longer_than_a_refit_interval(tmp_path):
+    class Broken:
+        def submit(self, fn, *a):
+            raise RuntimeError("model crashed")
+
+        def shutdown(self, **kw):
+            pass
+
+    h, fits = _fit_env(tmp_path, Broken)
+    try:
+        h.workload()
+        h.reg.tick()
+        assert fits.healthy(h.clock())
+        h.clock.advance(3600)  # exactly one refit interval (1h): still healthy
+        assert fits.healthy(h.clock())
+        h.clock.advance(1)
+        assert not fits.healthy(h.clock())
+    finally:
+        h.close()
+
+
+def test_after_a_restart_overdue_refits_are_spread_over_a_refit_interval(tmp_path):
+    store = JsonStore(tmp_path)
+
+    def env(clock):
+        metrics, prom = ScalerMetrics(), FakePrometheus()
+        prom.set_scalar(Q, 12.0)
+        prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        fits = FitService(clock, metrics, store=store, pool=InlineExecutor(), io=InlineExecutor())
+        return Harness(clock, prom, {**md(), "mode": "forecastAndScale", "model": "naive", "history": "2h",
+                                     "minHistory": "1h", "refitInterval": "1h", "levelCorrection": "0"},
+                       metrics=metrics, forecasts=fits)
+
+    first = env(FakeClock(T0))
+    names = [f"so-{i}" for i in range(6)]
+    for n in names:
+        first.reg.workload("serving", n, first.metadata())
+    first.reg.tick()
+    first.close()
+    assert len(list(tmp_path.glob("*.json"))) == 6
+    clock = FakeClock(T0 + 3 * 3600)  # restarted 3 h later: every stored forecast is 2 refit intervals old
+    h = env(clock)
+    try:
+        for n in names:
+            h.reg.workload("serving", n, h.metadata())
+        fitted_at = []
+        for _ in range(60):  # one refit interval, a poll and a tick a minute
+            for n in names:
+                h.reg.workload("serving", n, h.metadata(), wait=False)
+            h.reg.tick()
+            fits = [c for c in h.prom.calls_of("range") if c[3] - c[2] > 3600]  # history, not re-prediction
+            fitted_at += [clock() for _ in range(len(fits) - len(fitted_at))]
+            clock.advance(60)
+        # each refit came once, at its trigger's offset in the hour (a digest of its key): 498, 1263, 1381, 2486,
+        # 3260 and 3562 s after the restart, each at the next whole minute (the last, at 3600 s, is past the
+        # window of 59 ticks) -- not all six at the first tick
+        assert [t - clock.t + 3600 for t in fitted_at] == [540, 1320, 1440, 2520, 3300], fitted_at
+    finally:
+        h.close()
+
+
+def test_a_repeated_refresh_error_is_logged_once_a_minute_with_a_count(caplog):
+    import logging
+
+    from scaler.prom import PromError, PromErrorKind
+
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at http://prom.test:9090 is unreachable"))
+    reg = registry(prom, clock)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scaler.serve.registry"):
+            wl = reg.workload("serving", "llm", md())
+            for _ in range(24):  # 2 minutes of 5 s refreshes: 25 failures in all
+                clock.advance(5)
+                reg.workload("serving", "llm", md())
+                reg.tick()
+                wait_for(lambda: not wl.refreshing)
+        lines = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+        # at 0 s, at 60 s (with the 11 held back between: 5..55 s) and at 120 s (11 more: 65..115 s)
+        assert len(lines) == 3, lines
+        assert "[11 more like this in the last 60s]" in lines[1] and "[11 more like this in the last 60s]" in lines[2]
+    finally:
+        reg.stop()
+
+
+def test_a_cold_start_query_past_the_lead_cap_is_failed_precondition_until_the_metadata_changes():
+    clock, prom = FakeClock(T0), FakePrometheus()
+    prom.set_scalar(Q, 3.0)
+    prom.set_scalar("tcold", 90_000.0)  # L = 90000 + 105 (default buffer parts) > MAX_LEAD_SECONDS = 86400
+    reg = registry(prom, clock)
+    try:
+        wl = reg.workload("serving", "llm", md(coldStartQuery="tcold"))
+        with pytest.raises(ScalerError) as err:
+            reg.decision(wl)
+        assert err.value.code == "FAILED_PRECONDITION" and "MAX_LEAD_SECONDS" in str(err.value)
+        assert "90000s" in str(err.value) and "90105s" in str(err.value)
+        wl = reg.workload("serving", "llm", md())  # coldStartQuery removed: coldStartSeconds stands
+        assert reg.decision(wl).planned == 3.0
+    finally:
+        reg.stop()
