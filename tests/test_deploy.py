@@ -342,7 +342,9 @@ def test_scaler_credentials_are_files_from_the_secret():
     assert sets, "no credential set mounted"
     valid = ({"token"}, {"username", "password"})
     for name, files in sets.items():
-        auth = files - {"ca.crt", "tls.crt", "tls.key"}
+        # every set names the Prometheus it may be sent to (the scaler refuses a set without allowed-urls)
+        assert "allowed-urls" in files, (name, files)
+        auth = files - {"ca.crt", "tls.crt", "tls.key", "allowed-urls"}
         assert auth in valid or (not auth and {"tls.crt", "tls.key"} <= files), (name, files)
     # every projected key exists in the Secret
     keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
@@ -1061,7 +1063,8 @@ EVERYTHING = {
     "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "ml"}},
     "dashboard": {"enabled": True, "namespace": "monitoring"},
     "credentials": {"existingSecret": "forescale-credentials",
-                    "items": [{"key": "prometheus.token", "path": "prometheus/token"}]},
+                    "items": [{"key": "prometheus.allowed-urls", "path": "prometheus/allowed-urls"},
+                              {"key": "prometheus.token", "path": "prometheus/token"}]},
 }
 
 
@@ -1150,7 +1153,7 @@ def test_helm_objects_validate_and_pods_are_hardened(variant):
             assert mount["secret"]["secretName"] == "forescale-grpc-tls" and mount["readOnly"]
         assert all(c[p]["httpGet"]["path"] == "/healthz" for p in ("startupProbe", "readinessProbe", "livenessProbe"))
     if variant != "default":
-        assert credential_sets(dep) == {"prometheus": {"token"}}
+        assert credential_sets(dep) == {"prometheus": {"allowed-urls", "token"}}
 
 
 def test_helm_monitors_keep_the_scalers_labels_and_match_the_service():
