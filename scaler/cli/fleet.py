@@ -189,7 +189,7 @@ def _placeholder_server() -> str:
 
 def _from_prometheus(url, query, by, start, end, step, progress):
     """The fleet query's range, in windows under Prometheus' limits, split into workloads."""
-    from ..fleet.workloads import FleetError, chunk_windows, merge, parse_by, split
+    from ..fleet.workloads import FleetError, fetch, parse_by
     from ..prom import PromError, PrometheusClient
     from ..spec import PrometheusTarget
     from . import render, traces
@@ -205,21 +205,16 @@ def _from_prometheus(url, query, by, start, end, step, progress):
         raise FleetError(f"--end must be after --start (got {s:g} .. {e:g} epoch s)")
     s = e - np.floor((e - s) / step) * step  # on the grid that ends at --end
     client = PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0))
+    tick, close = render.progress_bar("fetch", progress, unit="range")
     try:
-        n = max(1, len(client.instant(query, e)))
-        windows = chunk_windows(s, e, step, n)
-        tick, close = render.progress_bar("fetch", progress, unit="range")
-        parts = []
-        try:
-            for t0, t1 in windows:
-                parts.append(client.range(query, t0, t1, step))
-                if tick:
-                    tick(1, len(windows))
-        finally:
-            close()
-    except PromError as err:
-        raise FleetError(f"Prometheus query {query!r}: {err}") from None
-    return split(merge(parts, labels), step), url, len(windows) + 1
+        workloads, n = fetch(client, query, labels, s, e, step, tick=tick)
+    except FleetError:
+        raise
+    except (PromError, ValueError) as err:  # unreachable, rejected, malformed samples
+        raise FleetError(f"Prometheus query {query!r} at {url}: {err}") from None
+    finally:
+        close()
+    return workloads, url, n
 
 
 def _from_csv(path: Path, columns: str):

@@ -65,6 +65,11 @@ def run(jobs: Sequence[Job], *, cache: Cache | None = None, ray_address: str | N
     return [t for t in out if t is not None]
 
 
+def call(task: Task, job: Job) -> Tuned:
+    """``task(job)``: the Ray task (a task may be any picklable callable, not only a function)."""
+    return task(job)
+
+
 def _failed(job: Job, e: BaseException) -> Tuned:
     return Tuned(job.key, None, None, f"{type(e).__name__}: {_short(str(e))}")
 
@@ -120,7 +125,7 @@ def _ray(jobs: Sequence[Job], todo: list[int], address: str, workers: int, task:
     try:
         if not todo:
             return
-        remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)(task)
+        remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)(call)
         cpus = int(ray.cluster_resources().get("CPU", workers)) or 1
         window = max(2, IN_FLIGHT_PER_CPU * cpus)
         queue = list(todo)
@@ -128,7 +133,7 @@ def _ray(jobs: Sequence[Job], todo: list[int], address: str, workers: int, task:
         while queue or pending:
             while queue and len(pending) < window:
                 i = queue.pop(0)
-                pending[remote.remote(jobs[i])] = i
+                pending[remote.remote(task, jobs[i])] = i
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 i = pending.pop(ref)

@@ -104,6 +104,21 @@ def merge(parts: Iterable[list[dict]], by: Sequence[str]) -> dict[Key, list]:
     return merged
 
 
+def fetch(client, query: str, by: Sequence[str], start: float, end: float, step: float, *,
+          max_samples: int = MAX_SAMPLES, tick=None) -> tuple[list[Workload], int]:
+    """The fleet query's range through a ``PrometheusClient``: an instant query at ``end`` counts the series,
+    then windows under the limits (``chunk_windows``), merged and split per workload. Returns the workloads
+    and the number of requests made. ``tick(1, total)`` after each window."""
+    n = max(1, len(client.instant(query, end)))
+    windows = chunk_windows(start, end, step, n, max_samples=max_samples)
+    parts = []
+    for t0, t1 in windows:
+        parts.append(client.range(query, t0, t1, step))
+        if tick is not None:
+            tick(1, len(windows))
+    return split(merge(parts, by), step), len(windows) + 1
+
+
 def split(merged: Mapping[Key, list], step: float) -> list[Workload]:
     """One regular ``Series`` per workload (hygiene as for one series), sorted by key."""
     out = []
