@@ -23,7 +23,7 @@ import numpy as np
 from ..spec import DEFAULTS, parse_duration
 from .options import fail, write_json
 
-FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica")
+FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards")
 SCALED_OBJECT_NOTE = "replace: your Deployment"
 
 
@@ -55,6 +55,10 @@ def fleet_options(command):
                           "(the cluster `ray start` runs) or its address. Default: a local process pool."),
         click.option("--gpus-per-replica", type=click.FloatRange(min=0, min_open=True), default=1.0,
                      show_default=True, help="Fleet: GPUs one replica holds (the totals are in GPU-hours)."),
+        click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "
+                          "replaced by a stable hash of namespace/name modulo this (e.g. forescale-{shard}.forescale"
+                          ".svc:9090)."),
     ]):
         dispatch = opt(dispatch)
     return dispatch
@@ -63,10 +67,10 @@ def fleet_options(command):
 def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
               qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
               hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, **_ignored) -> None:
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **_ignored) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
-    from ..fleet.workloads import FleetError, names, screen
+    from ..fleet.workloads import FleetError, names, screen, shard
     from ..replay import engine, variants
     from . import render
     from .options import cold_start_value
@@ -84,6 +88,9 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         fail("--series-column needs a CSV TRACE with columns timestamp, the series column(s) and count or qps")
     if not by and not series_column:
         fail("a fleet needs --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV)")
+    if (shards > 1) != ("{shard}" in scaler_address):
+        fail(f"--shards {shards} and --scaler-address {scaler_address!r}: several shards need {{shard}} in the "
+             f"address (e.g. forescale-{{shard}}.forescale.svc:9090), one shard none")
     cold = cold_start_value(cold_start, cold_start_from)
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
@@ -128,7 +135,8 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         else:
             q = (workload_query_for(query, w.key) if by else None)
             md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
-                                     query=q or _placeholder(w.key), scaler_address=scaler_address)
+                                     query=q or _placeholder(w.key),
+                                     scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
             path = out_dir / f"{fid}.yaml"
             path.write_text(scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by),
                             encoding="utf-8")
@@ -151,7 +159,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                   "settings": {"target_miss": target_miss, "max_cost_ratio": max_cost_ratio, "model": model,
                                "span_seconds": span, "history_seconds": history, "refit_seconds": refit,
                                "cold_start_seconds": cold, "min_history_seconds": min_history,
-                               "hpa_tolerance": hpa_tolerance},
+                               "hpa_tolerance": hpa_tolerance, "shards": shards},
                   "cached": sum(1 for t in done if t.cached),
                   "timing": {"wall_seconds": round(time.perf_counter() - t0, 3),
                              "task_seconds": round(sum(t.seconds for t in done if not t.cached), 3)}},
@@ -167,6 +175,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     if failed:
         click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "
                    f"(the others come from {out_dir / '.cache'})", err=True)
+        raise SystemExit(1)
 
 
 def workload_query_for(query: str, key) -> str:

@@ -203,6 +203,11 @@ def names(workloads: Sequence[Workload]) -> list[tuple[str, str, str]]:
     return out
 
 
+def shard(namespace: str, name: str, shards: int) -> int:
+    """The scaler shard of a ScaledObject: a stable hash of ``namespace/name`` modulo ``shards``."""
+    return int(hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:8], 16) % max(1, int(shards))
+
+
 def workload_query(query: str, key: Key) -> str:
     """The fleet query narrowed to one workload, as a single series (what the workload's trigger runs).
 

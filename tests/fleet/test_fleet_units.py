@@ -8,8 +8,8 @@ import pytest
 
 from forecaster.base import Series
 from scaler.fleet.jobs import Cache, Job, Row, Tuned, input_hash, totals
-from scaler.fleet.workloads import (FleetError, Workload, chunk_windows, merge, names, parse_by, screen, split,
-                                    workload_query)
+from scaler.fleet.workloads import (FleetError, Workload, chunk_windows, merge, names, parse_by, screen, shard,
+                                    split, workload_query)
 from scaler.replay import engine, variants
 
 DAY = 86400.0
@@ -61,6 +61,14 @@ def test_names_namespace_label_and_collisions():
     assert got[2][0] != got[3][0] and got[2][0].startswith("a-b-") and len(got[2][0]) == 3 + 1 + 6
     assert len(got[4][0]) == 63 and len(got[4][2]) == 63
     assert len({g[0] for g in got}) == len(got)
+
+
+def test_shards_are_stable_and_spread():
+    got = [shard("team", f"svc-{i}", 4) for i in range(400)]
+    assert got == [shard("team", f"svc-{i}", 4) for i in range(400)]  # a rerun keeps every ScaledObject's shard
+    counts = [got.count(k) for k in range(4)]
+    assert sum(counts) == 400 and min(counts) >= 70  # about 100 each (a binomial's sd is ~9)
+    assert {shard("a", "b", 1)} == {0}
 
 
 def test_workload_query_keeps_one_workload():
