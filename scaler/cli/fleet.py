@@ -70,7 +70,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
               by, series_column, out_dir, ray_address, gpus_per_replica, shards, **_ignored) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
-    from ..fleet.workloads import FleetError, names, screen, shard
+    from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
     from ..replay import engine, variants
     from . import render
     from .options import cold_start_value
@@ -91,6 +91,12 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     if (shards > 1) != ("{shard}" in scaler_address):
         fail(f"--shards {shards} and --scaler-address {scaler_address!r}: several shards need {{shard}} in the "
              f"address (e.g. forescale-{{shard}}.forescale.svc:9090), one shard none")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / ".write-test").touch()
+        (out_dir / ".write-test").unlink()
+    except OSError as e:
+        fail(f"--out {out_dir}: cannot write there ({e.strerror})")
     cold = cold_start_value(cold_start, cold_start_from)
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
@@ -121,7 +127,6 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         close()
     tuned = {t.key: t for t in done}
     entries, rows, files = [], [], []
-    out_dir.mkdir(parents=True, exist_ok=True)
     for w, (fid, ns, name) in zip(workloads, ids):
         e: dict = {"workload": fid, "labels": w.labels, "hygiene": w.hygiene,
                    "points": int(np.isfinite(w.series.y).sum()), "step_seconds": w.series.step}
@@ -133,9 +138,8 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                    t.selection.message if t is not None and t.selection is not None else "not run")
             e.update(status="failed", reason=why)
         else:
-            q = (workload_query_for(query, w.key) if by else None)
             md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
-                                     query=q or _placeholder(w.key),
+                                     query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
             path = out_dir / f"{fid}.yaml"
             path.write_text(scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by),
@@ -176,18 +180,6 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "
                    f"(the others come from {out_dir / '.cache'})", err=True)
         raise SystemExit(1)
-
-
-def workload_query_for(query: str, key) -> str:
-    from ..fleet.workloads import workload_query
-
-    return workload_query(query, key)
-
-
-def _placeholder(key) -> str:
-    from ..fleet.workloads import placeholder_query
-
-    return placeholder_query(key)
 
 
 def _placeholder_server() -> str:

@@ -57,6 +57,20 @@ def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):
     # counts per minute became req/s: chat peaks at 193 req/s = 20 replicas of 10, so 12 h cost < 12 x 25
     # replica-hours (unconverted, 60x the rate, it would sit at the 100-replica cap: ~1,200); embed = chat x3
     assert doc["workloads"][0]["selection"]["replica_hours"] < 12 * 25
+
+    # the same fleet as Ray tasks on a Ray cluster the command starts (and stops) itself: the same selections
+    ray_out = tmp_path / "ray"
+    r2 = invoke("tune", str(csv), "--series-column", "team,service", "--out", str(ray_out), "--shards", "3",
+                "--scaler-address", "forescale-{shard}.forescale.svc:9090", "--ray", "local",
+                *[a if a != "1" else "2" for a in FAST])
+    assert r2.exit_code == 0, r2.output
+    assert "(ray local, 0 from the cache)" in r2.stdout
+    doc2 = json.loads((ray_out / "fleet.json").read_text())
+    assert [e.get("selection") for e in doc2["workloads"]] == [e.get("selection") for e in doc["workloads"]]
+    assert (ray_out / "ml-chat.yaml").read_text() == (out / "ml-chat.yaml").read_text()
+    import ray
+
+    assert not ray.is_initialized()  # the command shut its cluster down
     assert doc["workloads"][1]["selection"]["replica_hours"] > 2.5 * doc["workloads"][0]["selection"]["replica_hours"]
 
 
