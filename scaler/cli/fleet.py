@@ -322,7 +322,7 @@ def _figures(r, g: float) -> dict:
 def format_fleet(rows, entries, tot: dict, fleet: dict) -> str:
     """The fleet table (one line per tuned workload), the totals, and the workloads without a selection."""
     w = min(40, max([8] + [len(fid) for fid, _ in rows]))
-    head = (f"{'workload':<{w}}  {'chosen':<34}{'missed %':>9}{'x oracle':>9}{'replica-h':>11}"
+    head = (f"{'workload':<{w}}  {'chosen':<44}{'missed %':>9}{'x oracle':>9}{'replica-h':>11}"
             f"{'reactive@miss':>14}{'saved':>8}{'keep-alive':>11}")
     lines = [f"fleet     {fleet['workloads']} workloads from {fleet['source']}: {fleet['tuned']} tuned, "
              f"{fleet['not_tuned']} not tuned, {fleet['failed']} failed ({fleet['backend']}, {fleet['cached']} from "
@@ -333,7 +333,7 @@ def format_fleet(rows, entries, tot: dict, fleet: dict) -> str:
         keep = "-" if r.keep_alive is None else f"{r.keep_alive:.1f}"
         ratio = "-" if r.cost_ratio is None else f"{r.cost_ratio:.3f}"
         mark = "" if r.met else " !"
-        lines.append(f"{fid[:w]:<{w}}  {(r.label + mark)[:33]:<34}{100 * r.miss:>9.3f}{ratio:>9}{r.hours:>11.1f}"
+        lines.append(f"{fid[:w]:<{w}}  {(r.label + mark)[:43]:<44}{100 * r.miss:>9.3f}{ratio:>9}{r.hours:>11.1f}"
                      f"{rh:>14}{saved:>8}{keep:>11}")
     lines.append("(replica-h over each workload's simulated span; reactive@miss: the cheapest reactive configuration "
                  "missing no more; ! = target not met)")
