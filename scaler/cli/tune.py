@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from ..spec import DEFAULTS, MODELS
+from .fleet import fleet_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
                       require_length, source_options, to_stdout, write_json)
 
@@ -65,6 +66,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@fleet_options  # --by/--series-column/--out/--ray: a whole fleet (scaler/cli/fleet.py)
 @source_options(default_start="now-21d")
 @click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=float(DEFAULTS["targetMiss"]),
               show_default=True,

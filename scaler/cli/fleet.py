@@ -1,0 +1,357 @@
+"""``forescale tune --by ... --out DIR``: tune every workload of a fleet from one query (or one CSV).
+
+``fleet_options`` adds ``--by``, ``--series-column``, ``--out``, ``--ray`` and
+``--gpus-per-replica`` to ``forescale tune`` and sends the call here when any
+fleet option is given; a plain ``tune`` is untouched. Each workload is tuned
+exactly as ``forescale tune`` tunes one series (``scaler.fleet.jobs``), in a
+local process pool or as Ray tasks (``scaler.fleet.executor``), and the
+output is one ScaledObject per workload, a kustomization listing them, and
+``fleet.json`` with every workload's selection or the reason it has none.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..spec import DEFAULTS, parse_duration
+from .options import fail, write_json
+
+FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards")
+SCALED_OBJECT_NOTE = "replace: your Deployment"
+
+
+def fleet_options(command):
+    """Decorate ``tune_command`` (below ``@click.command``): the fleet options and the dispatch to ``run_fleet``."""
+
+    @functools.wraps(command)
+    def dispatch(**kw):
+        fleet = {k: kw.pop(k) for k in FLEET_KEYS}
+        if fleet["by"] or fleet["series_column"] or fleet["out_dir"] is not None:
+            return run_fleet(**kw, **fleet)
+        if fleet["ray_address"]:
+            fail("--ray runs a fleet: give --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV), "
+                 "and --out DIR")
+        return command(**kw)
+
+    for opt in reversed([
+        click.option("--by", metavar="LABELS", default=None,
+                     help="Fleet: with --prometheus, the labels that tell workloads apart (namespace,service); "
+                          "the query returns one series per workload, e.g. sum by (namespace, service) (rate(...)).")
+        ,
+        click.option("--series-column", metavar="COLUMN", default=None,
+                     help="Fleet: the CSV's column(s) that tell workloads apart (timestamp,COLUMN,count|qps rows)."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     metavar="DIR", help="Fleet: write DIR/<workload>.yaml, DIR/kustomization.yaml, DIR/fleet.json "
+                                         "(and the result cache DIR/.cache)."),
+        click.option("--ray", "ray_address", metavar="local|auto|ADDRESS", default=None,
+                     help="Fleet: run the workloads as Ray tasks: local (a Ray cluster here, --jobs CPUs), auto "
+                          "(the cluster `ray start` runs) or its address. Default: a local process pool."),
+        click.option("--gpus-per-replica", type=click.FloatRange(min=0, min_open=True), default=1.0,
+                     show_default=True, help="Fleet: GPUs one replica holds (the totals are in GPU-hours)."),
+        click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "
+                          "replaced by a stable hash of namespace/name modulo this (e.g. forescale-{shard}.forescale"
+                          ".svc:9090)."),
+    ]):
+        dispatch = opt(dispatch)
+    return dispatch
+
+
+def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
+              qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
+              hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **_ignored) -> None:
+    from ..fleet import executor
+    from ..fleet.jobs import Cache, make_job, row, totals
+    from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
+    from ..replay import engine, variants
+    from . import render
+    from .options import cold_start_value
+
+    t0 = time.perf_counter()
+    if out_dir is None:
+        fail("a fleet needs --out DIR (one ScaledObject per workload, kustomization.yaml and fleet.json go there)")
+    if report_dir is not None:
+        fail("--report is for one series; a fleet writes --out DIR (fleet.json holds every workload's figures)")
+    if by and series_column:
+        fail("give either --by (with --prometheus) or --series-column (with a CSV), not both")
+    if by and not prometheus_url:
+        fail("--by needs --prometheus URL --query Q (a CSV fleet takes --series-column)")
+    if series_column and trace is None:
+        fail("--series-column needs a CSV TRACE with columns timestamp, the series column(s) and count or qps")
+    if not by and not series_column:
+        fail("a fleet needs --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV)")
+    if (shards > 1) != ("{shard}" in scaler_address):
+        fail(f"--shards {shards} and --scaler-address {scaler_address!r}: several shards need {{shard}} in the "
+             f"address (e.g. forescale-{{shard}}.forescale.svc:9090), one shard none")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / ".write-test").touch()
+        (out_dir / ".write-test").unlink()
+    except OSError as e:
+        fail(f"--out {out_dir}: cannot write there ({e.strerror})")
+    cold = cold_start_value(cold_start, cold_start_from)
+    settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+                               model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+    try:
+        settings.validate()
+        if by:
+            workloads, source, n_requests = _from_prometheus(prometheus_url, query, by, prom_start, prom_end,
+                                                             prom_step, progress)
+        else:
+            workloads, source, n_requests = _from_csv(trace, series_column), str(trace), 0
+    except (FleetError, engine.ReplayError) as e:
+        fail(str(e))
+    if not workloads:
+        fail(f"no workload in {source}: the query returned no series")
+    min_history = parse_duration(DEFAULTS["minHistory"])
+    grid = variants.Grid()
+    ids = names(workloads)
+    reasons = {w.key: screen(w, min_history) for w in workloads}
+    todo = [make_job(w, settings, grid, target_miss, max_cost_ratio) for w in workloads if reasons[w.key] is None]
+    tick, close = render.progress_bar("fleet", progress, unit="workload")
+    try:
+        done = executor.run(todo, cache=Cache(out_dir / ".cache"), ray_address=ray_address, workers=jobs,
+                            progress=(lambda t: tick(1, len(todo))) if tick else None)
+    except FleetError as e:
+        fail(str(e))
+    finally:
+        close()
+    tuned = {t.key: t for t in done}
+    entries, rows, files = [], [], []
+    for w, (fid, ns, name) in zip(workloads, ids):
+        e: dict = {"workload": fid, "labels": w.labels, "hygiene": w.hygiene,
+                   "points": int(np.isfinite(w.series.y).sum()), "step_seconds": w.series.step}
+        t = tuned.get(w.key)
+        if reasons[w.key] is not None:
+            e.update(status="not_tuned", reason=reasons[w.key])
+        elif t is None or t.error is not None or t.selection is None or t.selection.point is None:
+            why = (t.error if t is not None and t.error else
+                   t.selection.message if t is not None and t.selection is not None else "not run")
+            e.update(status="failed", reason=why)
+        else:
+            md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
+                                     query=workload_query(query, w.key) if by else placeholder_query(w.key),
+                                     scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
+            path = out_dir / f"{fid}.yaml"
+            path.write_text(scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by),
+                            encoding="utf-8")
+            files.append(path.name)
+            r = row(t)
+            rows.append((fid, r))
+            e.update(status="tuned", file=path.name, cached=t.cached, seconds=round(t.seconds, 3),
+                     selection=render.selection_json(t.selection, t.result, md),
+                     figures=_figures(r, gpus_per_replica), notes=list(t.result.notes))
+        entries.append(e)
+    (out_dir / "kustomization.yaml").write_text(kustomization(files), encoding="utf-8")
+    tot = totals([r for _, r in rows], gpus_per_replica=gpus_per_replica)
+    doc = {
+        "fleet": {"source": source, "query": query, "by": by, "series_column": series_column,
+                  "workloads": len(workloads), "tuned": len(rows),
+                  "not_tuned": sum(e["status"] == "not_tuned" for e in entries),
+                  "failed": sum(e["status"] == "failed" for e in entries),
+                  "backend": f"ray {ray_address}" if ray_address else "local process pool",
+                  "range_requests": n_requests,
+                  "settings": {"target_miss": target_miss, "max_cost_ratio": max_cost_ratio, "model": model,
+                               "span_seconds": span, "history_seconds": history, "refit_seconds": refit,
+                               "cold_start_seconds": cold, "min_history_seconds": min_history,
+                               "hpa_tolerance": hpa_tolerance, "shards": shards},
+                  "cached": sum(1 for t in done if t.cached),
+                  "timing": {"wall_seconds": round(time.perf_counter() - t0, 3),
+                             "task_seconds": round(sum(t.seconds for t in done if not t.cached), 3)}},
+        "totals": tot,
+        "workloads": entries,
+    }
+    write_json(out_dir / "fleet.json", doc)
+    if json_path is not None:
+        write_json(json_path, doc)
+    click.echo(format_fleet(rows, entries, tot, doc["fleet"]))
+    click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json)")
+    failed = [e for e in entries if e["status"] == "failed"]
+    if failed:
+        click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "
+                   f"(the others come from {out_dir / '.cache'})", err=True)
+        raise SystemExit(1)
+
+
+def _placeholder_server() -> str:
+    from .tune import PLACEHOLDER_SERVER
+
+    return PLACEHOLDER_SERVER
+
+
+def _from_prometheus(url, query, by, start, end, step, progress):
+    """The fleet query's range, in windows under Prometheus' limits, split into workloads."""
+    from ..fleet.workloads import FleetError, fetch, parse_by
+    from ..prom import PromError, PrometheusClient
+    from ..spec import PrometheusTarget
+    from . import render, traces
+
+    labels = parse_by(by)
+    now = time.time()
+    try:
+        s, e = traces.parse_time(start, now=now), traces.parse_time(end, now=now)
+    except ValueError:
+        fail(f"--start/--end {start!r}/{end!r}: accepted are ISO-8601 times (naive = UTC), epoch seconds, now or "
+             f"now-DURATION")
+    if e <= s:
+        raise FleetError(f"--end must be after --start (got {s:g} .. {e:g} epoch s)")
+    s = e - np.floor((e - s) / step) * step  # on the grid that ends at --end
+    client = PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0))
+    tick, close = render.progress_bar("fetch", progress, unit="range")
+    try:
+        workloads, n = fetch(client, query, labels, s, e, step, tick=tick)
+    except FleetError:
+        raise
+    except (PromError, ValueError) as err:  # unreachable, rejected, malformed samples
+        raise FleetError(f"Prometheus query {query!r} at {url}: {err}") from None
+    finally:
+        close()
+    return workloads, url, n
+
+
+def _from_csv(path: Path, columns: str):
+    """``timestamp,<columns...>,count|qps`` rows -> workloads (``count``: requests per the file's interval)."""
+    from ..fleet.workloads import FleetError, from_columns, parse_by
+
+    cols = parse_by(columns, "--series-column")
+    try:
+        fh = open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise FleetError(f"{path}: cannot read ({e.strerror}); expected a CSV timestamp,{','.join(cols)},count|qps")
+    form = f"a header timestamp,{','.join(cols)},count (or qps)"
+    with fh:
+        reader = csv.DictReader(fh)
+        head = [h.strip().lower() for h in (reader.fieldnames or [])]
+        missing = [c for c in ("timestamp", *[c.lower() for c in cols]) if c not in head]
+        value = "count" if "count" in head else "qps" if "qps" in head else None
+        if missing or value is None:
+            raise FleetError(f"{path}: header {reader.fieldnames!r} lacks {', '.join(missing or ['count or qps'])}; "
+                             f"expected {form}")
+        real = {h.strip().lower(): h for h in reader.fieldnames}
+        ts, ys, keys = [], [], []
+        for lineno, rowd in enumerate(reader, start=2):
+            raw_t, raw_v = (rowd.get(real["timestamp"]) or "").strip(), (rowd.get(real[value]) or "").strip()
+            try:
+                ts.append(_epoch(raw_t))
+                ys.append(float(raw_v) if raw_v else float("nan"))
+            except ValueError:
+                raise FleetError(f"{path}: line {lineno}: timestamp {raw_t!r} or {value} {raw_v!r} is not readable; "
+                                 f"expected {form} (ISO-8601 or epoch seconds; a number or empty)") from None
+            keys.append(tuple((c, (rowd.get(real[c.lower()]) or "").strip()) for c in cols))
+    if len(ts) < 2:
+        raise FleetError(f"{path}: {len(ts)} data row(s); expected {form}")
+    t = np.asarray(ts)
+    steps = []
+    for k in set(keys):
+        tk = np.sort(t[[i for i, kk in enumerate(keys) if kk == k]])
+        d = np.diff(tk)
+        d = d[d > 0]
+        if d.size:
+            steps.append(float(np.median(d)))
+    if not steps:
+        raise FleetError(f"{path}: every workload has a single timestamp; expected {form}")
+    step = min(steps)
+    y = np.asarray(ys, dtype=float)
+    if value == "count":
+        y = y / step
+    return from_columns(t, y, keys, step)
+
+
+def _epoch(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        return float(text)
+    except ValueError:
+        d = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
+                  placeholders: bool) -> str:
+    """One ScaledObject (YAML; every value quoted as KEDA wants) running the workload's selection."""
+    from . import render
+
+    p, sel, r = t.selection.point, t.selection, t.result
+    days = (r.sim_end - r.sim_start) / 86400
+    comments = [f"forescale tune (fleet) for {t.result.trace.name}: {p.variant.label()}",
+                f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
+                f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
+                f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
+                f"(T_cold {r.lead.cold_start_seconds:g} s)"]
+    notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"} \
+        if placeholders else {}
+    block = render.render_metadata(md, notes=notes)
+    lines = [f"# {c}" for c in comments]
+    lines += ["apiVersion: keda.sh/v1alpha1", "kind: ScaledObject", "metadata:", f"  name: {json.dumps(name)}"]
+    if namespace:
+        lines.append(f"  namespace: {json.dumps(namespace)}")
+    lines += ["spec:", "  scaleTargetRef:", f"    name: {json.dumps(name)}  # {SCALED_OBJECT_NOTE}",
+              f"  minReplicaCount: {int(p.extra.get('minReplicaCount', min_replicas))}",
+              f"  maxReplicaCount: {int(max_replicas)}", "  triggers:"]
+    lines += ["    " + line for line in block.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def kustomization(files: list[str]) -> str:
+    lines = ["# forescale tune (fleet): every tuned workload's ScaledObject", "apiVersion: kustomize.config.k8s.io/v1beta1",
+             "kind: Kustomization", "resources:" + ("" if files else " []")]
+    lines += [f"  - {json.dumps(f)}" for f in sorted(files)]
+    return "\n".join(lines) + "\n"
+
+
+def _figures(r, g: float) -> dict:
+    return {"family": r.family, "label": r.label, "met": r.met, "underprovisioned_fraction": r.miss,
+            "cost_ratio": r.cost_ratio, "gpu_hours": g * r.hours, "simulated_days": r.days,
+            "reactive_same_miss_gpu_hours": None if r.reactive_same_miss is None else g * r.reactive_same_miss,
+            "reactive_same_miss_label": r.reactive_label or None,
+            "keep_alive_gpu_hours": None if r.keep_alive is None else g * r.keep_alive,
+            "keda_reactive_underprovisioned_fraction": r.keda_miss,
+            "keda_reactive_gpu_hours": None if r.keda_hours is None else g * r.keda_hours}
+
+
+def format_fleet(rows, entries, tot: dict, fleet: dict) -> str:
+    """The fleet table (one line per tuned workload), the totals, and the workloads without a selection."""
+    w = min(40, max([8] + [len(fid) for fid, _ in rows]))
+    head = (f"{'workload':<{w}}  {'chosen':<44}{'missed %':>9}{'x oracle':>9}{'replica-h':>11}"
+            f"{'reactive@miss':>14}{'saved':>8}{'keep-alive':>11}")
+    lines = [f"fleet     {fleet['workloads']} workloads from {fleet['source']}: {fleet['tuned']} tuned, "
+             f"{fleet['not_tuned']} not tuned, {fleet['failed']} failed ({fleet['backend']}, {fleet['cached']} from "
+             f"the cache)", "", head, "-" * len(head)]
+    for fid, r in rows:
+        rh = "-" if r.reactive_same_miss is None else f"{r.reactive_same_miss:.1f}"
+        saved = "-" if r.reactive_same_miss is None else f"{r.reactive_same_miss - r.hours:.1f}"
+        keep = "-" if r.keep_alive is None else f"{r.keep_alive:.1f}"
+        ratio = "-" if r.cost_ratio is None else f"{r.cost_ratio:.3f}"
+        mark = "" if r.met else " !"
+        lines.append(f"{fid[:w]:<{w}}  {(r.label + mark)[:43]:<44}{100 * r.miss:>9.3f}{ratio:>9}{r.hours:>11.1f}"
+                     f"{rh:>14}{saved:>8}{keep:>11}")
+    lines.append("(replica-h over each workload's simulated span; reactive@miss: the cheapest reactive configuration "
+                 "missing no more; ! = target not met)")
+    g = tot["gpus_per_replica"]
+    lines += ["",
+              f"totals    {tot['gpu_hours']:.1f} GPU-hours ({g:g} GPU/replica) over {tot['simulated_days']:.1f} "
+              f"workload-days, {100 * tot['missed_fraction']:.3f} % of requests missed; target met by "
+              f"{tot['target_met']} of {tot['workloads_tuned']}",
+              f"          vs reactive at the same miss: {tot['saved_vs_reactive_gpu_hours']:.1f} GPU-hours saved "
+              f"({tot['reactive_same_miss_gpu_hours']:.1f} -> "
+              f"{tot['reactive_same_miss_gpu_hours'] - tot['saved_vs_reactive_gpu_hours']:.1f}, "
+              f"{tot['compared_with_reactive']} workloads; reactive cannot reach the miss of "
+              f"{tot['reactive_unreachable']})",
+              f"          vs keep-alive (a pool for the peak): {tot['saved_vs_keep_alive_gpu_hours']:.1f} GPU-hours "
+              f"saved of {tot['keep_alive_gpu_hours']:.1f}"]
+    skipped = [e for e in entries if e["status"] != "tuned"]
+    if skipped:
+        lines.append("")
+        for e in skipped:
+            lines.append(f"{e['status'].replace('_', ' '):<10}{e['workload']}: {e['reason']}")
+    return "\n".join(lines)
