@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from .policy import KUBERNETES_TOLERANCE
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
-MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto")
+MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
 SECRET_HINT = "<redacted>"
 
 
@@ -62,7 +62,7 @@ KEYS: tuple[Key, ...] = (
     Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling"),
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up"),
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
-    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto"),
+    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
     Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration; 0 = off)"),
     Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
     Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w)"),

@@ -1,7 +1,8 @@
 """``forescale tune``: the cheapest configuration that meets a miss target, as trigger metadata.
 
 Runs the frontier sweep (``scaler.replay.engine`` over every family's knobs) on a trace or a Prometheus range
-query, picks the cheapest configuration whose missed-request fraction is at
+query, searches every family's headroom for the cheapest value meeting the target (``scaler.replay.search``:
+those points join the grid's on the frontier, marked "searched"), picks the cheapest configuration whose missed-request fraction is at
 most ``--target-miss`` (within ``--max-cost-ratio`` when given; else the
 lowest miss within the cap, said clearly), and prints it as a block to paste
 under ``spec.triggers`` of a ScaledObject, with the figures it expects.
@@ -115,7 +116,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     try:
         grid = variants.Grid()
         r = engine.run(tr, settings, variants.variants(grid, settings),
-                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick)
+                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick,
+                       target_miss=target_miss)
     except engine.ReplayError as e:
         fail(str(e))
     finally:
@@ -123,7 +125,9 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     sel = frontier.select(r.points, target_miss, max_cost_ratio)
     n_pareto = sum(p.pareto for p in r.points)
     click.echo("\n".join(render.format_table(r).splitlines()[:5]))
-    click.echo(f"swept     {len(r.points)} configurations of {len({p.policy for p in r.points})} families in "
+    n_searched = sum(p.variant.searched for p in r.points)
+    click.echo(f"swept     {len(r.points) - n_searched} configurations of {len({p.policy for p in r.points})} families "
+               f"and searched {n_searched} headroom values for the target in "
                f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
     click.echo("")
     click.echo(render.format_frontier(r, only_pareto=not show_all))
