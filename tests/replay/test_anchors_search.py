@@ -203,3 +203,18 @@ def test_conformal_quantile_and_window_calibration_shift():
     share = float(np.mean(rs == 4.0))
     assert share > 0.1
     assert all(np.allclose(cv.forecast.quantiles[0.9], 14.0) for cv in late)
+
+
+def test_tuning_auto_can_pick_the_envelope_and_runs_it_as_model_envelope(bursty):
+    """The server's tuning job, limited to the envelope: the settings it applies are the servable model's."""
+    from scaler.serve.tuning import TuningJob, run_job
+
+    s = bursty.series
+    job = TuningJob("bursty", s.t, s.y, s.step, qps_per_replica=10.0, cold_start_seconds=180.0, buffer_seconds=105.0,
+                    model="linear_trend", history_seconds=8 * DAY, refit_seconds=7200.0, span_seconds=2 * DAY,
+                    tolerance=0.1, activation_threshold=0.0, target_miss=0.002, max_cost_ratio=None,
+                    families=("envelope", "oracle"))
+    out = run_job(job)
+    assert out["policy"] == "envelope" and out["met"] and out["miss"] <= 0.002
+    assert out["settings"]["model"] == "envelope" and out["settings"]["level_correction_seconds"] == 0.0
+    assert out["settings"]["headroom"] >= 1.0 and out["knobs"]["envelopeWindow"] == "1h"
