@@ -26,6 +26,7 @@ PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection."""
+    from ..replay.variants import ANCHORS
     from . import render
 
     days = (r.sim_end - r.sim_start) / 86400
@@ -48,6 +49,12 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         if pt is not p:
             lines.append(f"compare   {what} ({pt.variant.label()}): missed {100 * pt.miss:.3f} %, "
                          f"{pt.cost_ratio:.3f}x oracle")
+    beats = [q for q in r.points if not q.selectable and q.policy in ANCHORS and q.miss <= p.miss and q.cost <= p.cost
+             and (q.miss < p.miss or q.cost < p.cost)]
+    if beats:
+        q = min(beats, key=lambda q: (q.cost, q.miss))
+        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.variant.label()} misses "
+                     f"{100 * q.miss:.3f} % at {q.cost_ratio:.3f}x oracle")
     if not sel.met:
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
