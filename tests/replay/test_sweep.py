@@ -272,10 +272,15 @@ def test_format_duration_reads_back(s, text):
 def test_variants_cover_the_grid():
     vs = variants.variants(variants.Grid(), engine.Settings())
     fam = {f: [v for v in vs if v.policy == f] for f in variants.FAMILIES}
-    assert len(fam["reactive"]) == 12 and len(fam["predictive"]) == 30
+    pointwise = [v for v in fam["predictive"] if v.band is None]
+    # window-max band: q 0.8/0.9/0.95/0.99 at the default level correction, headroom 1 (the search adds more)
+    window = [v for v in fam["predictive"] if v.band == "window"]
+    assert len(fam["reactive"]) == 12 and len(pointwise) == 30 and len(window) == 4
+    assert {v.quantile for v in window} == {0.8, 0.9, 0.95, 0.99} and {v.headroom for v in window} == {1.0}
     assert {v.quantile for v in fam["predictive"]} == {0.5, 0.8, 0.9, 0.95, 0.99}
     assert {v.level_correction_seconds for v in fam["predictive"]} == {0.0, 1800.0, 14400.0}
     # envelope: 2 windows x 3 margins (its default is one of them); aws_like, mimir_like: 3 margins + the default
     assert (len(fam["envelope"]), len(fam["aws_like"]), len(fam["mimir_like"])) == (6, 4, 4)
-    assert len(fam["oracle"]) == 1 and 65 <= len(vs) <= 75
+    assert sum(v.band == "window" for v in vs) == 12  # 4 quantiles x (predictive, linear_trend, seasonal_naive)
+    assert len(fam["oracle"]) == 1 and 75 <= len(vs) <= 90
     assert math.isclose(sum(variants.is_default(v, engine.Settings()) for v in vs), len(variants.FAMILIES))
