@@ -160,6 +160,18 @@ def test_searched_point_meets_the_target_within_5_percent_and_nothing_in_its_fam
                 assert o.underprovisioned_fraction > target, (fam, v, best.miss, target)
     sel = frontier.select(r.points, target)
     assert sel.met and sel.point is not None and sel.point.miss <= target
+    # tune says when an anchor it cannot run dominates its choice, and names the cheapest such point
+    from scaler.cli.tune import summary
+
+    text, _ = summary(r, sel, server_address="http://p:9090", query="q", scaler_address="s:9090", placeholders=True)
+    p = sel.point
+    beats = [q for q in r.points if not q.selectable and q.policy in variants.ANCHORS and q.miss <= p.miss
+             and q.cost <= p.cost and (q.miss < p.miss or q.cost < p.cost)]
+    if beats:
+        best_anchor = min(beats, key=lambda q: (q.cost, q.miss))
+        assert f"beaten    by a published autoscaler's policy forescale cannot run: {best_anchor.variant.label()}" in text
+    else:
+        assert "beaten" not in text
 
 
 def test_search_on_a_known_monotone_curve():
