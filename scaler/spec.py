@@ -22,7 +22,7 @@ from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size
 from .policy import KUBERNETES_TOLERANCE
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
-MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto")
+MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
 SECRET_HINT = "<redacted>"
 
 
@@ -79,7 +79,7 @@ KEYS: tuple[Key, ...] = (
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
                                                 "L = T_cold + T_buffer is at most 1d"),
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
-    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto"),
+    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
     Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
     Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
     Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),

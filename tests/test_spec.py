@@ -83,7 +83,7 @@ def test_durations(text, seconds):
     ("coldStartSeconds", "86401", "[0, 86400]"),
     ("bufferSeconds", "x", "[0, 86400]"),
     ("mode", "aggressive", "forecastAndScale | forecastOnly | reactive"),
-    ("model", "lstm", "prophet | seasonal_naive | naive | linear_trend | auto"),
+    ("model", "lstm", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
     ("quantile", "1", "strictly between 0 and 1"),
     ("quantile", "0", "strictly between 0 and 1"),
     ("history", "14 days", "duration"),

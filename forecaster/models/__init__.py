@@ -2,7 +2,9 @@
 
 Names: ``prophet`` (the default), ``seasonal_naive``, ``naive``,
 ``linear_trend``, ``auto`` (picks one of the others per series by
-rolling-origin MASE). Every model accepts ``seed``.
+rolling-origin MASE), ``envelope`` (the max around the same moment of past
+periods, Crane EHPA's idea), ``mstl`` and ``ets`` (Nixtla statsforecast).
+Every model accepts ``seed``.
 
 ``to_state(fitted) -> dict`` gives a JSON-able dict (``json.dumps`` works,
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
@@ -16,10 +18,12 @@ from typing import Any
 
 from ..base import Fitted, Forecaster
 from .auto import AutoFitted, AutoForecaster
+from .envelope import EnvelopeFitted, EnvelopeForecaster
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .naive import NaiveFitted, NaiveForecaster
 from .prophet import ProphetFitted, ProphetForecaster
 from .seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
+from .statsf import EtsFitted, EtsForecaster, MstlFitted, MstlForecaster
 
 _FORECASTERS = {
     "prophet": ProphetForecaster,
@@ -27,6 +31,9 @@ _FORECASTERS = {
     "naive": NaiveForecaster,
     "linear_trend": LinearTrendForecaster,
     "auto": AutoForecaster,
+    "envelope": EnvelopeForecaster,
+    "mstl": MstlForecaster,
+    "ets": EtsForecaster,
 }
 _FITTED = {
     "prophet": ProphetFitted,
@@ -34,6 +41,9 @@ _FITTED = {
     "naive": NaiveFitted,
     "linear_trend": LinearTrendFitted,
     "auto": AutoFitted,
+    "envelope": EnvelopeFitted,
+    "mstl": MstlFitted,
+    "ets": EtsFitted,
 }
 NAMES: tuple[str, ...] = tuple(_FORECASTERS)
 DEFAULT = "prophet"

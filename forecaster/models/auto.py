@@ -27,7 +27,7 @@ from ..level import DEFAULT_HALF_LIFE_SECONDS, level_correct
 from ..metrics import mase
 
 NAME = "auto"
-CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend")
+CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets")
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
-from ..replay.variants import SELECTABLE
+from ..replay.variants import is_selectable
 from ..spec import format_duration
 from ..spec import DEFAULTS, parse_duration
 
@@ -189,7 +189,7 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
     """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
     s = r.settings
     v = p.variant
-    if v.policy not in SELECTABLE:
+    if not is_selectable(v):
         raise ValueError(f"{v.policy} is not expressible as forescale trigger metadata")
     md: dict[str, str] = {"scalerAddress": scaler_address, "serverAddress": server_address, "query": query,
                           "qpsPerReplica": f"{r.qps_per_replica:g}",
@@ -198,6 +198,10 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
         md["bufferSeconds"] = f"{s.buffer_seconds:g}"
     if v.policy == "reactive":
         md["mode"] = "reactive"
+    elif v.policy == "envelope":  # the servable model at its fixed window; no level correction, as replayed
+        md["mode"] = "forecastAndScale"
+        md["model"] = "envelope"
+        md["levelCorrection"] = "0s"
     else:
         md["mode"] = "forecastAndScale"
         md["model"] = str(v.model)

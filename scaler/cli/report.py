@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from ..replay.engine import Result
+from ..replay.frontier import pareto_flags
 from .render import format_table, format_world, frontier_json, to_json
 
 COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
-          "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c"}
+          "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c", "envelope": "#ff7f0e",
+          "aws_like": "#bcbd22", "mimir_like": "#aec7e8"}
 MAX_POINTS = 3000  # per line in the overview plots
 
 
@@ -222,6 +224,11 @@ def _sweep_plot(r: Result, path: Path, selection=None) -> None:
                    edgecolors=c, alpha=0.55, lw=1.0, zorder=2)
         ax.scatter([p.cost_ratio for p in par], [100 * p.miss for p in par], s=60, color=c, edgecolors="black",
                    lw=0.6, zorder=4)
+        own = [p for p, f in zip(mine, pareto_flags([p.miss for p in mine], [p.cost for p in mine])) if f]
+        own.sort(key=lambda p: p.cost_ratio)  # the family as a curve: its own best points, grid and searched
+        if len(own) > 1:
+            ax.plot([p.cost_ratio for p in own], [100 * p.miss for p in own], color=c, lw=1.0, alpha=0.8, zorder=3,
+                    label=fam)
     front = sorted((p for p in pts if p.pareto), key=lambda p: p.cost_ratio)
     if front:
         ax.step([p.cost_ratio for p in front], [100 * p.miss for p in front], where="post", color="#444444",

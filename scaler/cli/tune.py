@@ -1,7 +1,8 @@
 """``forescale tune``: the cheapest configuration that meets a miss target, as trigger metadata.
 
 Runs the frontier sweep (``scaler.replay.engine`` over every family's knobs) on a trace or a Prometheus range
-query, picks the cheapest configuration whose missed-request fraction is at
+query, searches every family's headroom for the cheapest value meeting the target (``scaler.replay.search``:
+those points join the grid's on the frontier, marked "searched"), picks the cheapest configuration whose missed-request fraction is at
 most ``--target-miss`` (within ``--max-cost-ratio`` when given; else the
 lowest miss within the cap, said clearly), and prints it as a block to paste
 under ``spec.triggers`` of a ScaledObject, with the figures it expects.
@@ -28,6 +29,7 @@ PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection."""
+    from ..replay.variants import ANCHORS
     from . import render
 
     days = (r.sim_end - r.sim_start) / 86400
@@ -50,6 +52,12 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         if pt is not p:
             lines.append(f"compare   {what} ({pt.variant.label()}): missed {100 * pt.miss:.3f} %, "
                          f"{pt.cost_ratio:.3f}x oracle")
+    beats = [q for q in r.points if not q.selectable and q.policy in ANCHORS and q.miss <= p.miss and q.cost <= p.cost
+             and (q.miss < p.miss or q.cost < p.cost)]
+    if beats:
+        q = min(beats, key=lambda q: (q.cost, q.miss))
+        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.variant.label()} misses "
+                     f"{100 * q.miss:.3f} % at {q.cost_ratio:.3f}x oracle")
     if not sel.met:
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
@@ -128,7 +136,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     try:
         grid = variants.Grid()
         r = engine.run(tr, settings, variants.variants(grid, settings),
-                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick)
+                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick,
+                       target_miss=target_miss)
     except engine.ReplayError as e:
         fail(str(e))
     finally:
@@ -136,8 +145,10 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     sel = frontier.select(r.points, target_miss, max_cost_ratio)
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
-    echo(f"swept     {len(r.points)} configurations of {len({p.policy for p in r.points})} families in "
-               f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
+    n_searched = sum(p.variant.searched for p in r.points)
+    echo(f"swept     {len(r.points) - n_searched} configurations of {len({p.policy for p in r.points})} families "
+         f"and searched {n_searched} headroom values for the target in "
+         f"{time.perf_counter() - t0:.0f} s; {n_pareto} Pareto-optimal" + ("" if show_all else " (--all for every one)"))
     echo("")
     echo(render.format_frontier(r, only_pareto=not show_all))
     echo("")

@@ -239,10 +239,29 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _chunks(batch: list, size: int) -> list[list]:
+    """``batch`` in chunks of about ``size``, never splitting the variants that share a stage-1 sequence."""
+    groups: dict[tuple, list] = {}
+    for item in batch:
+        v = item[0]
+        groups.setdefault((v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile,
+                           v.window_seconds, v.band), []).append(item)
+    out: list[list] = []
+    for g in groups.values():
+        if out and len(out[-1]) + len(g) <= size:
+            out[-1].extend(g)
+        else:
+            out.append(list(g))
+    return out
+
+
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
-        executor: ProcessPoolExecutor | None = None) -> Result:
+        executor: ProcessPoolExecutor | None = None, target_miss: float | None = None) -> Result:
     """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
+
+    ``target_miss``: also search each family's headroom for the cheapest value meeting it
+    (``policies.evaluate_batch``, ``search``); the points found are added, marked ``searched``.
 
     ``jobs`` worker processes (None: ``default_jobs()``; 1 = in this process).
     ``progress(done, total)`` is called as fits and variants finish.
@@ -260,8 +279,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     start, end, L = su.start, su.end, su.lead.seconds
     train = slice_series(series, start - settings.history_seconds, start)
     ok = np.isfinite(train.y)
+    upto = slice_series(series, float(series.t[0]), end)
     ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
-                  len(train) * step, su.peak)
+                  len(train) * step, su.peak, upto.t, upto.y, step)
 
     vs = list(dict.fromkeys(variants))
     if not any(v.policy == "oracle" for v in vs):
@@ -298,7 +318,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     done: list[Evaluated] = []
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     if executor is None and jobs <= 1:
-        done += evaluate_batch(ctx, free, None)
+        done += evaluate_batch(ctx, free, None, target_miss)
         tick(len(free))
         for m in models:
             mr, packed = fit_task(series, m, start, end, fit_kw[m])
@@ -306,7 +326,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             runs[m] = restore(mr, packed)
             timing[f"forecast_{m}_seconds"] = mr.seconds
             for qq, batch in by_model.get(m, {}).items():
-                done += evaluate_batch(ctx, batch, packed.only([qq]))
+                done += evaluate_batch(ctx, batch, packed.only([qq]), target_miss)
                 tick(len(batch))
     else:
         own = executor is None
@@ -315,9 +335,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             pending: dict[Future, tuple] = {}
             for m in models:
                 pending[pool.submit(fit_task, series, m, start, end, fit_kw[m])] = ("fit", m)
-            for i in range(0, len(free), 8):
-                chunk = free[i:i + 8]
-                pending[pool.submit(evaluate_batch, ctx, chunk, None)] = ("var", len(chunk))
+            for chunk in _chunks(free, 8):
+                pending[pool.submit(evaluate_batch, ctx, chunk, None, target_miss)] = ("var", len(chunk))
             while pending:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for f in finished:
@@ -329,9 +348,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
                         timing[f"forecast_{what}_seconds"] = mr.seconds
                         for qq, batch in by_model.get(what, {}).items():
                             part = packed.only([qq])
-                            for i in range(0, len(batch), 6):
-                                chunk = batch[i:i + 6]
-                                pending[pool.submit(evaluate_batch, ctx, chunk, part)] = ("var", len(chunk))
+                            for chunk in _chunks(batch, 6):
+                                pending[pool.submit(evaluate_batch, ctx, chunk, part, target_miss)] = ("var", len(chunk))
                     else:
                         done += f.result()
                         tick(what)
@@ -342,7 +360,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
 
     # ---- points, in the variants' order
     order = {v: i for i, v in enumerate(vs)}
-    done.sort(key=lambda e: order[e.variant])
+    done.sort(key=lambda e: (order.get(e.variant, len(vs)), e.variant.policy))  # searched points last
     oracle_h = next(e.outcome.replica_hours for e in done if e.variant.policy == "oracle")
     ranked = [e for e in done if e.variant.policy != "oracle"]
     flags = pareto_flags([e.outcome.underprovisioned_fraction for e in ranked],

@@ -9,7 +9,7 @@ import numpy as np
 
 from .scenario import Outcome
 from ..spec import format_duration
-from .variants import SELECTABLE, Variant
+from .variants import HPA_FAMILIES, SELECTABLE, Variant, is_selectable
 
 COST_TIE = 0.005  # costs within 0.5 % count as equal in the selection
 
@@ -39,7 +39,7 @@ class Point:
 
     @property
     def selectable(self) -> bool:
-        return self.policy in SELECTABLE
+        return is_selectable(self.variant)
 
     def knobs(self, tolerance: float) -> dict:
         """The knob values in the trigger metadata's vocabulary (JSON-able)."""
@@ -47,11 +47,15 @@ class Point:
         k: dict = {}
         if v.model is not None:
             k["model"] = v.model
+        if v.window_seconds is not None:
+            k["model"] = "envelope"
+            k["envelopeWindow"] = format_duration(v.window_seconds)
+            k["levelCorrection"] = "0s"
         if v.quantile is not None:
             k["quantile"] = v.quantile
         if v.level_correction_seconds is not None:
             k["levelCorrection"] = format_duration(v.level_correction_seconds)
-        if v.policy in SELECTABLE:
+        if v.policy in HPA_FAMILIES:
             k["headroom"] = v.headroom
             k["hpaTolerance"] = tolerance if v.compensation else 0.0
         if v.floor_percentile is not None:
@@ -92,7 +96,7 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
     meets the target: the lowest-miss configuration within the cost cap (or
     overall when there is no cap or nothing is within it), ``met`` False.
     """
-    cands = [p for p in points if p.policy in families and p.policy in SELECTABLE]
+    cands = [p for p in points if p.policy in families and p.selectable]
     if not cands:
         return Selection(None, False, target_miss, max_cost_ratio, "no selectable configuration was swept")
     within_cap = [p for p in cands if max_cost_ratio is None or (p.cost_ratio is not None and p.cost_ratio <= max_cost_ratio + 1e-12)]
@@ -121,4 +125,4 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
 def _simplicity(p: Point) -> tuple:
     v = p.variant
     return (SELECTABLE.index(v.policy), v.headroom, v.compensation, v.quantile or 0.0,
-            v.level_correction_seconds or 0.0, v.floor_percentile or 0.0)
+            v.level_correction_seconds or 0.0, v.floor_percentile or 0.0, v.window_seconds or 0.0)

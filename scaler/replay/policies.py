@@ -13,6 +13,8 @@ sequences are replayed once.
 * ``linear_trend``, ``seasonal_naive``, ``predictive``  ``decide(forecastAndScale)`` on the model's curves
 * ``hybrid``          an always-warm floor (a percentile of the history, as ``minReplicaCount``)
                       plus ``predictive`` above it
+* ``envelope``, ``aws_like``, ``mimir_like``  published autoscalers re-implemented (``anchors``), through the
+                      same stage 2 and HPA
 * ``scheduled``       a quantile of each hour of the day/week of the history, L ahead, no observed floor
 * ``keep_alive``      a fixed pool sized for the simulated span's peak, in hindsight
 * ``oracle``          perfect foresight: every pod started exactly T_cold before it is needed
@@ -27,6 +29,8 @@ from typing import Sequence
 import numpy as np
 
 from ..policy import Decision, PolicyParams, decide
+from . import calibration, search
+from .anchors import ANCHORS, anchor_values
 from .forecasts import Curve, Packed
 from .hpa import Hpa, poll_ticks, run_hpa
 from .scenario import DAY, EPS, Outcome, Scenario, Timeline, evaluate
@@ -46,6 +50,9 @@ class Context:
     train_y: np.ndarray
     train_seconds: float
     peak: float  # the simulated span's peak rate (keep_alive)
+    trace_t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the whole trace up to the span's end
+    trace_y: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (the anchors read it, before each poll)
+    trace_step: float = 60.0
 
 
 @dataclass
@@ -108,6 +115,9 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
                               headroom=1.0, hpa_tolerance=0.0)
         pv = planned_values(sc, hpa, params, ())
         return pv.values, {}, hpa, "KEDA's Prometheus scaler: value = rate over 2 min, as is", {}
+    if v.policy in ANCHORS:
+        vals, note = anchor_values(ctx, v.policy, v.window_seconds)
+        return vals, {}, hpa, note, {}
     assert packed is not None and v.quantile is not None and v.level_correction_seconds is not None
     params = PolicyParams(mode="forecastAndScale", lead_seconds=ctx.lead_seconds, quantile=v.quantile,
                           qps_per_replica=qps, headroom=1.0, hpa_tolerance=0.0,
@@ -123,6 +133,12 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
                 f"+ predictive above them")
         return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor)}
+    if v.band == "window":
+        curves, fell_back = calibration.calibrated(sc, packed.curves(), params)
+        pv = planned_values(sc, hpa, params, curves)
+        note = (f"decide(forecastAndScale), model {packed.model}, mean's window max + the q{v.quantile:g} window-max "
+                f"residual (conformal; {fell_back} early curves on the pointwise band), L={ctx.lead_seconds:g}s")
+        return pv.values, pv.reasons, hpa, note, {}
     pv = planned_values(sc, hpa, params, packed.curves())
     note = f"decide(forecastAndScale), model {packed.model}, q={v.quantile:g}, L={ctx.lead_seconds:g}s"
     return pv.values, pv.reasons, hpa, note, {}
@@ -147,28 +163,51 @@ def _knob_note(v: Variant, tolerance: float) -> str:
     return note
 
 
-def evaluate_batch(ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: Packed | None) -> list[Evaluated]:
-    """Replay configurations; ``(variant, keep_timeline)`` pairs, all of one model and quantile (or none)."""
+def evaluate_batch(ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: Packed | None,
+                   target_miss: float | None = None) -> list[Evaluated]:
+    """Replay configurations; ``(variant, keep_timeline)`` pairs, all of one model and quantile (or none).
+
+    With ``target_miss``: also, per stage-1 value sequence and compensation setting in the batch, the
+    cheapest headroom meeting it (``search``), as a variant marked ``searched`` (none where even the
+    largest headroom misses more, or where the answer is one of the batch's own headroom values).
+    """
     sc, qps = ctx.scenario, ctx.qps
     stage1: dict[tuple, tuple] = {}
     replayed: dict[tuple, Timeline] = {}
     out: list[Evaluated] = []
+    groups: dict[tuple, tuple[Variant, list[tuple[float, Outcome]]]] = {}  # (k1, compensation) -> first, tried
+
+    def replay(base: np.ndarray, hpa: Hpa, headroom: float, tol: float) -> Timeline:
+        values = finish(base, qps, headroom, tol)
+        key = (hpa, values.tobytes())
+        if key not in replayed:
+            replayed[key] = run_hpa(sc, values, hpa)
+        return replayed[key]
+
     for v, keep in batch:
         if v.policy not in HPA_FAMILIES:
             out.append(baseline(ctx, v, keep))
             continue
-        k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile)
+        k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds, v.band)
         if k1 not in stage1:
             stage1[k1] = base_values(ctx, v, packed)
         base, reasons, hpa, note, extra = stage1[k1]
         tol = ctx.tolerance if v.compensation else 0.0
-        values = finish(base, qps, v.headroom, tol)
-        key = (hpa, values.tobytes())
-        if key not in replayed:
-            replayed[key] = run_hpa(sc, values, hpa)
-        tl = replayed[key]
-        out.append(Evaluated(v, evaluate(sc, tl), dict(reasons), note + _knob_note(v, tol), tl if keep else None,
-                             dict(extra)))
+        tl = replay(base, hpa, v.headroom, tol)
+        o = evaluate(sc, tl)
+        groups.setdefault((k1, v.compensation), (v, []))[1].append((v.headroom, o))
+        out.append(Evaluated(v, o, dict(reasons), note + _knob_note(v, tol), tl if keep else None, dict(extra)))
+    if target_miss is None:
+        return out
+    for (k1, comp), (v0, tried) in groups.items():
+        base, reasons, hpa, note, extra = stage1[k1]
+        tol = ctx.tolerance if comp else 0.0
+        found = search.cheapest_meeting(lambda h: evaluate(sc, replay(base, hpa, h, tol)), target_miss,
+                                        seed=tuple(tried))
+        if found is not None and all(abs(found.headroom - h) > 1e-9 for h, _ in tried):  # a grid point: nothing new
+            v = replace(v0, headroom=float(found.headroom), searched=True)
+            out.append(Evaluated(v, found.outcome, dict(reasons), note + _knob_note(v, tol) + ", searched",
+                                 None, dict(extra)))
     return out
 
 

@@ -9,6 +9,10 @@ Families (``policy`` in the JSON) and their knobs, named as the trigger metadata
 * ``predictive``     forescale's model (prophet by default): ``quantile`` x ``levelCorrection`` x ``headroom``
 * ``hybrid``         an always-warm floor (``floorPercentile`` of the history, expressed as
                      ``minReplicaCount``) plus predictive above it
+* ``envelope``       Crane EHPA's periodic envelope (``anchors``): ``window`` x margin (``headroom``); the servable
+                     ``model: envelope`` is its 1 h window (``ENVELOPE_WINDOW``), the one ``tune`` may pick
+* ``aws_like``, ``mimir_like``  AWS predictive scaling and Mimir's predictive trigger, re-implemented (``anchors``):
+                     margin (``headroom``); anchors to compare against, not expressible as forescale metadata
 * ``scheduled``, ``keep_alive``  baselines (not expressible as forescale metadata)
 * ``oracle``         perfect foresight: the cost reference (cost_ratio 1), never Pareto-ranked nor selected
 
@@ -23,18 +27,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from forecaster.models.envelope import DEFAULT_WINDOW as ENVELOPE_WINDOW
+
 from ..spec import format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Settings
 
-FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", "scheduled", "keep_alive", "oracle")
+ANCHORS = ("envelope", "aws_like", "mimir_like")  # published autoscalers, re-implemented (``anchors``)
+FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive",
+            "oracle")
 # the families of the backtest table (``--policies``), in its order
-POLICIES = ("reactive", "linear_trend", "predictive", "hybrid", "scheduled", "keep_alive", "oracle")
-# what a ScaledObject with forescale can express (hybrid through minReplicaCount), simplest first: the
-# selection prefers the simpler of two configurations of equal cost
-SELECTABLE = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid")
-HPA_FAMILIES = SELECTABLE  # the families whose value goes through KEDA and the HPA via ``decide``
+POLICIES = ("reactive", "linear_trend", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive", "oracle")
+# what a ScaledObject with forescale can express (hybrid through minReplicaCount; envelope as ``model: envelope``
+# at its servable window only, see ``is_selectable``), simplest first: the selection prefers the simpler of two
+# configurations of equal cost
+SELECTABLE = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", "envelope")
+HPA_FAMILIES = SELECTABLE + ANCHORS[1:]  # the families whose value goes through KEDA and the HPA
 FORECAST_FAMILIES = {"linear_trend": "linear_trend", "seasonal_naive": "seasonal_naive"}  # family -> fixed model
 ACCURACY_BASELINES = ("seasonal_naive", "linear_trend")  # scored next to the settings' model
 
@@ -51,6 +60,9 @@ class Grid:
     simple_quantiles: tuple[float, ...] = (0.5, 0.9)  # linear_trend, seasonal_naive
     hybrid_floor_percentiles: tuple[float, ...] = (10.0, 25.0)
     scheduled_quantiles: tuple[float, ...] = (0.9, 0.99)
+    envelope_windows: tuple[float, ...] = (300.0, ENVELOPE_WINDOW)  # seconds each side
+    anchor_margins: tuple[float, ...] = (1.0, 1.1, 1.3)  # headroom of the anchor families
+    window_band_quantiles: tuple[float, ...] = (0.8, 0.9, 0.95, 0.99)  # forecast families, window-max band
     families: tuple[str, ...] = FAMILIES
 
     def __post_init__(self) -> None:
@@ -70,21 +82,30 @@ class Variant:
     headroom: float = 1.0
     compensation: bool = True  # push the value past the HPA's dead band
     floor_percentile: float | None = None  # hybrid
+    window_seconds: float | None = None  # envelope
+    band: str | None = None  # None: the model's pointwise quantile; "window": window-max calibration (``calibration``)
+    searched: bool = False  # found by ``tune``'s targeted search along headroom (``search``), not a grid point
 
     def label(self) -> str:
         parts = [self.policy]
+        if self.window_seconds is not None:
+            parts.append(f"w {format_duration(self.window_seconds)}")
         if self.policy in ("predictive", "hybrid") and self.model:
             parts.append(self.model)
         if self.floor_percentile is not None:
             parts.append(f"floor p{self.floor_percentile:g}")
         if self.quantile is not None:
             parts.append(f"q{self.quantile:g}")
+        if self.band is not None:
+            parts.append(f"{self.band}-max band")
         if self.level_correction_seconds is not None and self.policy in ("predictive", "hybrid"):
             parts.append(f"lc {format_duration(self.level_correction_seconds)}")
         if self.policy not in ("scheduled", "keep_alive", "oracle"):
             parts.append(f"x{self.headroom:g}")
             if not self.compensation:
                 parts.append("no dead-band comp.")
+        if self.searched:
+            parts.append("(searched)")
         return " ".join(parts)
 
 
@@ -101,6 +122,10 @@ def default_variant(family: str, settings: "Settings") -> Variant:
     if family == "hybrid":
         return Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp,
                        s.hybrid_floor_percentile)
+    if family == "envelope":
+        return Variant("envelope", headroom=1.0, compensation=comp, window_seconds=ENVELOPE_WINDOW)
+    if family in ANCHORS:
+        return Variant(family, headroom=1.0, compensation=False)  # as published: no dead-band compensation
     if family == "scheduled":
         return Variant("scheduled", quantile=s.quantile)
     if family in ("keep_alive", "oracle"):
@@ -148,16 +173,26 @@ def variants(grid: Grid, settings: "Settings") -> list[Variant]:
             for q in grid.simple_quantiles:
                 for h in grid.headroom:
                     add(Variant(fam, model, q, s.level_correction_seconds, h, comp_default))
+            for q in grid.window_band_quantiles:
+                add(Variant(fam, model, q, s.level_correction_seconds, 1.0, comp_default, band="window"))
     if "predictive" in fams:
         add(default_variant("predictive", s))
         for q in grid.quantiles:
             for lc in grid.level_corrections:
                 for h in grid.headroom:
                     add(Variant("predictive", s.model, q, lc, h, comp_default))
+        for q in grid.window_band_quantiles:
+            add(Variant("predictive", s.model, q, s.level_correction_seconds, 1.0, comp_default, band="window"))
     if "hybrid" in fams:
         add(default_variant("hybrid", s))
         for p in grid.hybrid_floor_percentiles:
             add(Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp_default, p))
+    for fam in ANCHORS:
+        if fam in fams:
+            add(default_variant(fam, s))
+            for w in (grid.envelope_windows if fam == "envelope" else (None,)):
+                for h in grid.anchor_margins:
+                    add(Variant(fam, headroom=h, compensation=comp_default, window_seconds=w))
     if "scheduled" in fams:
         add(default_variant("scheduled", s))
         for q in grid.scheduled_quantiles:
@@ -166,6 +201,15 @@ def variants(grid: Grid, settings: "Settings") -> list[Variant]:
         add(Variant("keep_alive"))
     add(Variant("oracle"))  # always: the cost reference
     return out
+
+
+def is_selectable(v: Variant) -> bool:
+    """Whether the scaler can run ``v`` (trigger metadata): the envelope only at its servable window."""
+    if v.band is not None:
+        return False  # the server computes pointwise bands only
+    if v.policy == "envelope":
+        return v.window_seconds is not None and abs(v.window_seconds - ENVELOPE_WINDOW) < 1e-6
+    return v.policy in SELECTABLE
 
 
 def is_default(v: Variant, settings: "Settings") -> bool:

@@ -50,8 +50,9 @@ MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the serv
 RETRY_SECONDS = 3600.0  # after a failed run
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
-# minReplicaCount, not trigger metadata.
-SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "oracle")
+# minReplicaCount, not trigger metadata. envelope: ``model: envelope`` (its servable window), whose curve
+# at fit time is exact for the next period.
+SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
@@ -107,7 +108,7 @@ def run_job(job: TuningJob) -> dict:
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
     grid = variants.Grid(families=job.families)
     r = engine.run(trace, settings, variants.variants(grid, settings),
-                   score=variants.accuracy_models(settings, grid.families), jobs=1)
+                   score=variants.accuracy_models(settings, grid.families), jobs=1, target_miss=job.target_miss)
     sel = frontier.select(r.points, job.target_miss, job.max_cost_ratio)
     if sel.point is None:
         raise ValueError(sel.message)
@@ -116,6 +117,8 @@ def run_job(job: TuningJob) -> dict:
     settings_out: dict = {"headroom": v.headroom, "hpa_tolerance": job.tolerance if v.compensation else 0.0}
     if v.policy == "reactive":
         settings_out["mode"] = "reactive"
+    elif v.policy == "envelope":
+        settings_out.update(mode="forecastAndScale", model="envelope", level_correction_seconds=0.0)
     else:
         settings_out.update(mode="forecastAndScale", model=v.model, quantile=v.quantile,
                             level_correction_seconds=v.level_correction_seconds)

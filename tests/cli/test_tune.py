@@ -93,8 +93,8 @@ def test_backtest_sweep_writes_frontier_json_and_plot(tmp_path):
     assert "frontier:" in r.stdout and "Pareto-optimal" in r.stdout
     doc = json.loads(out.read_text())
     assert {"trace", "settings", "forecast", "policies", "frontier"} <= set(doc)
-    assert set(doc["policies"]) == {"reactive", "linear_trend", "predictive", "hybrid", "scheduled", "keep_alive",
-                                    "oracle"}
+    assert set(doc["policies"]) == {"reactive", "linear_trend", "predictive", "hybrid", "envelope", "aws_like",
+                                    "mimir_like", "scheduled", "keep_alive", "oracle"}
     pareto = [d for d in doc["frontier"] if d["pareto"]]
     for d in pareto:  # no listed optimal point is dominated
         assert not any(e["underprovisioned_fraction"] <= d["underprovisioned_fraction"]

@@ -160,8 +160,8 @@ def test_zero_horizon_and_bad_quantiles(name, fitted):
 
 
 def test_registry():
-    assert NAMES == ("prophet", "seasonal_naive", "naive", "linear_trend", "auto")
-    with pytest.raises(ValueError, match="accepted: prophet, seasonal_naive, naive, linear_trend, auto"):
+    assert NAMES == ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
+    with pytest.raises(ValueError, match="accepted: prophet, seasonal_naive, naive, linear_trend, auto, envelope, mstl, ets"):
         make("arima")
     with pytest.raises(ValueError, match="unknown option"):
         make("naive", bogus=1)
@@ -182,8 +182,8 @@ def test_constant_series():
 def test_auto_records_its_choice():
     s = synthetic(days=3)
     f = make("auto", lead=300).fit(s)
-    assert f.chosen in ("prophet", "seasonal_naive", "naive", "linear_trend")
-    assert set(f.scores) == {"prophet", "seasonal_naive", "naive", "linear_trend"}
+    assert f.chosen in ("prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets")
+    assert set(f.scores) == {"prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets"}
     assert f.predict(5).model == f"auto:{f.chosen}"
     best = min((v, k) for k, v in f.scores.items() if np.isfinite(v))[1]
     assert f.chosen == best

@@ -35,8 +35,8 @@ def test_run_is_deterministic_and_reports_progress_to_its_total():
     assert [(p.variant, p.outcome) for p in a.points] == [(p.variant, p.outcome) for p in b.points]
     assert {k: v.outcome for k, v in a.policies.items()} == {k: v.outcome for k, v in b.policies.items()}
     # 12 h at 60 s = 720 cutoffs, refit every 30 min = 24 fits per model (seasonal_naive has too little history
-    # to fit at all: its share still counts), 2 models + 7 variants: 2 x 24 + 7 = 55
-    assert {t for _, t in calls} == {55} and sum(d for d, _ in calls) == 55
+    # to fit at all: its share still counts), 2 models + 10 variants (7 families and the 3 anchors): 2 x 24 + 10 = 58
+    assert {t for _, t in calls} == {58} and sum(d for d, _ in calls) == 58
 
 
 def test_the_table_holds_the_asked_families_and_the_oracle_is_always_the_reference():

@@ -236,12 +236,15 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
         assert spec.headroom == v.headroom and spec.hpa_tolerance == (0.1 if v.compensation else 0.0)
         if v.policy == "reactive":
             assert spec.mode == "reactive"
+        elif v.policy == "envelope":  # the servable model at its window, no level correction, as replayed
+            assert (spec.mode, spec.model, spec.level_correction_seconds) == ("forecastAndScale", "envelope", 0.0)
+            assert v.window_seconds == 3600.0
         else:
             assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", v.model, v.quantile)
             assert spec.level_correction_seconds == v.level_correction_seconds
         # the server re-predicts linear_trend from every step's newest points, as simulated: no special refit
         assert (spec.refit_interval_seconds, spec.history_seconds) == (1800.0, 1.5 * DAY)
-    assert seen == {"reactive", "linear_trend", "predictive", "hybrid"}
+    assert seen == {"reactive", "linear_trend", "predictive", "hybrid", "envelope"}
 
 
 def test_frontier_json_contract(daily):
@@ -251,8 +254,12 @@ def test_frontier_json_contract(daily):
         assert {"policy", "knobs", "underprovisioned_fraction", "replica_hours", "cost_ratio", "pareto",
                 "violation_minutes"} <= set(d)
         assert isinstance(d["pareto"], bool) and d["cost_ratio"] > 0
-    assert {d["policy"] for d in rows} == {"reactive", "linear_trend", "predictive", "hybrid", "scheduled",
-                                           "keep_alive", "oracle"}
+    assert {d["policy"] for d in rows} == {"reactive", "linear_trend", "predictive", "hybrid", "envelope", "aws_like",
+                                           "mimir_like", "scheduled", "keep_alive", "oracle"}
+    # only the envelope at the servable model's window can be pasted as metadata; the other anchors never
+    assert {(d["policy"], d["knobs"].get("envelopeWindow")) for d in rows if d["policy"] == "envelope" and
+            d["selectable"]} == {("envelope", "1h")}
+    assert not any(d["selectable"] for d in rows if d["policy"] in ("aws_like", "mimir_like"))
     assert sum(d["reference"] for d in rows) == 1
 
 
@@ -265,8 +272,15 @@ def test_format_duration_reads_back(s, text):
 def test_variants_cover_the_grid():
     vs = variants.variants(variants.Grid(), engine.Settings())
     fam = {f: [v for v in vs if v.policy == f] for f in variants.FAMILIES}
-    assert len(fam["reactive"]) == 12 and len(fam["predictive"]) == 30
+    pointwise = [v for v in fam["predictive"] if v.band is None]
+    # window-max band: q 0.8/0.9/0.95/0.99 at the default level correction, headroom 1 (the search adds more)
+    window = [v for v in fam["predictive"] if v.band == "window"]
+    assert len(fam["reactive"]) == 12 and len(pointwise) == 30 and len(window) == 4
+    assert {v.quantile for v in window} == {0.8, 0.9, 0.95, 0.99} and {v.headroom for v in window} == {1.0}
     assert {v.quantile for v in fam["predictive"]} == {0.5, 0.8, 0.9, 0.95, 0.99}
     assert {v.level_correction_seconds for v in fam["predictive"]} == {0.0, 1800.0, 14400.0}
-    assert len(fam["oracle"]) == 1 and 50 <= len(vs) <= 60
+    # envelope: 2 windows x 3 margins (its default is one of them); aws_like, mimir_like: 3 margins + the default
+    assert (len(fam["envelope"]), len(fam["aws_like"]), len(fam["mimir_like"])) == (6, 4, 4)
+    assert sum(v.band == "window" for v in vs) == 12  # 4 quantiles x (predictive, linear_trend, seasonal_naive)
+    assert len(fam["oracle"]) == 1 and 75 <= len(vs) <= 90
     assert math.isclose(sum(variants.is_default(v, engine.Settings()) for v in vs), len(variants.FAMILIES))

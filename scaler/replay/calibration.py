@@ -1,0 +1,93 @@
+"""Window-max calibration: a band for what the policy provisions, the capacity over [t, t+L].
+
+Pointwise quantiles say how far the rate may be above the forecast at each
+moment; the policy needs the max over the whole window ``[t, t + L]``. So,
+from the rolling-origin forecasts the replay already has (one per cutoff),
+each cutoff ``c`` whose window has passed gives a residual
+
+    r_c = max demand over [c, c + L]  -  max over [c, c + L] of the forecast mean
+                                          (level-corrected at c, as ``decide`` uses it)
+
+and a curve made at ``c`` provisions its mean's window max plus the
+conformal ``q`` quantile of the residuals realised before ``c`` within the
+last ``WINDOW_SECONDS`` (split conformal: the ``ceil((n + 1) q)``-th smallest
+of n). ``decide`` then runs unchanged on a curve whose quantile ``q`` is
+``mean + Q_q(c)``. With fewer than ``MIN_RESIDUALS`` realised residuals (the
+start of the simulated span) the model's pointwise quantile stands in.
+
+Replay only: the server does not compute these residuals (yet), so the
+``window`` band is measured against the pointwise one but not offered as
+trigger metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from forecaster.base import Forecast
+
+from ..policy import PolicyParams, decide
+from .forecasts import Curve
+from .scenario import Scenario
+
+WINDOW_SECONDS = 7 * 86400.0
+MIN_RESIDUALS = 30
+
+
+def residuals(sc: Scenario, curves: Sequence[Curve], params: PolicyParams) -> tuple[np.ndarray, np.ndarray]:
+    """``(c, r_c)`` for every curve whose window ``[c, c + L]`` lies inside the scenario (time order)."""
+    lead = params.lead_seconds
+    mean_only = PolicyParams(mode="forecastAndScale", lead_seconds=lead, quantile=0.5,
+                             qps_per_replica=params.qps_per_replica, level_correction_seconds=params.level_correction_seconds)
+    cs, rs = [], []
+    end = sc.t0 + sc.n * sc.tick
+    for cv in curves:
+        c = cv.since
+        if cv.forecast is None or c < sc.t0 or c + lead >= end:
+            continue
+        i = int(math.floor((c - sc.t0) / sc.tick + 1e-9))
+        j = int(math.floor((c + lead - sc.t0) / sc.tick + 1e-9))
+        fc = Forecast(cv.forecast.t, cv.forecast.mean, {}, cv.forecast.model)
+        d = decide(float(sc.observed[i]), fc, mean_only, c)
+        if d.forecast_peak is None:
+            continue
+        cs.append(c)
+        rs.append(float(sc.demand[i:j + 1].max()) - d.forecast_peak)
+    return np.asarray(cs, dtype=float), np.asarray(rs, dtype=float)
+
+
+def conformal(r: np.ndarray, q: float) -> float:
+    """The ``ceil((n + 1) q)``-th smallest of ``r`` (its max when that rank exceeds n)."""
+    n = len(r)
+    k = min(n, max(1, int(math.ceil((n + 1) * q - 1e-9))))
+    return float(np.partition(r, k - 1)[k - 1])
+
+
+def calibrated(sc: Scenario, curves: Sequence[Curve], params: PolicyParams) -> tuple[list[Curve], int]:
+    """The curves with quantile ``params.quantile`` replaced by mean + the window-max residual's quantile.
+
+    Returns the curves and how many of them fell back to the pointwise quantile (too few residuals yet).
+    """
+    q, lead = params.quantile, params.lead_seconds
+    cs, rs = residuals(sc, curves, params)
+    out: list[Curve] = []
+    fallback = 0
+    for cv in curves:
+        if cv.forecast is None:
+            out.append(cv)
+            continue
+        c = cv.since
+        hi = int(np.searchsorted(cs, c - lead, side="right"))  # realised: c_j + L <= c
+        lo = int(np.searchsorted(cs, c - WINDOW_SECONDS, side="left"))
+        if hi - lo < MIN_RESIDUALS:
+            fallback += 1
+            out.append(cv)
+            continue
+        shift = conformal(rs[lo:hi], q)
+        f = cv.forecast
+        out.append(Curve(c, Forecast(f.t, f.mean, {q: np.maximum(f.mean + shift, 0.0)}, f.model), cv.history_max,
+                         cv.unusable))
+    return out, fallback
