@@ -26,6 +26,8 @@ class ScalerMetrics:
         self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", SO + ("reason",), registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", SO + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", SO, registry=r)
+        self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
+                                    "the forecast's age with it)", SO, registry=r)
         self.fit_duration = Histogram("forescale_fit_duration_seconds", "Forecast fit duration",
                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60), registry=r)
         self.fit_failures = Counter("forescale_fit_failures_total", "Forecast fits that failed", SO, registry=r)
@@ -53,7 +55,7 @@ class ScalerMetrics:
     def forget(self, namespace: str, name: str) -> None:
         """Drop every series of one ScaledObject (bounded memory)."""
         for metric in (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason,
-                       self.decisions, self.model_info, self.last_fit, self.fit_failures, self.prom_errors,
+                       self.decisions, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors,
                        self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs):
             labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)]
             for k in labelsets:

@@ -141,6 +141,7 @@ class Registry:
                 self._workloads[key] = wl
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
+                self.metrics.refit_interval.labels(namespace, name).set(spec.refit_interval_seconds)
                 self._submit_refresh(wl, now)
                 created = True
             else:
@@ -195,6 +196,7 @@ class Registry:
         else:
             wl.attempted_at = None  # refresh on the next tick
         self.metrics.target.labels(wl.namespace, wl.name).set(spec.qps_per_replica)
+        self.metrics.refit_interval.labels(wl.namespace, wl.name).set(spec.refit_interval_seconds)
         return wl
 
     def apply_tuned(self, wl: Workload, tuned: Tuned) -> bool:

@@ -217,6 +217,11 @@ def test_a_spec_change_keeps_the_observation_unless_the_series_changes(env):
     assert wl_b is wl and wl.spec.qps_per_replica == 20.0 and (wl.observed, wl.observed_at) == (12.0, T0)
     assert len(env.prom.calls_of("scalar")) == 1
     assert env.sample("forescale_target_qps_per_replica") == 20.0
+    # the refit interval the stale-forecast alert compares with: the default 30m, then the new spec's 2h
+    assert env.sample("forescale_refit_interval_seconds") == 1800.0
+    env.reg.workload("serving", "llm", md(qpsPerReplica="20", refitInterval="2h"))
+    assert env.sample("forescale_refit_interval_seconds") == 7200.0
+    wl_b = env.reg.workload("serving", "llm", md(qpsPerReplica="20"))
     assert env.reg.decision(wl).planned == 12.0
     # another query: the old observation says nothing about it; the first call waits for the new one
     wl_c = env.reg.workload("serving", "llm", md(qpsPerReplica="20", query=Q2))
