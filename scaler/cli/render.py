@@ -9,6 +9,8 @@ import json
 import math
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
@@ -340,3 +342,14 @@ def advice_json(adv) -> dict:
                          "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
                          "detail": o.detail} for o in adv.options],
             "paragraph": adv.paragraph}
+
+
+def pool(x: np.ndarray, k: int, how: str) -> np.ndarray:
+    """``x`` pooled over runs of ``k`` points by max or min (plots keep the peaks on long spans)."""
+    if k <= 1:
+        return x
+    m = -(-len(x) // k)
+    pad = np.full(m * k, np.nan)
+    pad[:len(x)] = x
+    r = pad.reshape(m, k)
+    return np.nanmax(r, axis=1) if how == "max" else np.nanmin(r, axis=1)

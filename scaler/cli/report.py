@@ -20,7 +20,7 @@ import numpy as np
 
 from ..replay.engine import Result
 from ..replay.frontier import pareto_flags
-from .render import format_table, format_world, frontier_json, to_json
+from .render import format_table, format_world, frontier_json, pool, to_json
 
 COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
           "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c", "envelope": "#ff7f0e",
@@ -40,16 +40,6 @@ def _plt():
 
 def _dates(t: np.ndarray) -> np.ndarray:
     return (np.asarray(t, dtype="float64") * 1e6).astype("datetime64[us]")
-
-
-def _pool(x: np.ndarray, k: int, how: str) -> np.ndarray:
-    if k <= 1:
-        return x
-    m = -(-len(x) // k)
-    pad = np.full(m * k, np.nan)
-    pad[:len(x)] = x
-    r = pad.reshape(m, k)
-    return np.nanmax(r, axis=1) if how == "max" else np.nanmin(r, axis=1)
 
 
 def worst_window(r: Result, half_width: float = 75 * 60.0) -> tuple[float, float]:
@@ -80,14 +70,14 @@ def _capacity_plot(r: Result, path: Path, window: tuple[float, float] | None) ->
         keep = np.ones(sc.n, dtype=bool)
     k = max(1, int(math.ceil(keep.sum() / MAX_POINTS)))
     tt = _dates(t[keep][::k])
-    demand = _pool(sc.demand[keep], k, "max")
+    demand = pool(sc.demand[keep], k, "max")
     fig, axes = plt.subplots(len(names), 1, figsize=(13, 1.9 * len(names) + 0.8), sharex=True, squeeze=False)
     top = max(float(np.nanmax(demand)), max(float((p.timeline.replicas[keep] * sc.qps_per_replica).max())
                                             for p in r.policies.values())) * 1.3
     for ax, name in zip(axes[:, 0], names):
         p = r.policies[name]
-        ready = _pool(p.timeline.ready[keep] * sc.qps_per_replica, k, "min")
-        total = _pool(p.timeline.replicas[keep] * sc.qps_per_replica, k, "max")
+        ready = pool(p.timeline.ready[keep] * sc.qps_per_replica, k, "min")
+        total = pool(p.timeline.replicas[keep] * sc.qps_per_replica, k, "max")
         c = COLORS.get(name, "#1f77b4")
         ax.fill_between(tt, 0, total, step="post", color=c, alpha=0.12, lw=0, label="starting + ready")
         ax.step(tt, ready, where="post", color=c, lw=1.3, label="ready capacity")
@@ -137,10 +127,10 @@ def _forecast_plot(r: Result, path: Path, window: tuple[float, float]) -> None:
         k = max(1, int(math.ceil(max(b - a, keep.sum()) / MAX_POINTS)))
         ta = _dates(series.t[a:b][::k])
         tf = _dates(mr.target_t[keep][::k])
-        ax.fill_between(tf, _pool(mr.lo_at_l[keep], k, "min"), _pool(mr.hi_at_l[keep], k, "max"), color="#1f77b4",
+        ax.fill_between(tf, pool(mr.lo_at_l[keep], k, "min"), pool(mr.hi_at_l[keep], k, "max"), color="#1f77b4",
                         alpha=0.22, lw=0, label=f"q{lo_q:g} .. q{hi_q:g} band")
-        ax.plot(tf, _pool(mr.mean_at_l[keep], k, "max"), color="#1f77b4", lw=1.0, label=f"{mr.model} forecast")
-        ax.plot(ta, _pool(series.y[a:b], k, "max"), color="black", lw=0.8, label="actual")
+        ax.plot(tf, pool(mr.mean_at_l[keep], k, "max"), color="#1f77b4", lw=1.0, label=f"{mr.model} forecast")
+        ax.plot(ta, pool(series.y[a:b], k, "max"), color="black", lw=0.8, label="actual")
         ax.set_ylabel("req/s")
         ax.grid(alpha=0.25)
         loc = mdates.AutoDateLocator()

@@ -21,18 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..replay.engine import Result
+from .render import pool
 
 MAX_POINTS = 4000  # per line: keeps the page small on long spans (max/min pooling keeps the peaks)
-
-
-def _pool(x: np.ndarray, k: int, how: str) -> np.ndarray:
-    if k <= 1:
-        return x
-    m = -(-len(x) // k)
-    pad = np.full(m * k, np.nan)
-    pad[:len(x)] = x
-    r = pad.reshape(m, k)
-    return np.nanmax(r, axis=1) if how == "max" else np.nanmin(r, axis=1)
 
 
 def _iso(t: np.ndarray) -> list[str]:
@@ -49,9 +40,9 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
     tt = _iso(sc.times[::k])
     figs = []
     cap = go.Figure()
-    cap.add_trace(go.Scatter(x=tt, y=_pool(sc.demand, k, "max"), name="demand", line=dict(color="black", width=1)))
+    cap.add_trace(go.Scatter(x=tt, y=pool(sc.demand, k, "max"), name="demand", line=dict(color="black", width=1)))
     for name, p in r.policies.items():
-        cap.add_trace(go.Scatter(x=tt, y=_pool(p.timeline.ready * sc.qps_per_replica, k, "min"), name=f"{name} ready",
+        cap.add_trace(go.Scatter(x=tt, y=pool(p.timeline.ready * sc.qps_per_replica, k, "min"), name=f"{name} ready",
                                  line=dict(shape="hv", width=1.2, color=colors.get(name)), visible=True if name in ("predictive", "reactive",
                                                                                             "oracle") else "legendonly"))
     cap.update_layout(title="Demand vs ready capacity (req/s); click the legend to show or hide a policy",
@@ -102,16 +93,16 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
         kf = max(1, math.ceil(len(mr.target_t) / MAX_POINTS))
         tf = _iso(mr.target_t[::kf])
         fc = go.Figure()
-        fc.add_trace(go.Scatter(x=tf, y=_pool(mr.hi_at_l, kf, "max"), name=f"q{r.settings.quantile:g}",
+        fc.add_trace(go.Scatter(x=tf, y=pool(mr.hi_at_l, kf, "max"), name=f"q{r.settings.quantile:g}",
                                 line=dict(width=0), showlegend=False, hoverinfo="skip"))
-        fc.add_trace(go.Scatter(x=tf, y=_pool(mr.lo_at_l, kf, "min"), name="quantile band", fill="tonexty",
+        fc.add_trace(go.Scatter(x=tf, y=pool(mr.lo_at_l, kf, "min"), name="quantile band", fill="tonexty",
                                 line=dict(width=0), fillcolor="rgba(31,119,180,0.25)"))
-        fc.add_trace(go.Scatter(x=tf, y=_pool(mr.mean_at_l, kf, "max"), name=f"{mr.model} forecast L ahead",
+        fc.add_trace(go.Scatter(x=tf, y=pool(mr.mean_at_l, kf, "max"), name=f"{mr.model} forecast L ahead",
                                 line=dict(color="#1f77b4", width=1)))
         s = r.trace.series
         a, b = int(np.searchsorted(s.t, r.sim_start)), int(np.searchsorted(s.t, r.sim_end))
         ka = max(1, math.ceil((b - a) / MAX_POINTS))
-        fc.add_trace(go.Scatter(x=_iso(s.t[a:b][::ka]), y=_pool(s.y[a:b], ka, "max"), name="actual",
+        fc.add_trace(go.Scatter(x=_iso(s.t[a:b][::ka]), y=pool(s.y[a:b], ka, "max"), name="actual",
                                 line=dict(color="black", width=1)))
         fc.update_layout(title=f"{mr.model}: forecast at horizon L vs actual", yaxis_title="req/s", height=460,
                          xaxis=dict(rangeslider=dict(visible=True)))

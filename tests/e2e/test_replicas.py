@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.procs import stop
 from support import promfixture as pf
 from support.paths import REPO
 from scaler._proto import externalscaler_pb2 as pb
@@ -116,11 +117,5 @@ def test_two_replicas_agree_and_one_survives_the_others_sigkill(prometheus_facto
         for ch in channels:
             ch.close()
         for proc, _, _, log in replicas:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc)
             log.close()

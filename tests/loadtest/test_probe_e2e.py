@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.cli import main
+from support.procs import stop
 
 pytest.importorskip("torch")
 
@@ -74,12 +74,7 @@ def probe_url(tmp_path_factory):
             time.sleep(0.2)
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def loadtest(*args: str):

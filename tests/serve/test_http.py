@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.procs import stop
 from support import promfixture as pf
 from support.browser import chromium, console_errors, wait_for
 from support.clock import FakeClock
@@ -208,12 +208,7 @@ def test_log_format_json_and_port_from_env(free_port):
         assert f"serving gRPC on 127.0.0.1:{free_port}" in doc["message"]
         assert doc["time"].endswith("Z")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     assert proc.returncode == 0
     for line in proc.stderr.read().splitlines():
         json.loads(line)  # every line is JSON, the stop messages too

@@ -7,4 +7,5 @@
 * ``scaler``           a real forescale server in-process, driven over real gRPC
 * ``grpc_bench``       the round-robin GetMetrics caller shared by the gRPC benchmarks
 * ``probe_user_model`` a user's model module for ``forescale probe --module``
+* ``procs``            stopping a process a test started (SIGTERM, then SIGKILL)
 """
