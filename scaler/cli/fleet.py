@@ -148,6 +148,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             r = row(t)
             rows.append((fid, r))
             e.update(status="tuned", file=path.name, cached=t.cached, seconds=round(t.seconds, 3),
+                     configurations=len(t.result.points),  # swept and searched, as `tune` counts them
                      selection=render.selection_json(t.selection, t.result, md),
                      figures=_figures(r, gpus_per_replica), notes=list(t.result.notes))
         entries.append(e)

@@ -35,7 +35,7 @@ from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 2  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:
@@ -102,7 +102,8 @@ def tune_one(job: Job) -> Tuned:
     trace = engine.Trace(job.title, Series(job.t, job.y, job.step), job.hygiene, "fleet")
     try:
         r = engine.run(trace, job.settings, variants.variants(job.grid, job.settings),
-                       score=variants.accuracy_models(job.settings, job.grid.families), jobs=1)
+                       score=variants.accuracy_models(job.settings, job.grid.families), jobs=1,
+                       target_miss=job.target_miss)  # the targeted headroom search, as tune runs it
     except engine.ReplayError as e:
         return Tuned(job.key, None, None, str(e), time.perf_counter() - t0, _rss_mib())
     sel = frontier.select(r.points, job.target_miss, job.max_cost_ratio)

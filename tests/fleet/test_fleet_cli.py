@@ -14,7 +14,7 @@ from scaler.fleet.workloads import shard
 from scaler.spec import parse_metadata
 
 T0 = 1_700_006_400
-FAST = ["--model", "seasonal_naive", "--span", "12h", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
+FAST = ["--model", "seasonal_naive", "--target-miss", "0.001", "--span", "12h", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
         "--jobs", "1", "--no-progress"]
 
 
@@ -57,6 +57,19 @@ def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):
     # counts per minute became req/s: chat peaks at 193 req/s = 20 replicas of 10, so 12 h cost < 12 x 25
     # replica-hours (unconverted, 60x the rate, it would sit at the 100-replica cap: ~1,200); embed = chat x3
     assert doc["workloads"][0]["selection"]["replica_hours"] < 12 * 25
+
+    # a workload of the fleet is tuned exactly as `forescale tune` tunes its series alone (grid + search)
+    alone = tmp_path / "chat.csv"
+    rows = [ln.split(",") for ln in csv.read_text().splitlines()[1:]]
+    alone.write_text("timestamp,count\n" + "".join(f"{t},{c}\n" for t, _, svc, c in rows if svc == "chat"))
+    r1 = invoke("tune", str(alone), "--json", str(tmp_path / "chat.json"), *FAST)
+    assert r1.exit_code == 0, r1.output
+    single_doc = json.loads((tmp_path / "chat.json").read_text())
+    single, fleet_chat = single_doc["selection"], doc["workloads"][0]["selection"]
+    # the same configurations: the grid and the headroom values searched for the target
+    assert doc["workloads"][0]["configurations"] == len(single_doc["frontier"])
+    for k in ("policy", "label", "knobs", "underprovisioned_fraction", "replica_hours", "cost_ratio", "met"):
+        assert fleet_chat[k] == single[k], k
 
     # the same fleet as Ray tasks on a Ray cluster the command starts (and stops) itself: the same selections
     ray_out = tmp_path / "ray"
