@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +26,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.cli import main
-from support.procs import stop
+from support.procs import announced_url, stop
 
 pytest.importorskip("torch")
 
@@ -55,19 +54,9 @@ def probe_url(tmp_path_factory):
                              "--serve", "0", "--host", "127.0.0.1", "--max-batch", "8", "--max-queue", "8",
                              "--test-step-delay", "0.05"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    found = threading.Event()
-
-    def pump() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "serving http://" in line:
-                found.set()
-
-    threading.Thread(target=pump, daemon=True).start()
     try:
-        assert found.wait(60), "the probe never announced its address: " + "".join(lines)
-        url = next(l for l in lines if "serving http://" in l).split("serving ")[1].split()[0]
+        url, lines = announced_url(proc)
+        assert url is not None, "the probe never announced its address: " + "".join(lines)
         deadline = time.monotonic() + 90
         while get(url + "/report")[0] != 200:  # ready, and the after-readiness timing finished
             assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scaler.cli import main
 from scaler.probe import PHASES, ModelSpec, ProbeConfig, ProbeReportError, WarmupSpec, read_cold_start
 from scaler.probe.runner import Probe
+from support.procs import announced_url
 
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
@@ -163,20 +163,10 @@ def _start_serving(args: list[str], cwd: Path = ROOT) -> tuple[subprocess.Popen,
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(SUPPORT_PATH), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([*FORESCALE, "probe", *args, "--serve", "0", "--host", "127.0.0.1"],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    found = threading.Event()
-
-    def pump() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "serving http://" in line:
-                found.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not found.wait(60):
+    url, lines = announced_url(proc)
+    if url is None:
         proc.kill()
         raise AssertionError("the probe never announced its address: " + "".join(lines))
-    url = next(l for l in lines if "serving http://" in l).split("serving ")[1].split()[0]
     return proc, url
 
 
