@@ -17,25 +17,15 @@ from click.testing import CliRunner
 from scaler.cli import main
 from scaler.spec import parse_metadata
 from support.browser import chromium, console_errors, wait_for
+from support.traces import T0, write_daily
 
 REPO = Path(__file__).resolve().parents[2]
-T0 = 1_700_006_400  # a Wednesday 00:00 UTC
 FAST = ["--model", "seasonal_naive", "--span", "12h", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
         "--cold-start", "120", "--no-progress"]
 
 
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-def write_daily(path: Path, days: float = 2.0, step: int = 60) -> Path:
-    t = T0 + step * np.arange(int(days * 86400 / step))
-    hour = (t % 86400) / 3600
-    y = 20 + 173 / (1 + np.exp(-(hour - 8) * 6)) - 173 / (1 + np.exp(-(hour - 18) * 6))
-    with open(path, "w") as f:
-        f.write("timestamp,qps\n")
-        f.writelines(f"{a},{b:.4f}\n" for a, b in zip(t, y))
-    return path
 
 
 def test_version_comes_from_package_metadata():
@@ -118,7 +108,7 @@ def test_check_refuses_unreadable_input_without_traceback(tmp_path):
 
 
 def test_unwritable_outputs_fail_before_the_run(tmp_path):
-    trace = write_daily(tmp_path / "t.csv")
+    trace = write_daily(tmp_path / "t.csv", days=2.0)
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     for flag, target in (("--json", blocker / "r.json"), ("--report", blocker / "rep"),
@@ -134,7 +124,7 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path):
 
 
 def test_json_dash_is_stdout_and_the_table_goes_to_stderr(tmp_path):
-    trace = write_daily(tmp_path / "t.csv")
+    trace = write_daily(tmp_path / "t.csv", days=2.0)
     r = invoke("backtest", str(trace), *FAST, "--policies", "reactive,oracle", "--json", "-")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)  # stdout is the document alone
@@ -171,7 +161,7 @@ def test_one_second_csv_is_resampled_to_the_step(tmp_path):
     assert r.exit_code == 0 and json.loads(out.read_text())["trace"]["step_seconds"] == 300
     r = invoke("backtest", str(f), *FAST, "--step", "90s")
     assert r.exit_code == 0 or "does not divide" not in r.stderr  # 90 is a multiple of 1 s: fine
-    coarse = write_daily(tmp_path / "coarse.csv", step=120)
+    coarse = write_daily(tmp_path / "coarse.csv", days=2.0, step=120)
     r = invoke("backtest", str(coarse), *FAST, "--policies", "reactive,oracle", "--step", "90s")
     assert r.exit_code == 0, r.output  # a coarser file keeps its own interval
 
@@ -211,7 +201,7 @@ def _check_page(driver, index: Path, n_charts: int) -> None:
 
 
 def test_timeseries_csv_and_interactive_report(tmp_path, browser):
-    trace = write_daily(tmp_path / "t.csv")
+    trace = write_daily(tmp_path / "t.csv", days=2.0)
     out, rep, ts = tmp_path / "r.json", tmp_path / "rep", tmp_path / "ticks.csv"
     r = invoke("backtest", str(trace), *FAST, "--policies", "reactive,predictive,oracle", "--json", str(out),
                "--report", str(rep), "--timeseries", str(ts))
@@ -240,7 +230,7 @@ def test_timeseries_csv_and_interactive_report(tmp_path, browser):
 
 
 def test_tune_report_shows_the_yaml_it_selected(tmp_path, browser):
-    trace = write_daily(tmp_path / "t.csv")
+    trace = write_daily(tmp_path / "t.csv", days=2.0)
     rep = tmp_path / "rep"
     r = invoke("tune", str(trace), *FAST, "--jobs", "1", "--report", str(rep))
     assert r.exit_code == 0, r.output

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-
-import numpy as np
 import yaml
 from click.testing import CliRunner
 
 from scaler.cli import main
 from scaler.spec import parse_metadata
+from support.traces import write_daily
 
-T0 = 1_700_006_400
 FAST = ["--model", "seasonal_naive", "--span", "1d", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
         "--jobs", "1", "--no-progress"]
-
-
-def write_daily(path: Path, days: float = 2.5) -> Path:
-    t = T0 + 60 * np.arange(int(days * 1440))
-    hour = (t % 86400) / 3600
-    y = 20 + 173 / (1 + np.exp(-(hour - 8) * 6)) - 173 / (1 + np.exp(-(hour - 18) * 6))
-    with open(path, "w") as f:
-        f.write("timestamp,qps\n")
-        f.writelines(f"{a},{b:.4f}\n" for a, b in zip(t, y))
-    return path
 
 
 def invoke(*args: str):
@@ -45,7 +32,7 @@ def _block(stdout: str) -> str:
 
 
 def test_tune_prints_metadata_the_parser_accepts_and_json(tmp_path):
-    csv = write_daily(tmp_path / "daily.csv")
+    csv = write_daily(tmp_path / "daily.csv", days=2.5)
     out = tmp_path / "tune.json"
     r = invoke("tune", str(csv), *FAST, "--cold-start", "600", "--target-miss", "0.005", "--json", str(out))
     assert r.exit_code == 0, r.output
@@ -65,7 +52,7 @@ def test_tune_prints_metadata_the_parser_accepts_and_json(tmp_path):
 
 
 def test_tune_says_clearly_when_nothing_meets_the_target(tmp_path):
-    csv = write_daily(tmp_path / "daily.csv")
+    csv = write_daily(tmp_path / "daily.csv", days=2.5)
     out = tmp_path / "tune.json"
     r = invoke("tune", str(csv), *FAST, "--cold-start", "600", "--target-miss", "0", "--max-cost-ratio", "1.0",
                "--json", str(out))
@@ -84,7 +71,7 @@ def test_tune_rejects_bad_input(tmp_path):
 
 
 def test_backtest_sweep_writes_frontier_json_and_plot(tmp_path):
-    csv = write_daily(tmp_path / "daily.csv")
+    csv = write_daily(tmp_path / "daily.csv", days=2.5)
     out, rep = tmp_path / "bt.json", tmp_path / "report"
     r = invoke("backtest", str(csv), "--sweep", "--model", "seasonal_naive", "--span", "1d", "--history", "1d",
                "--refit", "2h", "--qps-per-replica", "10", "--cold-start", "600", "--jobs", "1", "--no-progress",

@@ -7,5 +7,6 @@
 * ``scaler``           a real forescale server in-process, driven over real gRPC
 * ``grpc_bench``       the round-robin GetMetrics caller shared by the gRPC benchmarks
 * ``probe_user_model`` a user's model module for ``forescale probe --module``
-* ``procs``            stopping a process a test started (SIGTERM, then SIGKILL)
+* ``procs``            stopping a process a test started (SIGTERM, then SIGKILL), the URL it announces
+* ``traces``           synthetic trace files (a daily ramp) for the CLI tests
 """
