@@ -248,15 +248,16 @@ def run(config: ServerConfig) -> None:
     setup_logging(config.log_level, config.log_format)
     if config.credentials_dir is None and os.environ.get("FORESCALE_CREDENTIALS_DIR"):
         config = ServerConfig(**{**config.__dict__, "credentials_dir": os.environ["FORESCALE_CREDENTIALS_DIR"]})
-    server = Server(config).start()
     done = threading.Event()
 
     def on_signal(signum, _frame) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)
         done.set()
 
+    # before start: a SIGTERM that lands once "serving" is logged (or during start) stops gracefully too
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    server = Server(config).start()
     done.wait()
     server.stop(grace=min(config.grace_seconds, 5.0))  # the whole stop within 10 s (kubelet's grace is 30 s)
     logging.shutdown()

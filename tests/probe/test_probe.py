@@ -192,6 +192,9 @@ def test_serve_turns_ready_only_after_warmup(cache_dir, tmp_path):
         seen_not_ready, seen_states = False, set()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
+            # /metrics first: readiness only goes from not ready to ready, so a gauge read before a 503 is 0
+            metrics = {s.name: s.value for f in text_string_to_metric_families(get(url + "/metrics")[1])
+                       for s in f.samples if f.name == "forescale_probe_ready"}
             code, body = get(url + "/health/ready")
             s_code, s_body = get(url + "/health/startup")
             l_code, _ = get(url + "/health/live")
@@ -203,8 +206,6 @@ def test_serve_turns_ready_only_after_warmup(cache_dir, tmp_path):
                 assert state["reason"].startswith(("cold start in progress", "not started"))
                 assert len(state["phases"]) < len(PHASES)  # not all phases done: warm-up still running
                 seen_not_ready = True
-                metrics = {s.name: s.value for f in text_string_to_metric_families(get(url + "/metrics")[1])
-                           for s in f.samples if f.name == "forescale_probe_ready"}
                 assert metrics["forescale_probe_ready"] == 0
             else:
                 assert code == 200 and state["ready"] is True and s_code == 200
