@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
+from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
+from .misstarget import ACCEPTED as TARGET_FORM, MissTarget, parse_miss_target
 from .policy import KUBERNETES_TOLERANCE
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
@@ -81,7 +83,7 @@ KEYS: tuple[Key, ...] = (
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
     Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
     Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
-    Key("quantile", "0.9", "forecast quantile to provision for, in (0, 1)"),
+    Key("quantile", "0.8", "forecast quantile to provision for, in (0, 1)"),
     Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),
     Key("step", "60s", "resolution of the history and the forecast (duration, 1s to 1h)"),
     Key("refitInterval", "30m", "how often the forecast is refitted (duration, 10s to 1d); the forecast horizon, 2 x refitInterval + "
@@ -89,48 +91,22 @@ KEYS: tuple[Key, ...] = (
     Key("minHistory", "1d", "history needed before forecasts are trusted (duration, at most history)"),
     Key("headroom", "1.0", "multiplier on the planned rate, in [1, 100]"),
     Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
-    Key("tuning", "off", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
-                         "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule"),
-    Key("targetMiss", "0.005", "with tuning auto: the largest acceptable fraction of requests above ready capacity"),
-    Key("maxCostRatio", "", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight oracle's (in (0, 1000])"),
+    Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
+                          "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule; "
+                          "default auto, off when any of those keys is set"),
+    Key("targetMiss", "0.25x", "with tuning auto: the largest acceptable fraction of requests above ready capacity "
+                              "(0.005), or a multiple of reactive KEDA's on the same history (0.5x)"),
+    Key("maxCostRatio", "1.3", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight "
+                               "oracle's (in (0, 1000]; none: no cap)"),
+    Key("tuningMinHistory", "7d", "with tuning auto: history needed before the first selection (duration, 4h to history)"),
     Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
                                "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
     Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")
+TUNED_KEYS = ("mode", "model", "quantile", "levelCorrection", "headroom", "hpaTolerance")  # what tuning replaces
 KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
-
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms))+\s*$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-DURATION_FORM = "a duration such as 90s, 15m, 6h, 14d, 2w, 1h30m, or plain seconds"
-
-
-def parse_duration(text: str) -> float:
-    """'1h30m' -> 5400.0; plain numbers are seconds. Raises ValueError."""
-    s = text.strip()
-    try:
-        v = float(s)
-    except ValueError:
-        if not _DURATION.match(s):
-            raise ValueError(f"not a duration: {text!r}") from None
-        v = sum(float(n) * _UNIT[u] for n, u in _PART.findall(s))
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"not a duration: {text!r}")
-    return v
-
-
-def format_duration(seconds: float) -> str:
-    """1800 -> '30m', 7200 -> '2h', 0 -> '0' (a form ``spec.parse_duration`` reads back)."""
-    s = float(seconds)
-    if s <= 0:
-        return "0"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
-        if s >= size and abs(s / size - round(s / size)) < 1e-9:
-            return f"{int(round(s / size))}{unit}"
-    return f"{s:g}s"
-
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
@@ -205,9 +181,10 @@ class ScalerSpec:
     headroom: float
     hpa_tolerance: float
     tuning: str
-    target_miss: float
+    target_miss: MissTarget
     max_cost_ratio: float | None
     tuning_interval_seconds: float
+    tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
 
     def forecast_key(self) -> tuple:
@@ -372,14 +349,18 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     headroom = r.number("headroom", lo=1, hi=100, accepted="a number in [1, 100], e.g. 1.1")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
-    tuning = r.choice("tuning", TUNING)
-    target_miss = r.number("targetMiss", lo=0, hi=1, hi_open=True,
-                           accepted="a fraction of requests in [0, 1), e.g. 0.005 (0.5 %)")
+    explicit = any(r.raw(k) is not None for k in TUNED_KEYS)  # a user's own policy is not tuned unless asked
+    tuning = r.choice("tuning", TUNING) if r.raw("tuning") is not None or not explicit else "off"
+    target_miss = r.get("targetMiss", parse_miss_target, TARGET_FORM)
     max_cost = None
-    if r.raw("maxCostRatio") is not None:
+    if (r.raw("maxCostRatio") or "").lower() != "none":
         max_cost = r.number("maxCostRatio", lo=0, lo_open=True, hi=1000,
-                            accepted="a number in (0, 1000] (replica-hours / the oracle's), e.g. 1.3, or absent")
+                            accepted="a number in (0, 1000] (replica-hours / the oracle's), e.g. 1.3, or none")
     tuning_interval = r.duration("tuningInterval", minimum=600, maximum=30 * 86400.0)
+    tuning_history = min(r.duration("tuningMinHistory", minimum=4 * 3600.0), history)  # the default: at most history
+    if r.raw("tuningMinHistory") is not None and tuning_history < parse_duration(r.raw("tuningMinHistory")):
+        raise MetadataError("tuningMinHistory", r.raw("tuningMinHistory"),
+                            f"a duration of at least 4h and no longer than history ({history:g}s)")
     refresh = None
     if r.raw("refreshInterval") is not None:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
@@ -416,6 +397,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         target_miss=target_miss,
         max_cost_ratio=max_cost,
         tuning_interval_seconds=tuning_interval,
+        tuning_min_history_seconds=tuning_history,
         refresh_seconds=refresh,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
@@ -485,9 +467,10 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "quantile": _number(spec.quantile), "history": _seconds(spec.history_seconds),
         "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
         "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
-        "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": _number(spec.target_miss),
-        "maxCostRatio": "" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
+        "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
+        "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
+        "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
         "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
     }
     md = {k: v for k, v in md.items() if v != ""}

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from support.paths import REPO
+from scaler.misstarget import MissTarget
 from scaler.spec import DEFAULTS, KEYS, MetadataError, parse_duration, parse_metadata, to_metadata
 
 BASE = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[2m]))",
@@ -29,7 +30,9 @@ def test_defaults_match_the_documented_table():
     assert spec.lead.cold_start_seconds == 180.0
     assert spec.lead.buffer_seconds == 30 + 60 + 15
     assert spec.lead.seconds == 285.0
-    assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", "prophet", 0.9)
+    assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", "prophet", 0.8)
+    assert (spec.tuning, str(spec.target_miss), spec.max_cost_ratio) == ("auto", "0.25x", 1.3)
+    assert spec.tuning_min_history_seconds == 7 * 86400
     assert (spec.history_seconds, spec.step_seconds) == (14 * 86400, 60)
     assert (spec.refit_interval_seconds, spec.min_history_seconds) == (1800, 86400)
     assert (spec.headroom, spec.hpa_tolerance) == (1.0, 0.1)
@@ -207,13 +210,50 @@ def test_to_metadata_reads_back_as_the_same_spec_over_random_valid_triggers():
 
 
 def test_to_metadata_leaves_out_exactly_the_defaults():
-    md = {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4", "quantile": "0.9", "history": "14d",
+    md = {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4", "quantile": "0.8", "history": "14d",
           "headroom": "1", "timeout": "2s", "model": "naive"}
     spec, _ = parse_metadata(md)
-    # quantile 0.9, history 14d and headroom 1 are the documented defaults (DEFAULTS); timeout 2 s = 2000 ms
+    # quantile 0.8, history 14d and headroom 1 are the documented defaults (DEFAULTS); timeout 2 s = 2000 ms;
+    # tuning: off is implied by the explicit model, so it is not written either
     assert to_metadata(spec) == {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4",
                                  "timeout": "2000", "model": "naive"}
-    assert DEFAULTS["quantile"] == "0.9" and DEFAULTS["history"] == "14d"
+    assert DEFAULTS["quantile"] == "0.8" and DEFAULTS["history"] == "14d"
+
+
+@pytest.mark.parametrize("keys,tuning", [
+    ({}, "auto"),  # a user who sets nothing gets a tuned policy
+    ({"model": "prophet"}, "off"),  # any of the keys tuning replaces, set: the user's own policy is kept
+    ({"headroom": "1.2"}, "off"),
+    ({"quantile": "0.9", "tuning": "auto"}, "auto"),  # unless tuning is asked for explicitly
+    ({"tuning": "off"}, "off"),
+    ({"coldStartSeconds": "120"}, "auto"),  # keys tuning does not replace leave the default alone
+])
+def test_tuning_is_on_unless_the_user_set_the_policy(keys, tuning):
+    assert parse(**keys)[0].tuning == tuning
+
+
+def test_target_miss_is_a_fraction_or_a_multiple_of_reactive():
+    assert parse(targetMiss="0.005")[0].target_miss == MissTarget(0.005, False)
+    assert parse(targetMiss=" 0.2X ")[0].target_miss == MissTarget(0.2, True)
+    # a relative target resolves against reactive's miss: 0.5 x 2.54 % = 1.27 %
+    assert MissTarget(0.5, True).absolute(0.0254) == pytest.approx(0.0127)
+    assert MissTarget(0.005, False).absolute(0.0254) == 0.005
+    for bad in ("1", "1.5x", "-0.1", "abc", "x", "nanx"):
+        with pytest.raises(MetadataError, match="targetMiss.*a multiple of reactive KEDA's missed fraction"):
+            parse(targetMiss=bad)
+    assert parse(maxCostRatio="none")[0].max_cost_ratio is None
+    with pytest.raises(MetadataError, match="maxCostRatio.*or none"):
+        parse(maxCostRatio="0")
+
+
+def test_tuning_min_history_is_at_most_the_history():
+    # the default 7d shrinks to a shorter history; an explicit longer value is refused
+    assert parse(history="3d")[0].tuning_min_history_seconds == 3 * 86400
+    assert parse(tuningMinHistory="2d")[0].tuning_min_history_seconds == 2 * 86400
+    with pytest.raises(MetadataError, match="tuningMinHistory.*no longer than history"):
+        parse(history="3d", tuningMinHistory="4d")
+    with pytest.raises(MetadataError, match="tuningMinHistory.*at least 4h"):
+        parse(tuningMinHistory="1h")
 
 
 @pytest.mark.parametrize("over,limit,shown", [

@@ -14,6 +14,7 @@ import click
 
 from ..replay.engine import TARGET_PEAK_REPLICAS, ReplayError, Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
+from ..misstarget import parse_miss_target
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
 
@@ -31,6 +32,48 @@ class Duration(click.ParamType):
         if v <= 0:
             self.fail(f"{value!r}: accepted is a duration > 0 ({DURATION_FORM})", param, ctx)
         return v
+
+
+class TargetMiss(click.ParamType):
+    """``0.005`` (a fraction of requests) or ``0.5x`` (a multiple of reactive KEDA's miss on the same replay)."""
+
+    name = "target"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_miss_target(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class CostCap(click.ParamType):
+    """A cost ratio in (0, 1000], or ``none``."""
+
+    name = "ratio"
+
+    def convert(self, value, param, ctx):
+        if value is None or str(value).strip().lower() == "none":
+            return None
+        try:
+            x = float(value)
+        except ValueError:
+            x = math.nan
+        if not 0 < x <= 1000:
+            self.fail(f"{str(value)[:40]!r}: accepted is a number in (0, 1000] (replica-hours / the oracle's), "
+                      f"or none", param, ctx)
+        return x
+
+
+def target_options(f):
+    """--target-miss and --max-cost-ratio, with the metadata's defaults (targetMiss, maxCostRatio)."""
+    return _compose(
+        click.option("--target-miss", type=TargetMiss(), default=DEFAULTS["targetMiss"], show_default=True,
+                     help="Largest acceptable missed-request fraction: 0.005 (0.5 % of requests), or 0.5x (half of "
+                          "what reactive KEDA misses on the same traffic)."),
+        click.option("--max-cost-ratio", type=CostCap(), default=DEFAULTS["maxCostRatio"], show_default=True,
+                     help="Largest acceptable cost, in replica-hours / the oracle's; none: no cap. Nothing meets "
+                          "target and cap: the lowest miss within the cap, marked as not meeting the target."),
+    )(f)
 
 
 def policies_option(ctx, param, value: str | None) -> tuple[str, ...]:
@@ -268,8 +311,9 @@ def world_options(f):
         click.option("--advise", is_flag=True,
                      help="Rank keep-alive, scheduled, hybrid, reactive and predictive by GPU-node-hours at the "
                           "SLO (--p95-target, else --target-miss) and say which to pick."),
-        click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=float(DEFAULTS["targetMiss"]),
-                     show_default=True, help="With --advise (without --p95-target): the SLO as missed requests."),
+        click.option("--target-miss", type=TargetMiss(), default=DEFAULTS["targetMiss"], show_default=True,
+                     help="With --advise (without --p95-target): the SLO as missed requests, a fraction (0.005) or "
+                          "a multiple of reactive's (0.5x)."),
     )(f)
 
 

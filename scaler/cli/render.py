@@ -157,8 +157,8 @@ def frontier_json(r: Result) -> list[dict]:
 
 def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None) -> dict:
     p = sel.point
-    d: dict = {"target_miss": sel.target_miss, "max_cost_ratio": sel.max_cost_ratio, "met": sel.met,
-               "message": sel.message}
+    d: dict = {"target_miss": sel.target_miss, "reactive_miss": r.reactive_miss, "max_cost_ratio": sel.max_cost_ratio,
+               "met": sel.met, "message": sel.message}
     if p is not None:
         d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(r.tolerance),
                  underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,

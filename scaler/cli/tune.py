@@ -3,8 +3,8 @@
 Runs the frontier sweep (``scaler.replay.engine`` over every family's knobs) on a trace or a Prometheus range
 query, searches every family's headroom for the cheapest value meeting the target (``scaler.replay.search``:
 those points join the grid's on the frontier, marked "searched"), picks the cheapest configuration whose missed-request fraction is at
-most ``--target-miss`` (within ``--max-cost-ratio`` when given; else the
-lowest miss within the cap, said clearly), and prints it as a block to paste
+most ``--target-miss`` (a fraction, or a multiple of reactive KEDA's miss on
+the same replay) within ``--max-cost-ratio`` (else the lowest miss within the cap, said clearly), and prints it as a block to paste
 under ``spec.triggers`` of a ScaledObject, with the figures it expects.
 """
 
@@ -20,7 +20,7 @@ import click
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
-                      require_length, source_options, to_stdout, write_json)
+                      require_length, source_options, target_options, to_stdout, write_json)
 
 DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
@@ -38,6 +38,9 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     if p is None:
         return sel.message, ""
     verdict = "target met" if sel.met else "TARGET NOT MET"
+    if r.reactive_miss is not None:
+        lines.append(f"target    missed requests <= {100 * r.target_miss:.3f} %: the asked multiple of reactive KEDA's "
+                     f"{100 * r.reactive_miss:.3f} % on this span")
     lines.append(f"chosen    {p.variant.label()}: {sel.message} ({verdict})")
     lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
@@ -68,7 +71,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                "paste under spec.triggers of your ScaledObject"]
+                "paste under spec.triggers of your ScaledObject; the scaler keeps these knobs (setting them turns "
+                "tuning off) unless you add tuning: \"auto\", which re-chooses them on its own history"]
     block = render.render_metadata(md, comments, notes=notes, min_replicas=p.extra.get("minReplicaCount"))
     return "\n".join(lines), block
 
@@ -76,12 +80,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @fleet_options  # --by/--series-column/--out/--ray: a whole fleet (scaler/cli/fleet.py)
 @source_options(default_start="now-21d")
-@click.option("--target-miss", type=click.FloatRange(0, 1, max_open=True), default=float(DEFAULTS["targetMiss"]),
-              show_default=True,
-              help="Largest acceptable fraction of requests above ready capacity (0.005 = 0.5 %).")
-@click.option("--max-cost-ratio", type=click.FloatRange(min=0, min_open=True), default=None, metavar="R",
-              help="Largest acceptable cost, in replica-hours / the oracle's. Nothing meets target and cap: the "
-                   "lowest miss within the cap is printed, marked as not meeting the target.")
+@target_options
 @replica_options
 @click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default=DEFAULTS["model"],
               show_default=True,
@@ -142,7 +141,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         fail(str(e))
     finally:
         close()
-    sel = frontier.select(r.points, target_miss, max_cost_ratio)
+    sel = frontier.select(r.points, r.target_miss, max_cost_ratio)
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
     n_searched = sum(p.variant.searched for p in r.points)

@@ -29,13 +29,14 @@ import numpy as np
 
 from forecaster.base import Series
 
+from ..misstarget import MissTarget
 from ..replay import engine, frontier, variants
 from ..replay.scenario import DAY
 from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 2  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 3  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:
@@ -58,7 +59,7 @@ class Job:
     hygiene: str
     settings: engine.Settings
     grid: variants.Grid
-    target_miss: float
+    target_miss: MissTarget
     max_cost_ratio: float | None = None
 
     @property
@@ -66,7 +67,7 @@ class Job:
         return ",".join(f"{k}={v}" for k, v in self.key) or "(no labels)"
 
 
-def make_job(w: Workload, settings: engine.Settings, grid: variants.Grid, target_miss: float,
+def make_job(w: Workload, settings: engine.Settings, grid: variants.Grid, target_miss: MissTarget,
              max_cost_ratio: float | None) -> Job:
     return Job(w.key, w.series.t, w.series.y, w.series.step, w.hygiene, settings, grid, target_miss, max_cost_ratio)
 
@@ -106,7 +107,7 @@ def tune_one(job: Job) -> Tuned:
                        target_miss=job.target_miss)  # the targeted headroom search, as tune runs it
     except engine.ReplayError as e:
         return Tuned(job.key, None, None, str(e), time.perf_counter() - t0, _rss_mib())
-    sel = frontier.select(r.points, job.target_miss, job.max_cost_ratio)
+    sel = frontier.select(r.points, r.target_miss, job.max_cost_ratio)
     slim = replace(r, trace=replace(trace, series=Series(np.empty(0), np.empty(0), job.step)), scenario=None,
                    models={}, policies={})
     return Tuned(job.key, slim, sel, None, time.perf_counter() - t0, _rss_mib(), timing=dict(r.timing))

@@ -35,13 +35,14 @@ import numpy as np
 
 from forecaster.base import Series
 
+from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
 from .forecasts import ModelRun, band, fit_task, quiet_prophet_import, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
 from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
-from .variants import POLICIES, Variant, is_default
+from .variants import POLICIES, Variant, default_variant, is_default
 from . import scenarios, world
 from .world import World
 
@@ -213,6 +214,8 @@ class Result:
     points: list[Point] = field(default_factory=list)  # every variant on the miss-vs-cost plane
     tolerance: float = 0.0  # the emulated HPA's scale-up tolerance
     checks: list[dict] = field(default_factory=list)  # scenario_checks (only with scenarios)
+    target_miss: float | None = None  # the search's target as a fraction (a relative one resolved)
+    reactive_miss: float | None = None  # reactive KEDA's missed fraction (when a relative target needed it)
 
     @property
     def oracle_hours(self) -> float | None:
@@ -257,11 +260,13 @@ def _chunks(batch: list, size: int) -> list[list]:
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
-        executor: ProcessPoolExecutor | None = None, target_miss: float | None = None) -> Result:
+        executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None) -> Result:
     """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
-    (``policies.evaluate_batch``, ``search``); the points found are added, marked ``searched``.
+    (``policies.evaluate_batch``, ``search``); the points found are added, marked ``searched``. A
+    relative target (``0.5x``) is first resolved against reactive KEDA's miss on the same span
+    (``Result.target_miss``, ``Result.reactive_miss``).
 
     ``jobs`` worker processes (None: ``default_jobs()``; 1 = in this process).
     ``progress(done, total)`` is called as fits and variants finish.
@@ -282,6 +287,12 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     upto = slice_series(series, float(series.t[0]), end)
     ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
                   len(train) * step, su.peak, upto.t, upto.y, step)
+
+    target = as_target(target_miss)
+    reactive_miss = None
+    if target is not None and target.relative:
+        reactive_miss = reactive_missed(ctx, settings)
+    target_miss = None if target is None else target.absolute(reactive_miss or 0.0)
 
     vs = list(dict.fromkeys(variants))
     if not any(v.policy == "oracle" for v in vs):
@@ -381,7 +392,13 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     timing["variants"] = float(len(vs))
     used = replace(settings, policies=tuple(pol) or settings.policies)
     return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, start, end, runs, pol, su.notes, timing,
-                  points, settings.hpa_tolerance, checks)
+                  points, settings.hpa_tolerance, checks, target_miss, reactive_miss)
+
+
+def reactive_missed(ctx: Context, settings: Settings) -> float:
+    """Reactive KEDA's missed fraction (the family default: headroom 1, no dead-band compensation)."""
+    e = evaluate_batch(ctx, [(default_variant("reactive", settings), False)], None)[0]
+    return e.outcome.underprovisioned_fraction
 
 
 def in_world(settings: Settings, su: Setup, pol: dict[str, PolicyRun], runs: dict[str, ModelRun]) -> list[dict]:

@@ -49,7 +49,7 @@ class ScalerMetrics:
                                  SO, registry=r)
         self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "When the current choice was made", SO,
                                  registry=r)
-        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed)",
+        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet)",
                                    SO + ("outcome",), registry=r)
 
     def forget(self, namespace: str, name: str) -> None:

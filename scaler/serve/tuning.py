@@ -1,15 +1,17 @@
 """``tuning: auto``: the scaler runs ``forescale tune``'s selection on its own history, in the background.
 
-For each ScaledObject with ``tuning: auto`` the service, on a slow schedule
+For each ScaledObject with ``tuning: auto`` (the default unless the trigger
+sets one of the knobs it replaces) the service, on a slow schedule
 (``tuningInterval``, default daily; at once when there is no valid choice
-yet), fetches the workload's ``history`` window from Prometheus (range query,
+yet, but not before the history covers ``tuningMinHistory``: until then the
+run counts as ``waiting`` and is looked at again within the hour), fetches the workload's ``history`` window from Prometheus (range query,
 the workload's own client, an I/O thread), replays the last few days of it
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
 quantile / level-correction / headroom grid, the oracle as the cost
 reference; see ``SERVER_FAMILIES``) and picks the cheapest configuration whose missed-request fraction
-is at most ``targetMiss`` (within ``maxCostRatio``; else the lowest miss, with
-a warning). The choice replaces ``mode``, ``model``, ``quantile``,
+is at most ``targetMiss`` (a fraction, or a multiple of reactive KEDA's miss on the same replay) within
+``maxCostRatio`` (else the lowest miss within it, with a warning). The choice replaces ``mode``, ``model``, ``quantile``,
 ``levelCorrection``, ``headroom`` and ``hpaTolerance`` of the running spec
 (``Registry.apply_tuned``): only the value sent to KEDA changes, never the
 metric or its target (KEDA rebuilds the HPA target only on spec changes).
@@ -35,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
@@ -47,12 +50,22 @@ log = logging.getLogger(__name__)
 STATE_VERSION = 1
 SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of what there is)
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
-RETRY_SECONDS = 3600.0  # after a failed run
+RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
+MIN_WAIT_SECONDS = 600.0  # at least between two looks at a history still too short
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
 # minReplicaCount, not trigger metadata. envelope: ``model: envelope`` (its servable window), whose curve
 # at fit time is exact for the next period.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
+
+
+class NotEnoughHistory(Exception):
+    """The history covers less than tuningMinHistory (or minHistory) yet."""
+
+    def __init__(self, covered: float, need: float):
+        super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
+                         f"(tuningMinHistory)")
+        self.wait_seconds = need - covered
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
@@ -89,7 +102,7 @@ class TuningJob:
     span_seconds: float
     tolerance: float
     activation_threshold: float
-    target_miss: float
+    target_miss: MissTarget
     max_cost_ratio: float | None
     families: tuple[str, ...] = SERVER_FAMILIES
 
@@ -109,7 +122,7 @@ def run_job(job: TuningJob) -> dict:
     grid = variants.Grid(families=job.families)
     r = engine.run(trace, settings, variants.variants(grid, settings),
                    score=variants.accuracy_models(settings, grid.families), jobs=1, target_miss=job.target_miss)
-    sel = frontier.select(r.points, job.target_miss, job.max_cost_ratio)
+    sel = frontier.select(r.points, r.target_miss, job.max_cost_ratio)
     if sel.point is None:
         raise ValueError(sel.message)
     p = sel.point
@@ -127,7 +140,7 @@ def run_job(job: TuningJob) -> dict:
         "miss": p.miss, "cost_ratio": p.cost_ratio, "violation_minutes": p.outcome.violation_minutes,
         "replica_hours": p.cost, "points": len(r.points), "pareto": sum(q.pareto for q in r.points),
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,
-        "knobs": p.knobs(r.tolerance),
+        "knobs": p.knobs(r.tolerance), "target_miss": r.target_miss, "reactive_miss": r.reactive_miss,
     }
 
 
@@ -165,6 +178,7 @@ class TuningConfig:
     span_seconds: float = SPAN_SECONDS
     min_refit_seconds: float = MIN_REFIT_SECONDS
     retry_seconds: float = RETRY_SECONDS
+    min_wait_seconds: float = MIN_WAIT_SECONDS
     nice: bool = True
     families: tuple[str, ...] = field(default=SERVER_FAMILIES)
 
@@ -270,7 +284,8 @@ class TuningService:
                 log.info("ScaledObject %s/%s: metadata changed during tuning; choice discarded", ns, name)
                 return
             figures = {k: out[k] for k in ("violation_minutes", "replica_hours", "points", "pareto",
-                                           "simulated_days", "seconds", "message", "knobs")}
+                                           "simulated_days", "seconds", "message", "knobs", "target_miss",
+                                           "reactive_miss")}
             if self.store is not None:
                 try:
                     self.store.save(ns, name, declared.metric_name, tuning_document(tuned, figures),
@@ -282,12 +297,18 @@ class TuningService:
             with self._lock:
                 self._retry_at.pop(key, None)
             log.log(logging.INFO if tuned.met else logging.WARNING,
-                    "ScaledObject %s/%s: tuning chose %s: expected miss %.3f %% (target %.3f %%%s), %.3fx oracle's "
+                    "ScaledObject %s/%s: tuning chose %s: expected miss %.3f %% (target %.3f %%: %s%s), %.3fx oracle's "
                     "replica-hours, %d violation min in %.1f d of history; %d configurations swept (%d Pareto) in "
-                    "%.1fs%s", ns, name, tuned.label, 100 * tuned.miss, 100 * declared.target_miss,
+                    "%.1fs%s", ns, name, tuned.label, 100 * tuned.miss, 100 * out["target_miss"], declared.target_miss.describe(),
                     "" if declared.max_cost_ratio is None else f", cap {declared.max_cost_ratio:g}x",
                     tuned.cost_ratio or float("nan"), out["violation_minutes"], out["simulated_days"], out["points"],
                     out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
+        except NotEnoughHistory as e:  # the normal first week: not a failure
+            self.metrics.tuning_runs.labels(ns, name, "waiting").inc()
+            with self._lock:
+                self._retry_at[key] = now + min(max(e.wait_seconds, self.config.min_wait_seconds),
+                                                self.config.retry_seconds)
+            log.info("ScaledObject %s/%s: tuning waits for history: %s", ns, name, e)
         except Exception as e:  # a tuning run must never take the service down
             self.metrics.tuning_runs.labels(ns, name, "failed").inc()
             with self._lock:
@@ -310,9 +331,9 @@ class TuningService:
             raise
         finite = np.isfinite(series.y)
         covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
-        need = max(spec.min_history_seconds, 4 * 3600.0)
+        need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
         if covered < need:
-            raise ValueError(f"{covered / 3600:.1f} h of history, tuning needs {need / 3600:.1f} h")
+            raise NotEnoughHistory(covered, need)
         cold = wl.cold_start if wl.cold_start is not None else spec.lead.cold_start_seconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,

@@ -54,12 +54,16 @@ def test_tune_prints_metadata_the_parser_accepts_and_json(tmp_path):
 def test_tune_says_clearly_when_nothing_meets_the_target(tmp_path):
     csv = write_daily(tmp_path / "daily.csv", days=2.5)
     out = tmp_path / "tune.json"
-    r = invoke("tune", str(csv), *FAST, "--cold-start", "600", "--target-miss", "0", "--max-cost-ratio", "1.0",
+    # 0x: zero times reactive's miss, so the relative form is resolved and said (and nothing reaches 0 at 1.0x)
+    r = invoke("tune", str(csv), *FAST, "--cold-start", "600", "--target-miss", "0x", "--max-cost-ratio", "1.0",
                "--json", str(out))
     assert r.exit_code == 0
     assert "TARGET NOT MET" in r.stdout and "no configuration meets the target" in r.stderr
     sel = json.loads(out.read_text())["selection"]
     assert sel["met"] is False and sel["cost_ratio"] <= 1.0
+    assert sel["target_miss"] == 0.0 and sel["reactive_miss"] > 0
+    assert re.search(r"target    missed requests <= 0\.000 %: the asked multiple of reactive KEDA's "
+                     rf"{100 * sel['reactive_miss']:.3f} %", r.stdout)
     parse_metadata(yaml.safe_load(_block(r.stdout))[0]["metadata"])  # still a usable block
 
 
@@ -68,6 +72,11 @@ def test_tune_rejects_bad_input(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.stderr
     r = invoke("tune", "--query", "up", *FAST)
     assert r.exit_code == 2 and "--query needs --prometheus" in r.stderr
+    for bad in ("2x", "0.5%", "1"):
+        r = invoke("tune", *FAST, "--target-miss", bad)
+        assert r.exit_code == 2 and "a multiple of reactive KEDA's missed fraction" in r.stderr and repr(bad) in r.stderr
+    r = invoke("tune", *FAST, "--max-cost-ratio", "cheap")
+    assert r.exit_code == 2 and "(0, 1000]" in r.stderr and "or none" in r.stderr
 
 
 def test_backtest_sweep_writes_frontier_json_and_plot(tmp_path):

@@ -95,3 +95,22 @@ def test_nice_round_and_derived_qps():
     # the simulated half day's peak is the burst, 50 + 40 sin(...) + 120 at 19-20 h; / 20 replicas, rounded
     assert su.qps == engine.nice_round(su.peak / engine.TARGET_PEAK_REPLICAS)
     assert "derived" in su.qps_note
+
+
+def test_a_relative_target_is_resolved_against_reactive_on_the_same_span():
+    from scaler.misstarget import MissTarget
+    from scaler.replay import frontier
+
+    s = settings(policies=("reactive",))
+    vs = [variants.Variant("reactive", headroom=h, compensation=False) for h in (1.0, 1.5)]
+    plain = engine.run(daily(), s, vs)
+    reactive = next(p for p in plain.points if p.variant == variants.default_variant("reactive", s))
+    assert reactive.miss > 0.001  # the evening burst: reactive is late
+    r = engine.run(daily(), s, vs, target_miss=MissTarget(0.5, True))
+    # the target is half of what reactive (headroom 1, no dead-band compensation) misses on this span
+    assert r.reactive_miss == reactive.miss and r.target_miss == pytest.approx(0.5 * reactive.miss)
+    sel = frontier.select(r.points, r.target_miss)
+    assert sel.met and sel.point.miss <= r.target_miss and sel.point.miss < reactive.miss
+    # an absolute target (a plain number is one) needs no reactive replay
+    a = engine.run(daily(), s, vs, target_miss=0.004)
+    assert (a.target_miss, a.reactive_miss) == (0.004, None)

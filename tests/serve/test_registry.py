@@ -274,7 +274,7 @@ def test_a_forecast_is_adopted_only_for_the_current_forecast_key(env):
 def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
     env.prom.set_scalar(Q, 12.0)
     wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0"))
-    fc = Forecast(T0 + 60 * np.arange(0, 100), np.full(100, 40.0), {0.9: np.full(100, 45.0)}, "naive")
+    fc = Forecast(T0 + 60 * np.arange(0, 100), np.full(100, 40.0), {0.8: np.full(100, 45.0)}, "naive")  # 0.8: the default
     fs = ForecastState(forecast=fc, fitted_at=T0, key=wl.spec.forecast_key())
     assert env.reg.adopt_forecast(wl, fs, fs.key)
     env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",

@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import pytest
 
+from scaler.misstarget import MissTarget
 from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
 from scaler.serve.metrics import ScalerMetrics
@@ -22,7 +23,8 @@ FILE = "serving__llm__forescale-serving-llm.json"
 CHOICE = {"label": "reactive x1.2", "policy": "reactive",
           "settings": {"mode": "reactive", "headroom": 1.2, "hpa_tolerance": 0.1}, "met": True, "message": "met",
           "miss": 0.002, "cost_ratio": 1.3, "violation_minutes": 3.0, "replica_hours": 100.0, "points": 40,
-          "pareto": 6, "simulated_days": 0.5, "seconds": 1.5, "knobs": {"headroom": [1.0, 1.2]}}
+          "pareto": 6, "simulated_days": 0.5, "seconds": 1.5, "knobs": {"headroom": [1.0, 1.2]},
+          "target_miss": 0.005, "reactive_miss": None}
 
 
 def md(**over) -> dict:
@@ -66,7 +68,7 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     assert len(env.pool.jobs) == 1
     assert env.prom.calls_of("range") == [("range", Q, T0 - 86400 + 60, T0, 60.0)]
     assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, 1440,
-                                                                                      10.0, 0.005)
+                                                                                      10.0, MissTarget(0.005))
     assert job.span_seconds == 43200.0 and job.cold_start_seconds == 600.0  # half the history it got
     assert np.all(job.y == 30.0)
     assert not env.tuning.busy(wl)
@@ -140,7 +142,7 @@ def test_a_choice_for_metadata_that_changed_meanwhile_is_discarded(tmp_path):
         # the next tick tunes for the metadata in force
         holder["change"] = lambda: None
         e.reg.tick()
-        assert len(e.pool.jobs) == 2 and e.pool.jobs[1].target_miss == 0.001
+        assert len(e.pool.jobs) == 2 and e.pool.jobs[1].target_miss == MissTarget(0.001)
         assert wl.tuned is not None and wl.spec.headroom == 1.2
     finally:
         e.close()
@@ -180,8 +182,33 @@ def test_a_failed_run_keeps_the_declared_knobs_and_is_retried_after_retry_second
         e.close()
 
 
+def test_a_short_history_waits_without_failing_and_is_looked_at_again(tmp_path, caplog):
+    # history 1d: tuningMinHistory's default (7d) shrinks to it; 20 h are there, so the first selection waits
+    prom = scripted(FakePrometheus(), hours=20.0)
+    e = Env(state_dir=tmp_path, prom=prom)
+    try:
+        wl = e.workload()
+        with caplog.at_level(logging.INFO, logger="scaler.serve.tuning"):
+            e.reg.tick()
+        assert e.pool.jobs == [] and wl.tuned is None and wl.spec.headroom == 1.4  # the declared knobs
+        assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 1
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
+        assert [r.levelno for r in caplog.records if "waits for history" in r.getMessage()] == [logging.INFO]
+        assert any("20.0 h of history, the first selection needs 24.0 h" in r.getMessage() for r in caplog.records)
+        # 4 h are missing, so it looks again after RETRY_SECONDS (1 h, the most it waits), not before
+        e.clock.advance(3000)
+        e.workload()  # KEDA keeps asking
+        e.reg.tick()
+        assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 1
+        e.clock.advance(600)
+        e.workload()
+        e.reg.tick()
+        assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 2
+    finally:
+        e.close()
+
+
 @pytest.mark.parametrize("hours,history,error", [
-    (3.0, None, "3.0 h of history, tuning needs 4.0 h"),
     (0.0, None, "no history returned by the query"),
     (24.0, PromError(PromErrorKind.UNREACHABLE, "Prometheus at x is unreachable"), "Prometheus at x is unreachable"),
 ])
