@@ -64,12 +64,17 @@ class CostCap(click.ParamType):
         return x
 
 
+def target_miss_option(text: str):
+    """--target-miss with the metadata's default (targetMiss); ``text`` opens its help."""
+    return click.option("--target-miss", type=TargetMiss(), default=DEFAULTS["targetMiss"], show_default=True,
+                        help=text + ": a fraction of requests (0.005 = 0.5 %) or a multiple of what reactive KEDA "
+                                    "misses on the same traffic (0.5x = half).")
+
+
 def target_options(f):
     """--target-miss and --max-cost-ratio, with the metadata's defaults (targetMiss, maxCostRatio)."""
     return _compose(
-        click.option("--target-miss", type=TargetMiss(), default=DEFAULTS["targetMiss"], show_default=True,
-                     help="Largest acceptable missed-request fraction: 0.005 (0.5 % of requests), or 0.5x (half of "
-                          "what reactive KEDA misses on the same traffic)."),
+        target_miss_option("Largest acceptable missed-request fraction"),
         click.option("--max-cost-ratio", type=CostCap(), default=DEFAULTS["maxCostRatio"], show_default=True,
                      help="Largest acceptable cost, in replica-hours / the oracle's; none: no cap. Nothing meets "
                           "target and cap: the lowest miss within the cap, marked as not meeting the target."),
@@ -311,9 +316,7 @@ def world_options(f):
         click.option("--advise", is_flag=True,
                      help="Rank keep-alive, scheduled, hybrid, reactive and predictive by GPU-node-hours at the "
                           "SLO (--p95-target, else --target-miss) and say which to pick."),
-        click.option("--target-miss", type=TargetMiss(), default=DEFAULTS["targetMiss"], show_default=True,
-                     help="With --advise (without --p95-target): the SLO as missed requests, a fraction (0.005) or "
-                          "a multiple of reactive's (0.5x)."),
+        target_miss_option("With --advise (without --p95-target): the SLO as missed requests"),
     )(f)
 
 
