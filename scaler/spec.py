@@ -190,7 +190,7 @@ class ScalerSpec:
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
         return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,
-                self.level_correction_seconds)
+                self.level_correction_seconds, self.quantile if self.model == "auto" else None)  # auto scores on it
 
 
 def _metric_name(namespace: str, name: str) -> str:

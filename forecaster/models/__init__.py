@@ -1,8 +1,8 @@
 """The model registry: ``make(name, **options) -> Forecaster`` and state (de)serialisation.
 
 Names: ``prophet`` (the default), ``seasonal_naive``, ``naive``,
-``linear_trend``, ``auto`` (picks one of the others per series by
-rolling-origin MASE), ``envelope`` (the max around the same moment of past
+``linear_trend``, ``auto`` (picks one of the others per series by a
+rolling-origin score: the provisioned quantile's pinball loss, ``make_for_policy``), ``envelope`` (the max around the same moment of past
 periods, Crane EHPA's idea), ``mstl`` and ``ets`` (Nixtla statsforecast).
 Every model accepts ``seed``.
 
@@ -59,6 +59,13 @@ def make(name: str, **options: Any) -> Forecaster:
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for model {name!r}; accepted: {', '.join(accepted)}")
     return cls(**options)
+
+
+def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float) -> Forecaster:
+    """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
+    candidates on the quantile the policy provisions (the server's fits and the replay's both come here)."""
+    extra = {"quantile": quantile} if str(name).strip().lower() == "auto" else {}
+    return make(name, seed=seed, level_half_life=level_half_life, **extra)
 
 
 def to_state(fitted: Fitted) -> dict:

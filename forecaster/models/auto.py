@@ -1,14 +1,23 @@
-"""Auto: pick one model per series by rolling-origin MASE on its recent history.
+"""Auto: pick one model per series by a rolling-origin score on its recent history.
 
 ``fit``: the last ``validation`` seconds (at most a quarter of the history)
 are held out; every candidate is fitted on the history before them and
 forecasts from cutoffs across them (every ``stride`` steps, no refit, later
 origins via ``predict(origin=..., recent=...)``), level-corrected with
-``level_half_life`` exactly as the policy will use it; the candidate with the
-lowest MASE at ``lead`` seconds ahead wins (ties go to the earlier
-candidate), and is refitted on the whole history. ``Fitted.chosen`` says
-which, ``Fitted.scores`` the validation MASE of each (NaN: it could not be
-fitted), and forecasts carry ``model="auto:<chosen>"``.
+``level_half_life`` exactly as the policy will use it, and is scored at
+``lead`` seconds ahead. The score is what the policy needs:
+
+* with ``quantile`` (the server and the replay pass the provisioned one):
+  the pinball loss of that quantile, so a model whose band is too wide or too
+  narrow loses even when its mean is as good; every model competes
+  (``CANDIDATES``);
+* without it: the MASE of the mean, among the models whose bands are
+  calibrated at these horizons (``MASE_CANDIDATES``).
+
+The lowest score wins (ties go to the earlier candidate), and is refitted on
+the whole history. ``Fitted.chosen`` says which, ``Fitted.scores`` the
+validation score of each (NaN: it could not be fitted), and forecasts carry
+``model="auto:<chosen>"``.
 
 With too little history to validate (fewer than ``min_cutoffs`` cutoffs),
 the first candidate that fits is used.
@@ -24,21 +33,22 @@ import numpy as np
 
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS, level_correct
-from ..metrics import mase
+from ..metrics import mase, pinball
 
 NAME = "auto"
 CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets")
-# chosen among by default: the models whose q0.9 band is calibrated at the policy's short horizons with level
-# correction. MSTL and ETS are left out: their bands cover 0.96-1.00 there (far too wide), and a MASE win
-# on the mean would make the policy provision that band. The envelope is left out too: its band is a margin,
-# not a calibrated quantile. `candidates=CANDIDATES` asks for all of them anyway.
-DEFAULT_CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend")
+# scored on the mean (no quantile given): the models whose q0.9 band is calibrated at the policy's short
+# horizons with level correction. MSTL and ETS are left out there: their bands cover 0.96-1.00 (far too
+# wide), and a MASE win on the mean would make the policy provision that band; the envelope's band is a
+# margin. Scored on the provisioned quantile, every model competes: a miscalibrated band loses by itself.
+MASE_CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend")
 
 
 @dataclass(frozen=True, eq=False)
 class AutoForecaster:
     seed: int = 0
-    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
+    candidates: tuple[str, ...] | None = None  # None: CANDIDATES with a quantile, else MASE_CANDIDATES
+    quantile: float | None = None  # score by this quantile's pinball loss (the one the policy provisions)
     lead: float = 300.0  # seconds ahead the selection is scored at
     validation: float = 86400.0  # seconds held out
     cutoffs: int = 96  # about this many validation cutoffs
@@ -56,8 +66,16 @@ class AutoForecaster:
             opts.setdefault("level_half_life", self.level_half_life)
         return make(name, **opts)
 
+    def _candidates(self) -> tuple[str, ...]:
+        if self.candidates is not None:
+            return tuple(self.candidates)
+        return CANDIDATES if self.quantile is not None else MASE_CANDIDATES
+
     def fit(self, series: Series, *, warm_start=None) -> "AutoFitted":
-        for c in self.candidates:
+        if self.quantile is not None and not 0 < self.quantile < 1:
+            raise ValueError(f"auto: quantile {self.quantile!r}: accepted is a number strictly between 0 and 1")
+        candidates = self._candidates()
+        for c in candidates:
             if c == NAME or c not in CANDIDATES:
                 raise ValueError(f"auto: unknown candidate {c!r}; accepted: {', '.join(CANDIDATES)}")
         step = series.step
@@ -70,11 +88,11 @@ class AutoForecaster:
             split = len(series) - n_val
             train = Series(series.t[:split], series.y[:split], step)
             insample = train.y
-            for name in self.candidates:
+            for name in candidates:
                 scores[name] = self._score(name, train, series, split, h, stride, insample)
-        order = [c for c in self.candidates if math.isfinite(scores.get(c, math.nan))]
+        order = [c for c in candidates if math.isfinite(scores.get(c, math.nan))]
         order.sort(key=lambda c: scores[c])  # stable: ties keep the candidates' order
-        order += [c for c in self.candidates if c not in order]
+        order += [c for c in candidates if c not in order]
         prev = warm_start.inner if isinstance(warm_start, AutoFitted) else None
         last_err: Exception | None = None
         for name in order:
@@ -84,7 +102,7 @@ class AutoForecaster:
             except (InsufficientHistory, FitFailed) as e:
                 last_err = e
                 continue
-            return AutoFitted(inner=inner, scores={c: scores.get(c, math.nan) for c in self.candidates})
+            return AutoFitted(inner=inner, scores={c: scores.get(c, math.nan) for c in candidates})
         raise InsufficientHistory(f"auto: no candidate could be fitted ({last_err})")
 
     def _score(self, name: str, train: Series, full: Series, split: int, h: int, stride: int,
@@ -95,19 +113,25 @@ class AutoForecaster:
             return math.nan
         step = full.step
         lo = max(0, split - 10)
+        q = self.quantile
+        qs = () if q is None else (q,)
         actual, pred = [], []
         for i in range(split, len(full) - h + 1, stride):  # i: index of the cutoff
             now_i = i - 1
             recent = Series(full.t[lo:i], full.y[lo:i], step)
             # the curve as the server holds it covers ``now``: the model's value there, made one step earlier
-            at_now = fitted.predict(1, origin=full.t[now_i] - step, recent=recent)
-            fc = fitted.predict(h, origin=full.t[now_i], recent=recent)
-            curve = Forecast(np.concatenate((at_now.t, fc.t)), np.concatenate((at_now.mean, fc.mean)), model=fc.model)
+            at_now = fitted.predict(1, qs, origin=full.t[now_i] - step, recent=recent)
+            fc = fitted.predict(h, qs, origin=full.t[now_i], recent=recent)
+            bands = {k: np.concatenate((at_now.quantiles[k], fc.quantiles[k])) for k in qs}
+            curve = Forecast(np.concatenate((at_now.t, fc.t)), np.concatenate((at_now.mean, fc.mean)), bands,
+                             model=fc.model)
             obs = full.y[now_i]
             if np.isfinite(obs) and self.level_half_life > 0:
                 curve = level_correct(curve, full.t[now_i], float(obs), self.level_half_life)
             actual.append(full.y[now_i + h])
-            pred.append(curve.mean[h])
+            pred.append(curve.mean[h] if q is None else curve.quantiles[q][h])
+        if q is not None:
+            return pinball(np.array(actual), np.array(pred), q)
         return mase(np.array(actual), np.array(pred), insample, 1)
 
 

@@ -125,12 +125,12 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     from forecaster import evaluate
 
     quiet_prophet_import()
-    from forecaster.models import make
+    from forecaster.models import make_for_policy
 
     t_start = time.perf_counter()
     step = series.step
     fseries = padded(series.until(end), horizon - 1)  # the last cutoff is end - step
-    counted = _Counted(make(model, seed=seed, level_half_life=level_seconds), progress)
+    counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q), progress)
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
                                         quantiles=tuple(quantiles))

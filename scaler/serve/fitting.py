@@ -65,6 +65,7 @@ class FitJob:
     quantiles: tuple[float, ...]
     warm_state: dict | None
     level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
+    quantile: float  # the one the policy provisions (model auto scores its candidates on it)
     seed: int = 0
 
 
@@ -90,7 +91,7 @@ def worker_init(parent_pid: int) -> None:
 
 def run_fit(job: FitJob) -> dict:
     """Fit and predict in a worker process. Returns plain data (forecast arrays, model state)."""
-    from forecaster.models import from_state, make, to_state
+    from forecaster.models import from_state, make_for_policy, to_state
 
     t0 = time.perf_counter()
     series = Series(job.t, job.y, job.step)
@@ -100,7 +101,8 @@ def run_fit(job: FitJob) -> dict:
             warm = from_state(job.warm_state)
         except ValueError:
             warm = None  # a state from another model or version: fit cold
-    fitted = make(job.model, seed=job.seed, level_half_life=job.level_half_life).fit(series, warm_start=warm)
+    fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
+                             quantile=job.quantile).fit(series, warm_start=warm)
     fc = fitted.predict(job.horizon, job.quantiles)
     return {
         "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),
@@ -390,7 +392,7 @@ class FitService:
         with self._lock:
             warm = self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
-                     spec.level_correction_seconds)
+                     spec.level_correction_seconds, spec.quantile)
         out = self._run(job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),

@@ -183,10 +183,28 @@ def test_auto_records_its_choice():
     s = synthetic(days=3)
     f = make("auto", lead=300).fit(s)
     assert f.chosen in ("prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets")
-    assert set(f.scores) == {"prophet", "seasonal_naive", "naive", "linear_trend"}  # DEFAULT_CANDIDATES
+    assert set(f.scores) == {"prophet", "seasonal_naive", "naive", "linear_trend"}  # MASE_CANDIDATES
     assert f.predict(5).model == f"auto:{f.chosen}"
     best = min((v, k) for k, v in f.scores.items() if np.isfinite(v))[1]
     assert f.chosen == best
+
+
+def test_auto_scored_on_the_provisioned_quantile_lets_every_model_compete():
+    from forecaster.models import make_for_policy
+
+    s = synthetic(days=3)
+    f = make_for_policy("auto", seed=0, level_half_life=14400.0, quantile=0.8).fit(s)
+    assert set(f.scores) == set(NAMES) - {"auto"}  # every model, scored by the q0.8 pinball loss
+    assert sum(np.isfinite(v) for v in f.scores.values()) >= 4
+    best = min((v, k) for k, v in f.scores.items() if np.isfinite(v))[1]
+    assert f.chosen == best
+    # the pinball loss of a quantile is in the data's units and below the mean absolute level of the data
+    assert 0 < f.scores[best] < float(np.mean(np.abs(s.y)))
+    # only auto takes the quantile; any other model is made as make() makes it
+    assert make_for_policy("naive", seed=2, level_half_life=60.0, quantile=0.8) == make("naive", seed=2,
+                                                                                        level_half_life=60.0)
+    with pytest.raises(ValueError, match="quantile 1.5: accepted is a number strictly between 0 and 1"):
+        make("auto", quantile=1.5).fit(s)
 
 
 def test_forecaster_never_imports_scaler():
