@@ -5,7 +5,8 @@ asks for at most half of what plain reactive KEDA (the Prometheus scaler,
 headroom 1, the HPA's tolerance) misses on the same replayed traffic, which
 is a target that means the same thing on smooth and on bursty traffic. The
 replay engine turns a relative target into a fraction (``engine.run``), once
-it has replayed reactive on the same span. Pure; no dependencies.
+it has replayed reactive on the same span. ``parse_cost_cap`` reads the cost
+cap that goes with the target. Pure; no dependencies.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ def parse_miss_target(text: str) -> MissTarget:
     if not math.isfinite(x) or x < 0 or (x > 1 if relative else x >= 1):
         raise ValueError(f"{_shown(s)} is out of range: {ACCEPTED}")
     return MissTarget(x, relative)
+
+
+COST_CAP_FORM = "a number in (0, 1000] (replica-hours / the oracle's), e.g. 1.3, or none"
+
+
+def parse_cost_cap(text: str) -> float | None:
+    """``maxCostRatio`` / ``--max-cost-ratio``: a number in (0, 1000], or ``none`` (no cap); ValueError else."""
+    s = str(text).strip()
+    if s.lower() == "none":
+        return None
+    x = float(s)  # ValueError for words
+    if not 0 < x <= 1000:  # NaN fails too
+        raise ValueError(s)
+    return x
 
 
 def as_target(value: float | MissTarget | None) -> MissTarget | None:

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
-from .misstarget import ACCEPTED as TARGET_FORM, MissTarget, parse_miss_target
+from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
 from .policy import KUBERNETES_TOLERANCE
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
@@ -352,13 +352,12 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     explicit = any(r.raw(k) is not None for k in TUNED_KEYS)  # a user's own policy is not tuned unless asked
     tuning = r.choice("tuning", TUNING) if r.raw("tuning") is not None or not explicit else "off"
     target_miss = r.get("targetMiss", parse_miss_target, TARGET_FORM)
-    max_cost = None
-    if (r.raw("maxCostRatio") or "").lower() != "none":
-        max_cost = r.number("maxCostRatio", lo=0, lo_open=True, hi=1000,
-                            accepted="a number in (0, 1000] (replica-hours / the oracle's), e.g. 1.3, or none")
+    max_cost = r.get("maxCostRatio", parse_cost_cap, COST_CAP_FORM)
     tuning_interval = r.duration("tuningInterval", minimum=600, maximum=30 * 86400.0)
-    tuning_history = min(r.duration("tuningMinHistory", minimum=4 * 3600.0), history)  # the default: at most history
-    if r.raw("tuningMinHistory") is not None and tuning_history < parse_duration(r.raw("tuningMinHistory")):
+    tuning_history = r.duration("tuningMinHistory", minimum=4 * 3600.0)
+    if tuning_history > history and r.raw("tuningMinHistory") is None:
+        tuning_history = history  # the default shrinks to a shorter history
+    elif tuning_history > history:
         raise MetadataError("tuningMinHistory", r.raw("tuningMinHistory"),
                             f"a duration of at least 4h and no longer than history ({history:g}s)")
     refresh = None

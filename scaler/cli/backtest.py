@@ -118,11 +118,11 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         from ..replay.advice import advise, days_of
 
         target = world_opts["target_miss"]
-        if target.relative and "reactive" not in result.policies:
+        reactive = result.policies.get("reactive")
+        if target.relative and reactive is None:
             fail(f"--target-miss {target} is relative to reactive's miss: add reactive to --policies, or give a "
                  f"fraction such as 0.005")
-        reactive = result.policies.get("reactive")
-        miss = target.absolute(reactive.outcome.underprovisioned_fraction if reactive is not None else 0.0)
+        miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
         adv = advise(result.policies, result.scenario, world, target_miss=miss,
                      days=days_of(result.scenario))
         echo(render.format_advice(adv))

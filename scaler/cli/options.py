@@ -14,7 +14,7 @@ import click
 
 from ..replay.engine import TARGET_PEAK_REPLICAS, ReplayError, Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
-from ..misstarget import parse_miss_target
+from ..misstarget import COST_CAP_FORM, parse_cost_cap, parse_miss_target
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
 
@@ -52,16 +52,12 @@ class CostCap(click.ParamType):
     name = "ratio"
 
     def convert(self, value, param, ctx):
-        if value is None or str(value).strip().lower() == "none":
+        if value is None:
             return None
         try:
-            x = float(value)
+            return parse_cost_cap(str(value))
         except ValueError:
-            x = math.nan
-        if not 0 < x <= 1000:
-            self.fail(f"{str(value)[:40]!r}: accepted is a number in (0, 1000] (replica-hours / the oracle's), "
-                      f"or none", param, ctx)
-        return x
+            self.fail(f"{str(value)[:40]!r}: accepted is {COST_CAP_FORM}", param, ctx)
 
 
 def target_miss_option(text: str):
