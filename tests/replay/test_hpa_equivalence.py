@@ -13,7 +13,7 @@ import pytest
 
 from scaler.replay.hpa import Hpa, poll_count, run_hpa
 from scaler.replay.scenario import scenario
-from tests.support import oldhpa
+from support import oldhpa
 
 CASES = 2900
 BATCHES = 10
