@@ -62,3 +62,19 @@ def test_compiled_loop_equals_the_pure_python_one(old, batch):
         assert a.replicas.tolist() == b.replicas.tolist(), (batch, case, hpa, init)
         assert a.ready.tolist() == b.ready.tolist(), (batch, case, hpa, init)
         assert np.array_equal(a.value, b.value, equal_nan=True)
+
+
+def test_milli_values_equal_to_milli_element_by_element():
+    from scaler.policy import to_milli
+    from scaler.replay.hpa import milli_values
+
+    rng = np.random.default_rng(7)
+    # random magnitudes, values on and next to the halves of a milli-unit (where "%.3f" and x * 1000 may part),
+    # zero, negatives, infinities; NaN stays NaN (a failed poll)
+    x = np.concatenate([10 ** rng.uniform(-4, 9, 20000), np.round(rng.uniform(0, 1000, 20000), 3) + 0.0005,
+                        np.nextafter(np.arange(1, 5000) / 1000 + 0.0005, 0), np.nextafter(np.arange(1, 5000) / 1000
+                                                                                          + 0.0005, 1),
+                        [0.0, -1.0, -0.0004, np.inf, -np.inf, 1e-300, 2.0 ** 60]])
+    got = milli_values(x, True)
+    assert got.tolist() == [float(to_milli(float(v))) for v in x]
+    assert np.isnan(milli_values(np.array([np.nan]), True)[0])
