@@ -152,6 +152,7 @@ class Hpa:
     initial_cooldown_seconds: float = 0.0  # KEDA initialCooldownPeriod: no scale to zero before it
     scale_up: ScalingRules | None = field(default=None)  # behavior.scaleUp in full
     scale_down: ScalingRules | None = field(default=None)  # behavior.scaleDown in full
+    legacy: bool = False  # no behavior at all: the controller's legacy path (legacy_stabilize, legacy_limit)
 
     def __post_init__(self) -> None:
         if not self.target > 0:
@@ -340,6 +341,30 @@ def scale_down_rate_limit(desired, current, starts, kinds, values, select):
             limit = current
     if desired < limit:
         return limit, 7
+    return desired, 5
+
+
+@njit(cache=True)
+def legacy_stabilize(recommendation, rec_t, rec_v, lo, hi, now, window):
+    """Without ``behavior``: Kubernetes' ``stabilizeRecommendation``, the highest recommendation not older
+    than the downscale window (``age <= window``: ``!Before(cutoff)``), this one included; it may exceed the
+    current count."""
+    best = recommendation
+    for k in range(lo, hi):
+        if now - rec_t[k] <= window and rec_v[k] > best:
+            best = rec_v[k]
+    return best
+
+
+@njit(cache=True)
+def legacy_limit(desired, current, min_replicas, max_replicas):
+    """Without ``behavior``: ``convertDesiredReplicasWithRules``, up to ``max(2 x current, 4)`` and the bounds;
+    no scale-down rate limit: ``(replicas, reason code)``."""
+    up = max(2 * current, 4)
+    if desired < min_replicas:
+        return min_replicas, 9
+    if desired > min(up, max_replicas):
+        return min(up, max_replicas), (6 if max_replicas > up else 8)
     return desired, 5
 
 

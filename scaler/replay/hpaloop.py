@@ -25,7 +25,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .hpa import clamp, period_start_events, recommend, scale_down_rate_limit, scale_up_rate_limit, stabilize_records
+from .hpa import (clamp, legacy_limit, legacy_stabilize, period_start_events, recommend, scale_down_rate_limit,
+                  scale_up_rate_limit, stabilize_records)
 
 
 @njit(cache=True)
@@ -73,13 +74,14 @@ def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
 def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_mode, fb_replicas, active,
              fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
              up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
-             initial):
+             initial, legacy):
     """Replay; returns ``born, died, ready_on, ready_off`` per tick (see the module docstring).
 
     ``vals[j, k]``: metric ``j`` at poll ``k`` as the HPA reads it (NaN: it
     cannot); ``fb_on[j, k]``: KEDA serves the fallback value for it instead;
     ``active[k]``, ``fb_scale[k]``: KEDA's IsActive and fallback-in-effect at
-    poll ``k``. Windows and periods in ticks (``hpa.window_ticks``); ``idle`` -1: none.
+    poll ``k``. Windows and periods in ticks (``hpa.window_ticks``); ``idle`` -1: none. ``legacy``: no
+    ``behavior`` (``down_w`` is then the downscale window in ticks, a record inside when ``age <= down_w``).
     """
     m = vals.shape[0]
     cap = max(initial, hpa_max, kmin, fb_replicas, idle, 1) + 1
@@ -104,7 +106,7 @@ def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_
     ev_rem = np.empty(n_sync, dtype=np.int64)
     ev_lo = 0
     ev_hi = 0
-    keep = max(up_w, down_w)
+    keep = max(up_w, down_w) + (1.0 if legacy else 0.0)
     keep_ev = 0.0
     for p in up_periods:
         keep_ev = max(keep_ev, p)
@@ -144,32 +146,36 @@ def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_
                         rec_hi = 1
                     while rec_lo < rec_hi and i - rec_t[rec_lo] >= keep:
                         rec_lo += 1
-                    new = cur
-                    if rec != cur:  # else the stabilised value is always cur
+                    if legacy:  # no behavior: the controller's legacy normalisation
+                        new = legacy_stabilize(rec, rec_t, rec_v, rec_lo, rec_hi, i, down_w)
+                        new = legacy_limit(new, cur, hpa_min, hpa_max)[0]
+                    elif rec != cur:  # (rec == cur: the stabilised value is always cur)
                         new = stabilize_records(rec, cur, rec_t, rec_v, rec_lo, rec_hi, i, up_w, down_w)[0]
+                        if new != cur:
+                            while ev_lo < ev_hi and i - ev_t[ev_lo] >= keep_ev:
+                                ev_lo += 1
+                            if new > cur:
+                                for p in range(len(up_kinds)):
+                                    up_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
+                                                                       up_periods[p])
+                                new = scale_up_rate_limit(new, cur, up_starts, up_kinds, up_values, up_select)[0]
+                            else:
+                                for p in range(len(dn_kinds)):
+                                    dn_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
+                                                                       dn_periods[p])
+                                new = scale_down_rate_limit(new, cur, dn_starts, dn_kinds, dn_values, dn_select)[0]
+                            new = clamp(new, hpa_min, hpa_max)[0]
+                    else:
+                        new = cur
                     rec_t[rec_hi] = i
                     rec_v[rec_hi] = rec
                     rec_hi += 1
                     if new != cur:
-                        while ev_lo < ev_hi and i - ev_t[ev_lo] >= keep_ev:
-                            ev_lo += 1
-                        if new > cur:
-                            for p in range(len(up_kinds)):
-                                up_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
-                                                                   up_periods[p])
-                            new = scale_up_rate_limit(new, cur, up_starts, up_kinds, up_values, up_select)[0]
-                        else:
-                            for p in range(len(dn_kinds)):
-                                dn_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
-                                                                   dn_periods[p])
-                            new = scale_down_rate_limit(new, cur, dn_starts, dn_kinds, dn_values, dn_select)[0]
-                        new = clamp(new, hpa_min, hpa_max)[0]
-                        if new != cur:
-                            cnt = _scale(i, cur, new, created, cold, born, died, ready_on, ready_off)
-                            ev_t[ev_hi] = i
-                            ev_add[ev_hi] = max(new - cur, 0)
-                            ev_rem[ev_hi] = max(cur - new, 0)
-                            ev_hi += 1
+                        cnt = _scale(i, cur, new, created, cold, born, died, ready_on, ready_off)
+                        ev_t[ev_hi] = i
+                        ev_add[ev_hi] = max(new - cur, 0)
+                        ev_rem[ev_hi] = max(cur - new, 0)
+                        ev_hi += 1
         if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
             if active[k]:
                 last_active = i

@@ -122,8 +122,9 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         n, cold, poll_every, every_ticks(hpa.sync_seconds, tick), vals, targets, per_pod, fb_on, fb_mode,
         fb_replicas, act, fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas),
         hpa.cooldown_seconds / tick, hpa.initial_cooldown_seconds / tick, milli, up.tolerance, down.tolerance,
-        window_ticks(up.window_seconds, tick), window_ticks(down.window_seconds, tick), uk, uv, up_, us, dk, dv, dp,
-        ds, int(initial_replicas))
+        window_ticks(up.window_seconds, tick),
+        (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick),
+        uk, uv, up_, us, dk, dv, dp, ds, int(initial_replicas), bool(hpa.legacy))
     replicas = np.cumsum(born[:n] - died[:n])
     ready = np.cumsum(ready_on[:n] - ready_off[:n])
     shown = raw[0] if held is None else np.asarray(held, dtype=np.float64)

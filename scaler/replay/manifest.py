@@ -158,7 +158,8 @@ def plan(where: str, doc: Mapping) -> Plan:
               cooldown_seconds=float(ints["cooldownPeriod"] if ints["cooldownPeriod"] is not None
                                      else COOLDOWN_SECONDS),
               initial_cooldown_seconds=float(ints["initialCooldownPeriod"] or 0), idle_replicas=idle,
-              activation_threshold=triggers[0].activation, scale_up=up, scale_down=down)
+              activation_threshold=triggers[0].activation, scale_up=up, scale_down=down,
+              legacy=hpa_cfg.get("behavior") is None)
     up_tol = "tolerance" in ((beh.get("scaleUp") or {}) if isinstance(beh.get("scaleUp"), Mapping) else {})
     return Plan(name, str(md.get("namespace") or ""), where, hpa, triggers, fb, mods, up_tol)
 

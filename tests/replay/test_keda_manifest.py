@@ -221,3 +221,26 @@ def test_a_field_outside_the_replay_is_an_error_naming_it(patch, field):
 def test_an_unknown_trigger_type_is_named():
     with pytest.raises(ManifestError, match=r"spec\.triggers\[0\]\.type 'kafka'"):
         so(HEAD + "  triggers:\n    - type: kafka\n      metadata: {topic: x}\n")
+
+
+def test_no_behavior_is_the_controllers_legacy_path(schema):
+    # KEDA passes no behavior to the HPA when the ScaledObject has none, and the HPA controller then takes its
+    # legacy path: scale-up to at most max(2 x current, 4) per sync, the highest recommendation not OLDER than
+    # 300 s (age <= 300 s), no scale-down rate limit. `behavior: {}` is the behavior defaults instead.
+    legacy = so(HEAD + "  minReplicaCount: 1\n  triggers:" + prom("rate", 10), schema)
+    defaults = so(HEAD + "  minReplicaCount: 1\n  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior: {}\n"
+                  "  triggers:" + prom("rate", 10), schema)
+    assert legacy.hpa.legacy and not defaults.hpa.legacy
+    n = 10
+    up = [10.0] * 2 + [100.0] * 8
+    # 1 replica; the poll at tick 2 reads 100 -> 10. legacy: max(2, 4) = 4 -> max(8, 4) = 8 -> 10;
+    # behavior defaults: max(1 + 4, 2) = 5 -> max(9, 10) = 10
+    assert replay(legacy, n, {"rate": series(n, up)}).replicas.tolist() == [1, 1, 4, 8, 10, 10, 10, 10, 10, 10]
+    assert replay(defaults, n, {"rate": series(n, up)}).replicas.tolist() == [1, 1, 5, 10, 10, 10, 10, 10, 10, 10]
+    n = 26
+    down = [100.0] * 2 + [30.0] * 24
+    # 10 replicas; from the poll at tick 2 the recommendation is 3. The last record of 10 is tick 1's.
+    # legacy: kept while its age <= 20 ticks (300 s): until tick 21, 3 at tick 22;
+    # behavior: kept while age < 20 ticks: until tick 20, 3 at tick 21
+    assert replay(legacy, n, {"rate": series(n, down)}).replicas.tolist() == [10] * 22 + [3] * 4
+    assert replay(defaults, n, {"rate": series(n, down)}).replicas.tolist() == [10] * 21 + [3] * 5
