@@ -23,7 +23,8 @@ def scaledobject_options(f):
         click.option("--trigger-series", "trigger_series", multiple=True, metavar="NAME=CSV",
                      help="A prometheus trigger's series for --scaledobject: NAME is the trigger's name (or "
                           "SCALEDOBJECT/TRIGGER), CSV a file with a header timestamp,value; NAME=observed uses "
-                          "the trace's own rate over 2 min. Repeatable."),
+                          "the trace's own rate over 2 min. With --prometheus, a trigger without one has its own query fetched from "
+                          "there. Repeatable."),
     )):
         f = opt(f)
     return f
@@ -102,3 +103,27 @@ def _times(col) -> np.ndarray:
         from .traces import parse_time
 
         return np.array([parse_time(str(x), now=0.0) for x in col], dtype=np.float64)
+
+
+def fetch_missing(plans: list, series: dict[str, object], prometheus_url: str | None, trace) -> dict[str, object]:
+    """With ``--prometheus``: each prometheus trigger without a ``--trigger-series`` gets its own ``query`` over
+    the trace's range and step, from the same Prometheus (``traces.load_prometheus``). Exits 2 on failure."""
+    if not prometheus_url:
+        return series
+    from ..replay.engine import ReplayError
+    from . import traces
+
+    out = dict(series)
+    s = trace.series
+    for p in plans:
+        for t in p.triggers:
+            if t.kind != "prometheus" or t.name in out or f"{p.name}/{t.name}" in out:
+                continue
+            if not t.query:
+                fail(f"{p.where} (ScaledObject {p.name!r}): {t.where}.metadata.query is empty: nothing to fetch")
+            try:
+                tr = traces.load_prometheus(prometheus_url, t.query, float(s.t[0]), float(s.t[-1] + s.step), s.step)
+            except ReplayError as e:
+                fail(f"{p.where} (ScaledObject {p.name!r}), {t.where}: {e}")
+            out[f"{p.name}/{t.name}"] = (np.asarray(tr.series.t, dtype=float), np.asarray(tr.series.y, dtype=float))
+    return out

@@ -61,6 +61,7 @@ class Trigger:
     activation: float  # IsActive = value > activation
     spec: ScalerSpec | None = None  # forescale
     ignore_null: bool = True  # prometheus: an empty result is 0 (else a failed poll)
+    query: str = ""  # prometheus: its PromQL (fetched from --prometheus when no series is given)
     timezone: str = "Etc/UTC"  # cron
     start: str = ""
     end: str = ""
@@ -267,7 +268,8 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
         ign = md.get("ignoreNullValues", "true").lower()
         if ign not in ("true", "false"):
             raise ManifestError(f"{at}: {where}.metadata.ignoreNullValues {ign!r}: accepted are true, false")
-        return Trigger("prometheus", name, where, per_pod, thr, act, ignore_null=ign == "true")
+        return Trigger("prometheus", name, where, per_pod, thr, act, ignore_null=ign == "true",
+                       query=md.get("query", ""))
     if kind == "cron":
         _known(md, CRON_KEYS, at, f"{where}.metadata")
         from .triggers import check_cron

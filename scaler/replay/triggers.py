@@ -104,7 +104,8 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
         if src is None:
             raise KeyError(f"{plan.where} (ScaledObject {plan.name!r}): {trig.where} (prometheus trigger "
                            f"{trig.name!r}) needs its series: give --trigger-series {trig.name}=FILE.csv "
-                           f"(timestamp,value) or {trig.name}=observed (the trace's own rate over 2 min)")
+                           f"(timestamp,value) or {trig.name}=observed (the trace's own rate over 2 min), or read the "
+                           f"traffic with --prometheus to fetch its query")
         if isinstance(src, str):  # "observed"
             return sc.observed[idx].astype(np.float64), {}
         return series_at(src[0], src[1], times, trig.ignore_null), {}
