@@ -244,3 +244,53 @@ def test_no_behavior_is_the_controllers_legacy_path(schema):
     # behavior: kept while age < 20 ticks: until tick 20, 3 at tick 21
     assert replay(legacy, n, {"rate": series(n, down)}).replicas.tolist() == [10] * 22 + [3] * 4
     assert replay(defaults, n, {"rate": series(n, down)}).replicas.tolist() == [10] * 21 + [3] * 5
+
+
+def test_cron_trigger_in_its_timezone(schema):
+    text = HEAD + """
+  minReplicaCount: 1
+  advanced:
+    horizontalPodAutoscalerConfig:
+      behavior:
+        scaleDown: {stabilizationWindowSeconds: 0}
+  triggers:
+    - type: cron
+      metadata: {timezone: "TZ", start: "START", end: "END", desiredReplicas: "5"}
+"""
+    p = so(text.replace("TZ", "Etc/UTC").replace("START", "*/10 * * * *").replace("END", "5-59/10 * * * *"), schema)
+    n = 60
+    tl = replay(p, n, {})
+    # t = 0 (1970-01-01 00:00 UTC): the next start is 00:10, the next end 00:05: the end comes first, so active:
+    # value 5 over target 1 -> 5 replicas. At tick 20 (00:05) the next start (00:10) comes before the next end
+    # (00:15): inactive, value 1 -> 1000 / (1000 x 5) = 0.2 -> 1 (window 0). At tick 40 (00:10) active again:
+    # 5000 / 1000 = 5 -> within max(1 + 4, 2) = 5
+    assert tl.replicas.tolist() == [5] * 20 + [1] * 20 + [5] * 20
+    # Asia/Kolkata is UTC+05:30: minute 0 there is minute 30 in UTC, so '0,10,...' there is '30,40,...,20' here
+    from scaler.replay.triggers import cron_active
+
+    kol = so(text.replace("TZ", "Asia/Kolkata").replace("START", "*/10 * * * *").replace("END", "5-59/10 * * * *"))
+    utc = so(text.replace("TZ", "Etc/UTC").replace("START", "*/10 * * * *").replace("END", "5-59/10 * * * *"))
+    times = np.arange(0.0, 7200.0, 30.0)
+    assert np.array_equal(cron_active(kol.triggers[0], times), cron_active(utc.triggers[0], times))
+    shifted = so(text.replace("TZ", "Asia/Kolkata").replace("START", "0 * * * *").replace("END", "15 * * * *"))
+    # 'from :00 to :15 every hour' in Kolkata: 00:30 .. 00:45 UTC, 01:30 .. 01:45 UTC
+    act = cron_active(shifted.triggers[0], times)
+    assert act.tolist() == [(1800 <= t % 3600 < 2700) for t in times]
+
+
+def test_value_metric_type_is_not_divided_by_the_replicas(schema):
+    p = so(HEAD + """
+  minReplicaCount: 1
+  maxReplicaCount: 20
+  triggers:
+    - type: prometheus
+      name: queue
+      metricType: Value
+      metadata: {serverAddress: "http://p:9090", query: "q", threshold: "100"}
+""", schema)
+    n = 10
+    tl = replay(p, n, {"queue": series(n, [100.0] * 2 + [300.0] * 8)})
+    # Value target: ratio = value / target, recommendation ceil(ratio x current). 100 / 100 = 1 -> 1 replica.
+    # from tick 2 the value is 300: ratio 3 whatever the count, so the HPA keeps multiplying, within the
+    # legacy limit max(2 x current, 4): ceil(3 x 1) = 3; ceil(3 x 3) = 9 -> 6; 18 -> 12; 36 -> 24 -> max 20
+    assert tl.replicas.tolist() == [1, 1, 3, 6, 12, 20, 20, 20, 20, 20]
