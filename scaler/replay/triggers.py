@@ -155,6 +155,19 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
     return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=held), reasons
 
 
+def _caveats(t: Trigger) -> str:
+    """What of a forescale trigger the replay runs differently from the live server, said in the note."""
+    s = t.spec
+    if s is None:
+        return ""
+    out = ""
+    if s.tuning == "auto":
+        out += f"; {t.name}: tuning auto replayed as the knobs written (self-tuning is not replayed)"
+    if s.cold_start_query:
+        out += f"; {t.name}: coldStartQuery not read, lead from coldStartSeconds"
+    return out
+
+
 def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans: Sequence[Plan],
                           trigger_series: Mapping[str, object], settings, fit_kw: Mapping[str, dict],
                           packs: Mapping[str, object]) -> dict[str, tuple[Timeline, dict, str]]:
@@ -194,5 +207,7 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
                                   cluster_tolerance=settings.hpa_tolerance)
         kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
         out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"
-                                    + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else ""))
+                                    + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else "")
+                                    + ("; no behavior: the HPA's legacy path" if p.hpa.legacy else "")
+                                    + "".join(_caveats(t) for t in p.triggers))
     return out

@@ -294,3 +294,18 @@ def test_value_metric_type_is_not_divided_by_the_replicas(schema):
     # from tick 2 the value is 300: ratio 3 whatever the count, so the HPA keeps multiplying, within the
     # legacy limit max(2 x current, 4): ceil(3 x 1) = 3; ceil(3 x 3) = 9 -> 6; 18 -> 12; 36 -> 24 -> max 20
     assert tl.replicas.tolist() == [1, 1, 3, 6, 12, 20, 20, 20, 20, 20]
+
+
+def test_initial_cooldown_holds_the_scale_to_zero(schema):
+    text = HEAD + "  cooldownPeriod: 30\nINITIAL  triggers:" + prom("rate", 10)
+    n = 50
+    y = [30.0] * 4 + [0.0] * (n - 4)
+    # 30 / 10 = 3 replicas, active (30 > 0) at the polls of ticks 0 and 2; from tick 4 the value is 0: inactive.
+    # Without initialCooldownPeriod KEDA scales to 0 at the first poll more than 30 s (2 ticks) after tick 2: tick 6
+    plain = so(text.replace("INITIAL", ""), schema)
+    assert replay(plain, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 6 + [0] * 44
+    # with 600 s (40 ticks) KEDA waits for the first poll after tick 40: tick 42. Meanwhile the HPA's 0 is held at
+    # 3 (no behavior: the legacy path) while the last record of 3 (tick 3) is at most 20 ticks old (until tick
+    # 23), then lifted to its min 1 at tick 24
+    held = so(text.replace("INITIAL", "  initialCooldownPeriod: 600\n"), schema)
+    assert replay(held, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 24 + [1] * 18 + [0] * 8
