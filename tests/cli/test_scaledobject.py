@@ -181,3 +181,16 @@ def test_a_prometheus_trigger_has_its_query_fetched_from_prometheus(prometheus, 
     pols = json.loads(out.read_text())["policies"]
     r, p = pols["reactive"]["replica_hours"], pols["prom-so"]["replica_hours"]
     assert p > 0 and abs(p - r) <= 0.1 * r, (p, r)
+
+
+def test_the_test_manifests_and_the_examples_are_valid_for_kedas_crd():
+    import jsonschema
+
+    crd = yaml.safe_load((REPO / "tests/fixtures/keda/keda.sh_scaledobjects.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    docs = [yaml.safe_load(FORESCALE), yaml.safe_load(PROMETHEUS)]
+    for f in ("deploy/example/scaledobject.yaml", "deploy/example/placeholder.yaml"):
+        docs += [d for d in yaml.safe_load_all((REPO / f).read_text()) if d and d.get("kind") == "ScaledObject"]
+    assert len(docs) == 4
+    for d in docs:
+        jsonschema.validate(d, schema)
