@@ -85,6 +85,17 @@ from numba import njit
 from ..policy import KUBERNETES_TOLERANCE, Tolerance, to_milli
 from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
 
+
+
+def compiled(f):
+    """``f`` compiled by numba, cached on disk where numba finds a writable place (next to the module, or
+    ``NUMBA_CACHE_DIR``); on a read-only image without one, compiled once per process instead of failing."""
+    try:
+        return njit(cache=True)(f)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return njit(f)
+
+
 # --------------------------------------------------------------------------- settings
 
 PODS, PERCENT = 0, 1  # HPAScalingPolicy type
@@ -205,7 +216,7 @@ class HpaReason(IntEnum):
     TOO_FEW_REPLICAS = 9  # below the HPA's min replicas
 
 
-@njit(cache=True)
+@compiled
 def recommend(value_m, target_m, current, tol_up, tol_down, milli, per_pod):
     """The replica calculator for one external metric: ``(replicas, reason code)``.
 
@@ -232,7 +243,7 @@ def replica_recommendation(value_m: float, target_m: float, current: int, tolera
     return int(r), HpaReason(why)
 
 
-@njit(cache=True)
+@compiled
 def stabilize_records(recommendation, current, rec_t, rec_v, lo, hi, now, up_window, down_window):
     """Kubernetes' ``stabilizeRecommendationWithBehaviors`` over the records ``rec_t/rec_v[lo:hi]``.
 
@@ -272,7 +283,7 @@ def stabilize(recommendation: int, current: int, records, now: int, up_window: f
     return int(s), HpaReason(why)
 
 
-@njit(cache=True)
+@compiled
 def period_start_events(current, ev_t, ev_add, ev_rem, lo, hi, now, period):
     """The replica count at the beginning of a rate-limit period: current - added + removed within it.
 
@@ -295,7 +306,7 @@ def period_start(current: int, ups, downs, now: int, period: float) -> int:
                                    np.array([e[2] for e in ev], dtype=np.int64), 0, len(ev), int(now), float(period)))
 
 
-@njit(cache=True)
+@compiled
 def scale_up_rate_limit(desired, current, starts, kinds, values, select):
     """Kubernetes' ``calculateScaleUpLimitWithScalingRules`` and its cap: ``(replicas, reason code)``.
 
@@ -322,7 +333,7 @@ def scale_up_rate_limit(desired, current, starts, kinds, values, select):
     return desired, 5
 
 
-@njit(cache=True)
+@compiled
 def scale_down_rate_limit(desired, current, starts, kinds, values, select):
     """Kubernetes' ``calculateScaleDownLimitWithBehaviors`` and its cap: ``(replicas, reason code)``.
 
@@ -348,7 +359,7 @@ def scale_down_rate_limit(desired, current, starts, kinds, values, select):
     return desired, 5
 
 
-@njit(cache=True)
+@compiled
 def legacy_stabilize(recommendation, rec_t, rec_v, lo, hi, now, window):
     """Without ``behavior``: Kubernetes' ``stabilizeRecommendation``, the highest recommendation not older
     than the downscale window (``age <= window``: ``!Before(cutoff)``), this one included; it may exceed the
@@ -360,7 +371,7 @@ def legacy_stabilize(recommendation, rec_t, rec_v, lo, hi, now, window):
     return best
 
 
-@njit(cache=True)
+@compiled
 def legacy_limit(desired, current, min_replicas, max_replicas):
     """Without ``behavior``: ``convertDesiredReplicasWithRules``, up to ``max(2 x current, 4)`` and the bounds;
     no scale-down rate limit: ``(replicas, reason code)``."""
@@ -388,7 +399,7 @@ def scale_down_limit(desired: int, current: int, start: int, percent: float) -> 
     return int(r), HpaReason(why)
 
 
-@njit(cache=True)
+@compiled
 def clamp(replicas, min_replicas, max_replicas):
     """Clamp to the HPA's ``[min_replicas, max_replicas]``: ``(replicas, reason code)``."""
     if replicas > max_replicas:

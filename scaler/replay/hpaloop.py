@@ -23,13 +23,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
-
-from .hpa import (clamp, legacy_limit, legacy_stabilize, period_start_events, recommend, scale_down_rate_limit,
-                  scale_up_rate_limit, stabilize_records)
+from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
+                  scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
 
 
-@njit(cache=True)
+@compiled
 def fallback_count(mode, replicas, current):
     """KEDA's ``fallback.behavior``: 0 static, 1 currentReplicas, 2 currentReplicasIfHigher, 3 ...IfLower."""
     if mode == 1:
@@ -41,7 +39,7 @@ def fallback_count(mode, replicas, current):
     return replicas
 
 
-@njit(cache=True)
+@compiled
 def _set_count(i, new, created, cnt, cold, born, died, ready_on, ready_off):
     """The live pods' stack scaled to ``new`` at tick ``i``; removals take the newest first (not-ready pods go
     first, Kubernetes' ReplicaSet deletion ranking) and undo their readiness."""
@@ -61,7 +59,7 @@ def _set_count(i, new, created, cnt, cold, born, died, ready_on, ready_off):
     return cnt
 
 
-@njit(cache=True)
+@compiled
 def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
     """``_set_count`` with the bookkeeping of additions (born, ready_on)."""
     if new > cur:
@@ -70,7 +68,7 @@ def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
     return _set_count(i, new, created, cur, cold, born, died, ready_on, ready_off)
 
 
-@njit(cache=True)
+@compiled
 def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_mode, fb_replicas, active,
              fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
              up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,

@@ -8,6 +8,8 @@ cooldown, T_cold, milli rounding). Replicas and ready pods must be equal tick fo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,23 @@ def test_milli_values_equal_to_milli_element_by_element():
     got = milli_values(x, True)
     assert got.tolist() == [float(to_milli(float(v))) for v in x]
     assert np.isnan(milli_values(np.array([np.nan]), True)[0])
+
+
+def test_compiled_without_a_writable_cache_compiles_per_process(tmp_path):
+    # a read-only image: no __pycache__ can be made next to the module (here a file is in its way) and
+    # no user-wide cache either; numba's own cache=True fails at import there ("no locator available"),
+    # compiled() compiles instead
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "__pycache__").write_text("")
+    (tmp_path / "ro_mod.py").write_text("from scaler.replay.hpa import compiled\n\n@compiled\ndef f(x):\n"
+                                        "    return x + 1\n")
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, NUMBA_CACHE_DIR="/dev/null/no", HOME="/dev/null", XDG_CACHE_HOME="/dev/null/no",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), root]), PYTHONDONTWRITEBYTECODE="1")
+    out = subprocess.run([sys.executable, "-c", "import ro_mod; print(ro_mod.f(41))"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "42"
