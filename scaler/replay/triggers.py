@@ -68,14 +68,14 @@ def _occurrences(expr: str, tz: ZoneInfo, t0: float, t1: float) -> np.ndarray:
 
 
 def cron_active(trigger: Trigger, times: np.ndarray) -> np.ndarray:
-    """KEDA's cron scaler at each time: active when the next end comes before the next start."""
+    """KEDA's cron scaler at each time: active unless the next start comes strictly before the next end."""
     tz = ZoneInfo(trigger.timezone)
     t0, t1 = float(times[0]) - 1.0, float(times[-1])
     starts = _occurrences(trigger.start, tz, t0, t1)
     ends = _occurrences(trigger.end, tz, t0, t1)
     nxt_s = starts[np.searchsorted(starts, times, side="right")]
     nxt_e = ends[np.searchsorted(ends, times, side="right")]
-    return nxt_e < nxt_s
+    return nxt_e <= nxt_s  # KEDA: inactive only when the next start comes strictly before the next end
 
 
 def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool) -> np.ndarray:
