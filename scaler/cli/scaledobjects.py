@@ -62,6 +62,13 @@ def load_plans(files: tuple[str, ...]) -> list:
         out = plans(docs)
     except ManifestError as e:
         fail(str(e))
+    from ..replay.variants import POLICIES
+    from ..replay.world import PLACEHOLDER
+
+    for p in out:
+        if p.name in POLICIES or p.name == PLACEHOLDER:
+            fail(f"{p.where}: ScaledObject {p.name!r} has the name of a policy of the table; rename it "
+                 f"(metadata.name): {', '.join(POLICIES + (PLACEHOLDER,))} are taken")
     if files and not out:
         fail(f"--scaledobject {', '.join(files)}: no ScaledObject (apiVersion keda.sh/v1alpha1, kind ScaledObject) "
              f"in {len(docs)} document(s)")

@@ -404,9 +404,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         except KeyError as e:
             raise ReplayError(str(e.args[0])) from None
         for name, (tl, why, note) in replayed.items():
-            if name in pol:
-                raise ReplayError(f"ScaledObject {name!r} has the name of a policy family; rename it "
-                                  f"(metadata.name), families: {', '.join(POLICIES)}")
+            if name in pol or name in POLICIES or name == world.PLACEHOLDER:
+                raise ReplayError(f"ScaledObject {name!r} has the name of a policy of the table; rename it "
+                                  f"(metadata.name): {', '.join(POLICIES + (world.PLACEHOLDER,))} are taken")
             pol[name] = PolicyRun(name, tl, evaluate(su.scenario, tl), note, why)
     checks = in_world(settings, su, pol, runs) if W.active else []
     timing["total_seconds"] = time.perf_counter() - t_all

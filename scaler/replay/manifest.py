@@ -95,7 +95,7 @@ class Plan:
 def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
     """The ScaledObjects among ``(where, document)`` pairs, in order; raises ``ManifestError``."""
     out: list[Plan] = []
-    for where, doc in documents:
+    for where, doc in _expanded(documents):
         if doc is None:
             continue
         if not isinstance(doc, Mapping):
@@ -109,6 +109,16 @@ def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
         raise ManifestError(f"ScaledObject name {dup[0]!r} appears more than once; each replayed ScaledObject "
                             f"is a policy named by its metadata.name, so names must differ")
     return out
+
+
+def _expanded(documents: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, Any]]:
+    """The documents, a ``kind: List`` (``kubectl get ... -o yaml``) replaced by its items."""
+    for where, doc in documents:
+        if isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            for i, item in enumerate(doc["items"]):
+                yield f"{where} item {i + 1}", item
+        else:
+            yield where, doc
 
 
 def plan(where: str, doc: Mapping) -> Plan:

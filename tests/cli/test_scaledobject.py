@@ -86,12 +86,16 @@ def test_a_multi_document_file_replays_each_scaledobject_as_a_policy(tmp_path):
     assert {"pred-so_ready", "pred-so_starting", "prom-so_ready", "prom-so_planned_qps"} <= set(head)
 
 
-def test_stdin_and_a_repeated_flag(tmp_path):
+def test_stdin_a_list_and_a_repeated_flag(tmp_path):
     tr = daily(tmp_path / "t.csv")
     so = tmp_path / "p.yaml"
     so.write_text(PROMETHEUS)
+    # what `kubectl get scaledobjects -o yaml` prints: a List, with status and server-side metadata
+    listed = {"apiVersion": "v1", "kind": "List", "items": [dict(yaml.safe_load(FORESCALE), status={
+        "conditions": [{"type": "Ready", "status": "True"}]})]}
+    listed["items"][0]["metadata"].update(uid="0d5c", resourceVersion="42", finalizers=["finalizer.keda.sh"])
     res = invoke(str(tr), *FAST, "--policies", "reactive", "--scaledobject", "-", "--scaledobject", str(so),
-                 "--trigger-series", "rate=observed", "--json", "-", stdin=FORESCALE)
+                 "--trigger-series", "rate=observed", "--json", "-", stdin=yaml.safe_dump(listed))
     assert res.exit_code == 0, res.output
     assert list(json.loads(res.stdout)["policies"]) == ["reactive", "pred-so", "prom-so"]
 
@@ -110,6 +114,8 @@ def test_stdin_and_a_repeated_flag(tmp_path):
     # a formula outside expr's supported subset
     (lambda d: d["spec"]["advanced"].update(scalingModifiers={"formula": "trigger0 ?? 1", "target": "1"}),
      ["scalingModifiers.formula", "'??'"]),
+    # the name of a policy of the table
+    (lambda d: d["metadata"].update(name="reactive"), ["'reactive' has the name of a policy", "rename it"]),
 ])
 def test_a_field_outside_what_the_replay_supports_exits_2_naming_it(tmp_path, patch, needles):
     doc = yaml.safe_load(FORESCALE)
