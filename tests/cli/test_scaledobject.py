@@ -66,9 +66,9 @@ def test_a_multi_document_file_replays_each_scaledobject_as_a_policy(tmp_path):
     tr = daily(tmp_path / "t.csv")
     so = tmp_path / "so.yaml"
     so.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: skipped}\n---" + FORESCALE + "---" + PROMETHEUS)
-    out, ts = tmp_path / "r.json", tmp_path / "ts.csv"
+    out, ts, rep = tmp_path / "r.json", tmp_path / "ts.csv", tmp_path / "report"
     res = invoke(str(tr), *FAST, "--policies", "reactive,predictive", "--scaledobject", str(so),
-                 "--trigger-series", "rate=observed", "--json", str(out), "--timeseries", str(ts))
+                 "--trigger-series", "rate=observed", "--json", str(out), "--timeseries", str(ts), "--report", str(rep))
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     pols = doc["policies"]
@@ -84,6 +84,8 @@ def test_a_multi_document_file_replays_each_scaledobject_as_a_policy(tmp_path):
     with open(ts) as f:
         head = next(csv.reader(f))
     assert {"pred-so_ready", "pred-so_starting", "prom-so_ready", "prom-so_planned_qps"} <= set(head)
+    page = (rep / "index.html").read_text()
+    assert "pred-so" in page and "prom-so" in page
 
 
 def test_stdin_a_list_and_a_repeated_flag(tmp_path):

@@ -198,6 +198,10 @@ def test_fallback_after_failures(schema):
     # cannot read its only metric and skips the sync (stays 3). At tick 14, 3 > failureThreshold 2: KEDA serves
     # 10 x 6 = 60 -> 60000 / (10000 x 3) = 2 -> 6 (within max(3 + 4, 6)); KEDA's own loop sets 6 as well
     assert tl.replicas.tolist() == [3] * 14 + [6] * 10
+    # behavior currentReplicasIfHigher with replicas 2: max(current 3, 2) = 3 -> KEDA serves 10 x 3 = 30:
+    # 30000 / (10000 x 3) = 1.0, inside the band: 3 stays
+    higher = so(text.replace("replicas: 6}", "replicas: 2, behavior: currentReplicasIfHigher}"), schema)
+    assert replay(higher, n, {"rate": series(n, y)}).replicas.tolist() == [3] * n
     # without a fallback the failed polls change nothing
     no_fb = so(text.replace("  fallback: {failureThreshold: 2, replicas: 6}\n", ""), schema)
     assert replay(no_fb, n, {"rate": series(n, y)}).replicas.tolist() == [3] * n
