@@ -66,7 +66,7 @@ remove because each sync depends on the count the previous one left. numba
 keeps the rules as they are (named, pure, callable from Python and from the
 loop) and compiles the loop: 15x end to end on 28 days at 15 s ticks, the loop
 itself ~35x (tests/bench/bench_hpa.py; docs/manifest-replay.md), with the
-milli-quantities vectorised (``milli_values``) and the result identical tick
+milli-quantities vectorised (``keda.milli_values``) and the result identical tick
 for tick to the old loop (tests/replay/test_hpa_equivalence.py).
 
 The oracle is not an HPA: it knows the demand and starts every pod exactly
@@ -82,7 +82,7 @@ from enum import IntEnum
 import numpy as np
 from numba import njit
 
-from ..policy import KUBERNETES_TOLERANCE, Tolerance, to_milli
+from ..policy import KUBERNETES_TOLERANCE, Tolerance
 from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
 
 
@@ -440,29 +440,6 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
     ticks (0..285 s) old; one exactly 300 s old is out (Kubernetes' ``After(cutoff)``).
     """
     return seconds / tick - EPS
-
-
-def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
-    """The values as the HPA reads them: KEDA's milli-quantities (``to_milli``), or as they are; NaN stays NaN.
-
-    Vectorised and equal to ``to_milli`` element by element: ``rint(x * 1000)``
-    is the correctly rounded ``"%.3f"`` except where ``x * 1000`` lies within
-    a few ulps of a half (the float product may sit on the other side of it
-    than the exact one); those few values, and huge ones, go through ``to_milli`` itself.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    if not milli:
-        return v.copy()
-    with np.errstate(invalid="ignore", over="ignore"):
-        y = v * 1000.0
-        out = np.rint(y)
-        frac = np.abs(y - np.floor(y) - 0.5)
-        unsure = np.isfinite(y) & ((frac <= 1e-12 * np.maximum(np.abs(y), 1.0)) | (np.abs(y) > 2.0 ** 52))
-        out[np.isfinite(v) & ~(v > 0)] = 0.0  # to_milli: negative and zero -> 0
-        out[np.isinf(v)] = 0.0
-    for k in zip(*np.nonzero(unsure & (v > 0))):
-        out[k] = float(to_milli(float(v[k])))
-    return out
 
 
 def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
