@@ -12,7 +12,7 @@ import click
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
-from .scaledobjects import fetch_missing, load_plans, load_series, scaledobject_options
+from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
                       replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
                       write_json)
@@ -101,6 +101,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     require_length(tr, settings)
     plans = load_plans(scaledobject_files)
     series_by_trigger = fetch_missing(plans, load_series(trigger_series), prometheus_url, tr)
+    check_series(plans, series_by_trigger)
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
         if do_sweep:

@@ -103,6 +103,22 @@ def load_series(items: tuple[str, ...]) -> dict[str, object]:
     return out
 
 
+def check_series(plans: list, series: dict[str, object]) -> None:
+    """Every prometheus trigger has its series before any fit starts, and every series a prometheus trigger;
+    else exit 2 naming it."""
+    known = {k for p in plans for t in p.triggers if t.kind == "prometheus" for k in (t.name, f"{p.name}/{t.name}")}
+    for name in series:
+        if name not in known:
+            fail(f"--trigger-series {name}: no prometheus trigger of the --scaledobject files has that name; "
+                 f"accepted: {', '.join(sorted(known)) or '(no prometheus trigger)'}")
+    for p in plans:
+        for t in p.triggers:
+            if t.kind == "prometheus" and t.name not in series and f"{p.name}/{t.name}" not in series:
+                fail(f"{p.where} (ScaledObject {p.name!r}): {t.where} (prometheus trigger {t.name!r}) needs its "
+                     f"series: give --trigger-series {t.name}=FILE.csv (timestamp,value) or {t.name}=observed (the "
+                     f"trace's own rate over 2 min), or read the traffic with --prometheus to fetch its query")
+
+
 def _times(col) -> np.ndarray:
     try:
         return np.asarray(col, dtype=np.float64)

@@ -145,8 +145,13 @@ def test_files_without_a_replayable_scaledobject_exit_2(tmp_path, text, needles)
 def test_a_prometheus_trigger_without_a_series_exits_2_naming_the_option(tmp_path):
     so = tmp_path / "p.yaml"
     so.write_text(PROMETHEUS)
-    res = invoke(str(daily(tmp_path / "t.csv")), *FAST, "--policies", "reactive", "--scaledobject", str(so))
+    tr = str(daily(tmp_path / "t.csv"))
+    res = invoke(tr, *FAST, "--policies", "reactive", "--scaledobject", str(so))
     assert res.exit_code == 2 and "--trigger-series rate=" in res.output and "prom-so" in res.output, res.output
+    # and a series no trigger reads
+    res = invoke(tr, *FAST, "--scaledobject", str(so), "--trigger-series", "rate=observed", "--trigger-series",
+                 "queue=observed")
+    assert res.exit_code == 2 and "--trigger-series queue" in res.output and "prom-so/rate" in res.output, res.output
 
 
 def test_the_shipped_examples_replay(tmp_path):
