@@ -49,6 +49,10 @@ then the largest recommendation over the metrics, stabilisation, rate limit, bou
   takes the smallest (the biggest change), Min the largest, Disabled forbids;
   never above current (``scale_down_rate_limit``). Defaults: up Pods 4 / 15 s
   and Percent 100 / 15 s, Max; down Percent 100 / 15 s, Max.
+* No ``behavior`` at all (``Hpa.legacy``; KEDA passes none and Kubernetes fills
+  none in): the controller's legacy path, the highest recommendation not older
+  than 300 s (``legacy_stabilize``) and at most max(2 x current, 4), no
+  scale-down rate limit (``legacy_limit``).
 * HPA min replicas = max(minReplicaCount, 1); max = maxReplicaCount (100)
   (``bounds``); outside them the calculator is skipped and the count clamped.
 * minReplicaCount 0: at 0 replicas the HPA is disabled; KEDA activates 0 -> 1
