@@ -12,8 +12,11 @@ What counts as a cold start caused by scaling (each exclusion is counted):
   be that of a later restart or readiness flap, never of its creation);
 * ``not_ready``: no ready time (still starting, never ready, or a
   kube-state-metrics older than v2.8, which has no ``kube_pod_status_ready_time``);
-* ``restarted``: a container restarted (the pod keeps its created time, its
-  ready time moves to the restart's: created->ready would be its age);
+* ``restarted``: a container restarted before the pod was first seen ready
+  (the pod keeps its created time and the Ready condition's time moves to the
+  last restart's, so created->ready would mix a failed start with its retry;
+  restarts after the first readiness change nothing: the first ready time is
+  the one kept);
 * ``rollout``: a Deployment's pod created while a pod of another ReplicaSet of
   the same Deployment was still present (surge pods of a rollout replace
   pods, they are not caused by scaling up);
@@ -202,6 +205,32 @@ def resolve(cluster: ColdStartEstimate | None, cluster_reason: str, probe: float
     return InForce(configured, "config", why + f"; using coldStartSeconds={configured:g}")
 
 
+@dataclass(frozen=True)
+class ClusterReading:
+    """What the scaler last learned from the cluster for one ScaledObject (``scaler.serve.coldstart``)."""
+
+    source: ClusterSource  # the keys it was read for (a change of keys drops it)
+    estimate: ColdStartEstimate | None = None  # the last good estimate
+    at: float | None = None  # when ``estimate`` was computed
+    error: str = ""  # why the latest attempt failed ("" when it did not)
+    stale: bool = False  # ``estimate`` is too old to use (the queries kept failing): the fallback stands in
+
+
+def in_force(source: ClusterSource | None, reading: ClusterReading | None, probe: float | None,
+             configured: float) -> InForce:
+    """The T_cold of one ScaledObject: coldStartFrom metadata keeps coldStartQuery, else coldStartSeconds;
+    coldStartFrom cluster uses the cluster's estimate while it has a usable one, else falls back (``resolve``)."""
+    if source is None:
+        return InForce(probe, "probe", "") if probe is not None else InForce(configured, "config", "")
+    if reading is None or reading.source != source:
+        return resolve(None, "no cluster measurement yet", probe, configured)
+    if reading.stale:
+        return resolve(None, f"the cluster's T_cold is stale ({reading.error or 'not renewed'})", probe, configured)
+    if reading.estimate is None:
+        return resolve(None, reading.error or "no cluster measurement yet", probe, configured)
+    return resolve(reading.estimate, "", probe, configured)
+
+
 def cross_check(probe: float | None, cluster: float | None) -> tuple[float | None, str]:
     """probe / cluster, and a warning when the probe's figure is far below the cluster's (``PROBE_LOW_RATIO``)."""
     if probe is None or cluster is None or cluster <= 0:
@@ -312,5 +341,5 @@ def to_metadata(source: ClusterSource | None) -> dict[str, str]:
     return md
 
 
-__all__ = ["PodStart", "ColdStartEstimate", "ClusterSource", "InForce", "classify", "estimate", "quantile", "resolve",
+__all__ = ["ClusterReading", "in_force", "PodStart", "ColdStartEstimate", "ClusterSource", "InForce", "classify", "estimate", "quantile", "resolve",
            "cross_check", "parse_source", "parse_selector", "to_metadata", "ColdStartKeyError", "PHASES", "SKIP_REASONS"]
