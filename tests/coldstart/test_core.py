@@ -176,3 +176,31 @@ def test_trigger_keys_round_trip_through_spec():
     assert parse_metadata(base)[0].cold_start_cluster is None
     with pytest.raises(MetadataError, match="coldStartWorkload.*got 'Job/x'; accepted: Deployment/NAME"):
         parse_metadata({**base, "coldStartFrom": "cluster", "coldStartWorkload": "Job/x"})
+
+
+def test_forescale_check_reports_the_cold_start_keys(tmp_path):
+    from click.testing import CliRunner
+
+    from scaler.cli import main
+    so = """apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: llm, namespace: serving}
+spec:
+  scaleTargetRef: {name: vllm}
+  triggers:
+  - type: external
+    metadata:
+      scalerAddress: forescale:6000
+      serverAddress: http://prom:9090
+      query: sum(rate(x[2m]))
+      qpsPerReplica: "4"
+      coldStartFrom: cluster
+      coldStartWorkload: WORKLOAD
+"""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(so.replace("WORKLOAD", "Deployment/vllm"))
+    bad.write_text(so.replace("WORKLOAD", "Pod/vllm"))
+    r = CliRunner().invoke(main, ["check", str(good)])
+    assert r.exit_code == 0 and "ok" in r.output
+    r = CliRunner().invoke(main, ["check", str(bad)])
+    assert r.exit_code == 2 and "coldStartWorkload': got 'Pod/vllm'; accepted: Deployment/NAME or StatefulSet/NAME" in r.output
