@@ -242,6 +242,74 @@ def cross_check(probe: float | None, cluster: float | None) -> tuple[float | Non
     return ratio, ""
 
 
+# -- sampled start-ups for the replay ---------------------------------------------------------------------------------
+
+NEW_NODE_SCHEDULING_SECONDS = 60.0  # a start that waited longer than this to be scheduled waited for a new node
+
+
+@dataclass(frozen=True)
+class StartSample:
+    """Past start-ups for the replay (``scaler.replay.cluster``): each simulated pod draws one.
+
+    ``warm``: created->ready of the starts scheduled within ``NEW_NODE_SCHEDULING_SECONDS``
+    (a node with a free GPU was there); ``new_node``: scheduled->ready of the others (the
+    node's boot is the replay's own when it has a node pool; the pull on a fresh node and
+    the load stay in the draw); ``total``: created->ready of all (no pool: node boots at the
+    rate they happened)."""
+
+    warm: tuple[float, ...]
+    new_node: tuple[float, ...]
+    total: tuple[float, ...]
+    t_cold: float  # what the scaler would pick: the quantile of ``total``
+    quantile: float
+
+    @classmethod
+    def from_pods(cls, pods: Iterable[PodStart], q: float = 0.9) -> "StartSample":
+        """From counted starts (``classify`` first): ValueError when none has a ready time."""
+        warm, new, total = [], [], []
+        for p in pods:
+            if p.created is None or p.ready is None or p.ready < p.created:
+                continue
+            total.append(p.ready - p.created)
+            sched = None if p.scheduled is None else p.scheduled - p.created
+            if sched is not None and sched > NEW_NODE_SCHEDULING_SECONDS:
+                new.append(p.ready - p.scheduled)
+            else:
+                warm.append(p.ready - p.created)
+        if not total:
+            raise ValueError("no start-up with both a created and a ready time")
+        return cls(tuple(warm), tuple(new), tuple(total), quantile(total, q), q)
+
+    def summary(self) -> dict:
+        """The distribution as the report shows it."""
+        t = np.asarray(self.total, dtype=float)
+        return {"starts": len(self.total), "new_node_starts": len(self.new_node),
+                "p50_seconds": float(np.quantile(t, 0.5)), "p90_seconds": float(np.quantile(t, 0.9)),
+                "p99_seconds": float(np.quantile(t, 0.99)), "max_seconds": float(t.max()),
+                "t_cold_seconds": self.t_cold, "t_cold_quantile": self.quantile}
+
+
+class StartDraws:
+    """Seeded draws from a ``StartSample`` (deterministic: the same seed and order give the same starts)."""
+
+    def __init__(self, sample: StartSample, seed: int = 0):
+        self.sample = sample
+        self.rng = np.random.default_rng(seed)
+
+    def _pick(self, values: tuple[float, ...]) -> float:
+        return float(values[int(self.rng.integers(len(values)))])
+
+    def total(self) -> float:
+        return self._pick(self.sample.total)
+
+    def on_warm_node(self) -> float:
+        return self._pick(self.sample.warm or self.sample.total)
+
+    def after_new_node(self) -> float:
+        """scheduled->ready on a node that just booted (the warm starts' whole time when none waited for one)."""
+        return self._pick(self.sample.new_node or self.sample.warm)
+
+
 # -- trigger metadata ----------------------------------------------------------------------------------------------
 
 class ColdStartKeyError(ValueError):
@@ -341,5 +409,5 @@ def to_metadata(source: ClusterSource | None) -> dict[str, str]:
     return md
 
 
-__all__ = ["ClusterReading", "in_force", "PodStart", "ColdStartEstimate", "ClusterSource", "InForce", "classify", "estimate", "quantile", "resolve",
+__all__ = ["StartSample", "StartDraws", "ClusterReading", "in_force", "PodStart", "ColdStartEstimate", "ClusterSource", "InForce", "classify", "estimate", "quantile", "resolve",
            "cross_check", "parse_source", "parse_selector", "to_metadata", "ColdStartKeyError", "PHASES", "SKIP_REASONS"]
