@@ -53,9 +53,14 @@ SURGE = FakePod("fast-8e7a6-p0", "fast-8e7a6", NOW - 3 * H, 2, 1, 500, END)  # n
 DECOY = FakePod("fast-zzz-p0", "fast-zzz", NOW - 4 * H, 2, 1, 5000, END)  # a ReplicaSet named like fast's, not its
 
 
+def labelled(pods, app):
+    return [FakePod(p.name, p.owner, p.created, p.sched, p.start, p.ready, p.until, labels=(("label_app", app),))
+            for p in pods]
+
+
 def series():
     out = []
-    for pod in FAST + SLOW + BIMODAL + FEW + [OLD, CRASHED, SURGE, DECOY]:
+    for pod in FAST + SLOW + labelled(BIMODAL, "bimodal") + FEW + [OLD, CRASHED, SURGE, DECOY]:
         out += pod_series(pod, NS)
     for rs, dep in (("fast-7d9f8", "fast"), ("fast-8e7a6", "fast"), ("slow-5b6c7", "slow"),
                     ("bimodal-6f5d4", "bimodal"), ("few-4c3b2", "few"), ("fast-zzz", "other")):
@@ -247,3 +252,19 @@ def test_cross_check_exports_both_and_warns_when_the_probe_is_far_below(ksm_prom
         time.sleep(0.1)
         t = wait_reading(scaler, "probefallback").t_cold()
     assert (t.source, t.seconds) == ("probe", 300.0) and "coldStartMinSamples is 10" in t.reason
+
+
+def test_a_label_selector_finds_the_same_pods(ksm_prom, scaler):
+    md = meta(ksm_prom, "Deployment/x", coldStartSelector='label_app="bimodal"')
+    del md["coldStartWorkload"]
+    scaler.value(md, name="selected")
+    wl = wait_reading(scaler, "selected")
+    assert wl.cluster_cold.estimate.samples == 13 and wl.t_cold().seconds == pytest.approx(319.0)
+    md["coldStartSelector"] = 'label_app="nothing"'
+    scaler.value(md, name="selected")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (wl.cluster_cold is None or wl.cluster_cold.estimate is None
+                                           or wl.cluster_cold.source.selector != 'label_app="nothing"'):
+        time.sleep(0.1)
+    t = wl.t_cold()
+    assert t.source == "config" and 'no pods of pods with {label_app="nothing"}' in t.reason

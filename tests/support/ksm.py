@@ -32,6 +32,7 @@ class FakePod:
     restarts_at: tuple[float, ...] = ()  # container restarts (absolute times)
     ready_at_override: float | None = None  # the Ready condition's time as exported (moved by a restart)
     uid: str = ""
+    labels: tuple[tuple[str, str], ...] = ()  # kube_pod_labels (label_<name> as kube-state-metrics writes them)
 
     @property
     def total(self) -> float:
@@ -60,6 +61,8 @@ def pod_series(p: FakePod, namespace: str) -> list[SeriesSpec]:
     t = _times(p.created, p.until)
     out.append(SeriesSpec("kube_pod_owner", {**labels, "owner_kind": p.owner_kind, "owner_name": p.owner,
                                              "owner_is_controller": "true"}, "gauge", t, [1.0] * len(t)))
+    if p.labels:
+        out.append(SeriesSpec("kube_pod_labels", {**labels, **dict(p.labels)}, "gauge", t, [1.0] * len(t)))
     restarts = [float(sum(1 for r in p.restarts_at if r <= x)) for x in t]
     out.append(SeriesSpec("kube_pod_container_status_restarts", {**labels, "container": "server"}, "counter", t,
                           restarts))
