@@ -35,6 +35,7 @@ from prometheus_client import Gauge
 
 from ..coldstart import PHASES, SKIP_REASONS, ClusterReading, ColdStartEstimate, cross_check, estimate, in_force
 from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
+from ..limits import MAX_LEAD_SECONDS
 from ..prom import PromError
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -117,6 +118,10 @@ class ColdStartService:
             if est.seconds is None and est.reason:
                 est = ColdStartEstimate(None, est.quantile, est.samples, est.phases, est.skipped,
                                         est.reason + ksm_versions_note(pods), est.durations)
+            elif est.seconds is not None and wl.spec.lead.with_cold_start(est.seconds).seconds > MAX_LEAD_SECONDS:
+                est = ColdStartEstimate(None, est.quantile, est.samples, (), est.skipped,
+                                        f"the cluster's T_cold {est.seconds:g}s makes the lead exceed the maximum "
+                                        f"{MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS)", est.durations)
             reading = ClusterReading(source, est, at, "", False)
             ok = True
         except (PromError, KsmShapeError) as e:

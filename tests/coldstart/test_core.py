@@ -204,3 +204,20 @@ spec:
     assert r.exit_code == 0 and "ok" in r.output
     r = CliRunner().invoke(main, ["check", str(bad)])
     assert r.exit_code == 2 and "coldStartWorkload': got 'Pod/vllm'; accepted: Deployment/NAME or StatefulSet/NAME" in r.output
+
+
+def test_in_force_follows_the_reading():
+    from scaler.coldstart import ClusterReading, in_force
+    src = ClusterSource("Deployment", "vllm", min_samples=10)
+    good = estimate(TEN, src, NOW)
+    # coldStartFrom metadata: the probe's value, else coldStartSeconds, as before
+    assert in_force(None, None, 240.0, 180.0).seconds == 240.0 and in_force(None, None, None, 180.0).source == "config"
+    assert in_force(src, ClusterReading(src, good, NOW), None, 180.0).seconds == pytest.approx(80.4)
+    # the last query failed but the value is recent: kept (stale value)
+    assert in_force(src, ClusterReading(src, good, NOW, "timed out"), None, 180.0).source == "cluster"
+    # too old: the fallback, with the reason
+    r = in_force(src, ClusterReading(src, good, NOW, "timed out", stale=True), 240.0, 180.0)
+    assert (r.source, r.seconds) == ("probe", 240.0) and "stale (timed out)" in r.reason
+    # a reading for other keys does not apply
+    other = ClusterSource("Deployment", "other")
+    assert in_force(src, ClusterReading(other, good, NOW), None, 180.0).source == "config"

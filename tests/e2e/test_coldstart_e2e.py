@@ -268,3 +268,25 @@ def test_a_label_selector_finds_the_same_pods(ksm_prom, scaler):
         time.sleep(0.1)
     t = wl.t_cold()
     assert t.source == "config" and 'no pods of pods with {label_app="nothing"}' in t.reason
+
+
+def test_one_range_query_per_refit_not_per_poll(ksm_prom):
+    clock = FakeClock(NOW)
+    s = Scaler(clock)
+    key = ("forescale_prometheus_queries_total", (("purpose", "cold_start_cluster"),))
+    try:
+        md = meta(ksm_prom, "Deployment/fast", refitInterval="5m")
+        s.value(md, name="fast")
+        wait_reading(s, "fast")
+        for _ in range(5):  # KEDA polls; the scheduler ticks every second meanwhile
+            s.value(md, name="fast")
+            time.sleep(0.5)
+        assert s.metrics()[key] == 1.0
+        clock.advance(300)  # refitInterval later: one more
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and s.metrics()[key] < 2:
+            time.sleep(0.2)  # the scheduler's tick starts it, polled or not
+        time.sleep(1.5)
+        assert s.metrics()[key] == 2.0
+    finally:
+        s.close()
