@@ -7,7 +7,9 @@ p90. Three replays per model, each with the lead L = p90 + 105 s:
 
 * fixed p90: every pod takes the p90 (what the replay did before: one number);
 * sampled: each pod draws its own start from the 200 (``--cold-starts``), no node pool;
-* fixed p50: every pod takes the median (a T_cold typed from a warm-node measurement), lead p50 + 105 s.
+* fixed p50: every pod takes the median (a T_cold typed from a warm-node measurement), lead p50 + 105 s;
+* with a node pool (8 GPUs per node, a node boots in 330 s): every pod takes the p90 on top of any node
+  boot (fixed), against each pod drawing a warm-node start, or a new-node one after the pool's boot.
 
 Prints, per policy, the missed-request fraction and replica-hours of each. Run:
 ``PYTHONPATH=. .venv/bin/python tests/bench/bench_coldstart_sampled.py [--model seasonal_naive]``
@@ -66,12 +68,17 @@ def main() -> None:
             "sampled": backtest(common + ["--cold-starts", str(d / "starts.csv")], d / "b.json"),
             f"fixed p50 ({p50:.0f} s)": backtest(common + ["--cold-start", f"{p50!r}"], d / "c.json"),
         }
+        pool = ["--gpus-per-node", "8", "--node-provision-seconds", "330"]
+        runs[f"pool, fixed p90"] = backtest(common + pool + ["--cold-start", f"{p90!r}"], d / "d.json")
+        runs["pool, sampled"] = backtest(common + pool + ["--cold-starts", str(d / "starts.csv")], d / "e.json")
     print(f"start-ups: {len(totals)}, p50 {p50:.0f} s, p90 {p90:.0f} s, max {totals.max():.0f} s; model {a.model}")
-    print(f"{'policy':12s} {'run':22s} {'missed %':>9s} {'replica-h':>10s}")
+    print(f"{'policy':12s} {'run':22s} {'missed %':>9s} {'replica-h':>10s} {'gpu-node-h':>12s}")
     for pol in a.policies.split(","):
         for name, doc in runs.items():
             p = doc["policies"][pol]
-            print(f"{pol:12s} {name:22s} {100 * p['underprovisioned_fraction']:9.3f} {p['replica_hours']:10.1f}")
+            node_h = p.get("gpu_node_hours")
+            print(f"{pol:12s} {name:22s} {100 * p['underprovisioned_fraction']:9.3f} {p['replica_hours']:10.1f}"
+                  + (f" {node_h:12.1f}" if node_h is not None else ""))
 
 
 if __name__ == "__main__":
