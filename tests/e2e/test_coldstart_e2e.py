@@ -290,3 +290,19 @@ def test_one_range_query_per_refit_not_per_poll(ksm_prom):
         assert s.metrics()[key] == 2.0
     finally:
         s.close()
+
+
+def test_the_status_page_shows_t_cold_and_its_source(ksm_prom, scaler):
+    from support.browser import chromium, console_errors, wait_for
+
+    md = meta(ksm_prom, "Deployment/fast")
+    scaler.value(md, name="fast")
+    wait_reading(scaler, "fast")
+    scaler.value(md, name="fast")
+    with chromium() as driver:
+        driver.get(f"http://127.0.0.1:{scaler.server.http_port}/")
+        row = wait_for(driver, "document.getElementById('so:serving/fast')", what="the fast row")
+        cells = {td.get_attribute("data-col"): td.text for td in row.find_elements("css selector", "td")}
+        # T_cold 52.7 s from the cluster; the lead = T_cold (bufferSeconds 0)
+        assert cells["t_cold"] == "53 s (cluster)" and cells["lead_seconds"] == "53 s"
+        assert console_errors(driver) == []
