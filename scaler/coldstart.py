@@ -37,6 +37,7 @@ slow starts spend their time on.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass
@@ -102,12 +103,34 @@ class ClusterSource:
 
 
 def classify(pods: Iterable[PodStart], window_start: float, kind: str = "Deployment") -> tuple[list[PodStart], dict[str, int]]:
-    """The starts that count, and the others counted by reason (``SKIP_REASONS``)."""
+    """The starts that count, and the others counted by reason (``SKIP_REASONS``); O(n log n)."""
     pods = list(pods)
+    first_of_name: dict[str, float] = {}  # StatefulSet: the earliest instance of each pod name
+    lives: dict[str, tuple[list[float], list[float]]] = {}  # Deployment: per ReplicaSet, created (sorted) and
+    for p in sorted((p for p in pods if p.created is not None), key=lambda p: p.created):  # max last_seen so far
+        first_of_name.setdefault(p.pod, p.created)
+        created, alive_until = lives.setdefault(p.owner, ([], []))
+        created.append(p.created)
+        alive_until.append(max(alive_until[-1] if alive_until else -math.inf,
+                               p.last_seen if p.last_seen is not None else -math.inf))
+
+    def other_replicaset_present(p: PodStart) -> bool:
+        for owner, (created, alive_until) in lives.items():
+            i = bisect.bisect_left(created, p.created)  # that ReplicaSet's pods created before p
+            if owner != p.owner and i > 0 and alive_until[i - 1] >= p.created:
+                return True
+        return False
+
     skipped = {r: 0 for r in SKIP_REASONS}
     counted = []
     for p in pods:
-        why = _skip_reason(p, pods, window_start, kind)
+        why = _skip_reason(p, window_start)
+        if why is None and kind == "StatefulSet" and first_of_name[p.pod] < p.created:
+            why = "replacement"
+        if why is None and kind == "Deployment" and other_replicaset_present(p):
+            why = "rollout"
+        if why is None:
+            why = _bad_durations(p)
         if why is None:
             counted.append(p)
         else:
@@ -115,21 +138,18 @@ def classify(pods: Iterable[PodStart], window_start: float, kind: str = "Deploym
     return counted, skipped
 
 
-def _skip_reason(p: PodStart, pods: list[PodStart], window_start: float, kind: str) -> str | None:
+def _skip_reason(p: PodStart, window_start: float) -> str | None:
     if p.created is None or p.created < window_start:
         return "before_window"
     if p.ready is None:
         return "not_ready"
     if p.restarts > 0:
         return "restarted"
-    if kind == "StatefulSet" and any(q is not p and q.pod == p.pod and q.created is not None and q.created < p.created
-                                     for q in pods):
-        return "replacement"
-    if kind == "Deployment" and any(q.owner != p.owner and q.created is not None and q.created < p.created
-                                    and q.last_seen is not None and q.last_seen >= p.created for q in pods):
-        return "rollout"
-    marks = [p.created, p.scheduled, p.started, p.ready]
-    known = [m for m in marks if m is not None]
+    return None
+
+
+def _bad_durations(p: PodStart) -> str | None:
+    known = [m for m in (p.created, p.scheduled, p.started, p.ready) if m is not None]
     if any(b < a for a, b in zip(known, known[1:])):
         return "negative"
     if p.ready - p.created > MAX_COLD_START_SECONDS:
