@@ -4,8 +4,10 @@ Deployments with known start-ups, a real scaler over real gRPC, T_cold checked a
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -196,32 +198,79 @@ def test_the_lead_in_get_metrics_follows_t_cold(ksm_prom):
         s.close()
 
 
-def test_a_failing_query_keeps_the_value_then_falls_back(tmp_path_factory):
-    prom = pf.PrometheusServer(series(), base_dir=tmp_path_factory.getbasetemp()).start()
+class Proxy(ThreadingHTTPServer):
+    """A real HTTP proxy on 127.0.0.1 in front of the real Prometheus; ``hang`` makes it a tarpit (never answers)."""
+
+    daemon_threads = True
+
+    def __init__(self, target: str):
+        self.target, self.hang = target, threading.Event()
+        self.stopping = threading.Event()
+        super().__init__(("127.0.0.1", 0), ProxyHandler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+
+
+class ProxyHandler(BaseHTTPRequestHandler):
+    server: Proxy
+
+    def do_GET(self):  # noqa: N802
+        if self.server.hang.is_set():
+            self.server.stopping.wait(30)
+            return
+        with urllib.request.urlopen(self.server.target + self.path, timeout=30) as r:
+            body = r.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_query_that_times_out_keeps_the_value_then_falls_back(ksm_prom):
+    proxy = Proxy(ksm_prom.url)
     clock = FakeClock(NOW)
     s = Scaler(clock)
     try:
-        md = meta(prom, "Deployment/fast", refitInterval="5m")
+        md = meta(ksm_prom, "Deployment/fast", refitInterval="5m", timeout="1000")
+        md["serverAddress"] = proxy.url
         s.value(md, name="fast")
         wl = wait_reading(s, "fast")
         assert wl.t_cold().seconds == pytest.approx(52.7)
-        prom.stop()
-        clock.advance(301)  # a refit is due: the query fails, the last value stands (stale, not frozen)
+        proxy.hang.set()
+        clock.advance(301)  # a refit is due: the query times out (1 s), the last value stands
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not wl.cluster_cold.error:
             time.sleep(0.1)
-        assert "kube-state-metrics query failed" in wl.cluster_cold.error
+        assert "did not answer within 1s" in wl.cluster_cold.error
         assert (wl.t_cold().source, wl.t_cold().seconds) == ("cluster", pytest.approx(52.7))
-        clock.advance(300)  # now 601 s after the last good reading: past 2 x refitInterval (and 10 min)
+        clock.advance(300)  # 601 s after the last good reading: past 2 x refitInterval (and 10 min)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not wl.cluster_cold.stale:
             time.sleep(0.1)
         t = wl.t_cold()
-        assert (t.source, t.seconds) == ("config", 30.0) and "stale" in t.reason
+        assert (t.source, t.seconds) == ("config", 30.0) and "stale" in t.reason and "did not answer" in t.reason
         assert wl.lead().cold_start_seconds == 30.0 and wl.params().lead_seconds == 30.0  # bufferSeconds 0
+        proxy.hang.clear()  # Prometheus answers again: the cluster's figure comes back at the next retry
+        clock.advance(61)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and wl.t_cold().source != "cluster":
+            time.sleep(0.1)
+        assert wl.t_cold().seconds == pytest.approx(52.7)
     finally:
         s.close()
-        prom.stop()
+        proxy.close()
 
 
 PROBE = 'max(forescale_cold_start_seconds{phase="total",model="slow",source=""})'
