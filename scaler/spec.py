@@ -76,8 +76,7 @@ KEYS: tuple[Key, ...] = (
     Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),
     Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds; "
                              "a value making the lead exceed 1d is FAILED_PRECONDITION"),
-    Key("coldStartFrom", "metadata", "metadata (coldStartQuery, else coldStartSeconds) | cluster: the pods' own start-ups "
-                                     "from kube-state-metrics (docs/cold-start.md), falling back to those"),
+    Key("coldStartFrom", "metadata", "metadata (coldStartQuery, else coldStartSeconds) | cluster: the pods' start-ups, else those"),
     Key("coldStartWorkload", "", "with coldStartFrom cluster: Deployment/NAME or StatefulSet/NAME in the ScaledObject's namespace"),
     Key("coldStartSelector", "", "with coldStartFrom cluster, instead of coldStartWorkload: label matchers on kube_pod_labels"),
     Key("coldStartQuantile", "0.9", "with coldStartFrom cluster: T_cold is this quantile of created->ready, in (0, 1)"),
@@ -492,9 +491,8 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         return md
     for key in [k for k in md if k not in ("serverAddress", "query", "qpsPerReplica")]:
         trial = {k: v for k, v in md.items() if k != key}
-        try:
-            if parse_metadata(trial, name=name, namespace=namespace)[0] == spec:
-                md = trial
-        except MetadataError:  # a key another one needs (coldStartWorkload with coldStartFrom: cluster)
+        try:  # a key another one needs (coldStartWorkload with coldStartFrom: cluster) cannot go
+            md = trial if parse_metadata(trial, name=name, namespace=namespace)[0] == spec else md
+        except MetadataError:
             pass
     return md

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
@@ -53,12 +54,9 @@ SO = ("namespace", "scaledobject")
 AdoptReading = Callable[["Workload", ClusterReading], bool]
 
 
-class ColdStartService:
-    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, workers: int = 4):
+class ColdStartMetrics:
+    def __init__(self, metrics: ScalerMetrics):
         r = metrics.registry
-        self.clock = clock
-        self.ops = ops_metrics(metrics)
-        self.prom_errors = metrics.prom_errors
         self.seconds = Gauge("forescale_cold_start_seconds", "T_cold and its phases, by source (cluster: measured from "
                              "the pods' start-ups; probe: coldStartQuery; in_force: what the lead uses)",
                              SO + ("source", "phase"), registry=r)
@@ -68,6 +66,28 @@ class ColdStartService:
                              SO + ("outcome",), registry=r)
         self.ratio = Gauge("forescale_cold_start_probe_ratio", "The probe's T_cold / the cluster's (both present)", SO,
                            registry=r)
+
+
+_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, ColdStartMetrics]" = weakref.WeakKeyDictionary()
+_METRICS_LOCK = threading.Lock()
+
+
+def cold_start_metrics(metrics: ScalerMetrics) -> ColdStartMetrics:
+    """The one set of cold-start gauges on a ``ScalerMetrics``' registry (made on first use)."""
+    with _METRICS_LOCK:
+        got = _BY_METRICS.get(metrics)
+        if got is None:
+            got = _BY_METRICS[metrics] = ColdStartMetrics(metrics)
+        return got
+
+
+class ColdStartService:
+    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, workers: int = 4):
+        self.clock = clock
+        self.ops = ops_metrics(metrics)
+        self.prom_errors = metrics.prom_errors
+        m = cold_start_metrics(metrics)
+        self.seconds, self.in_force, self.samples, self.ratio = m.seconds, m.in_force, m.samples, m.ratio
         self._lock = threading.Lock()
         self._busy: set[tuple] = set()
         self._attempt: dict[tuple, tuple[float, bool]] = {}  # key -> (when, succeeded)
