@@ -217,6 +217,23 @@ class Watcher:
             return False, "an answer that is not JSON"
 
 
+def process_started() -> float:
+    """When this process started, on ``time.monotonic``'s clock (Linux: /proc/self/stat's starttime against
+    /proc/uptime, both since boot), so the interpreter's own start-up counts; elsewhere: now."""
+    now = time.monotonic()
+    try:
+        import os
+
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - age if 0 <= age < 3600 else now
+
+
 def watch_main(ctx, url, health_path, served_model, interval, label, image_pull, scheduling, host, port, json_path,
                exit_after_warmup) -> None:
     """The CLI's --watch: serve, watch, print the result, stay up (a sidecar) until SIGTERM."""
@@ -226,7 +243,7 @@ def watch_main(ctx, url, health_path, served_model, interval, label, image_pull,
 
     from .cli import ProbeFailed, write_json
 
-    started = time.monotonic()  # the container's start, as near as this process knows it
+    started = process_started()  # the container's start: this process's own (the sidecar's entrypoint)
     try:
         w = Watcher(url, model_name=served_model, label=label, health_path=health_path, interval=interval,
                     image_pull_seconds=image_pull, scheduling_seconds=scheduling)

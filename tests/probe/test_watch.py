@@ -148,3 +148,14 @@ def test_watch_cli_end_to_end(tmp_path):
     finally:
         fake.shutdown()
         fake.server_close()
+
+
+def test_the_process_start_is_read_from_proc():
+    import subprocess
+    import sys
+
+    # a child that sleeps 0.5 s before asking: its own start lies at least 0.5 s back
+    code = ("import time; time.sleep(0.5); from scaler.probe.watch import process_started; "
+            "print(time.monotonic() - process_started())")
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0.5 <= age < 60
