@@ -158,11 +158,12 @@ class ColdStartService:
         finally:
             with self._lock:
                 self._busy.discard(wl.key)
-                if ok:
+                tracked = wl.key in self._attempt  # forgotten meanwhile: leave no series behind
+                if ok and tracked:
                     self._attempt[wl.key] = (at, True)
-        adopt(wl, reading)
-        self._log(wl)
-        self.export(wl)
+        if tracked and adopt(wl, reading):
+            self._log(wl)
+            self.export(wl)
 
     def _log(self, wl: "Workload") -> None:
         """Say once what changed: where T_cold comes from and why, or the probe's warning."""

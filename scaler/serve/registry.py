@@ -350,7 +350,7 @@ class Registry:
                 self.ops.late.inc()
         with self._lock:
             self.ops.in_flight.set(sum(self._inflight.values()))
-        for wl in workloads:
+        for wl in [w for w in workloads if now - w.last_polled <= self.config.forget_seconds]:  # not the forgotten
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
             if self.tuning is not None and wl.declared.tuning == "auto":

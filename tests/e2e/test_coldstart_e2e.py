@@ -355,3 +355,24 @@ def test_the_status_page_shows_t_cold_and_its_source(ksm_prom, scaler):
         # T_cold 52.7 s from the cluster; the lead = T_cold (bufferSeconds 0)
         assert cells["t_cold"] == "53 s (cluster)" and cells["lead_seconds"] == "53 s"
         assert console_errors(driver) == []
+
+
+def test_a_forgotten_scaledobject_leaves_no_cold_start_series(ksm_prom):
+    clock = FakeClock(NOW)
+    s = Scaler(clock, forget_seconds=120.0)
+    try:
+        s.value(meta(ksm_prom, "Deployment/fast"), name="gone")
+        wait_reading(s, "gone")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and ("cluster", "total") not in cold(s, "gone"):
+            time.sleep(0.1)
+        assert cold(s, "gone")[("cluster", "total")] == pytest.approx(52.7)
+        clock.advance(121)  # not polled for longer than forget_seconds
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and s.server.registry.workloads():
+            time.sleep(0.1)
+        time.sleep(2.5)  # two more scheduler ticks: nothing comes back
+        gone = [k for k in s.metrics() if k[0].startswith("forescale_cold_start") and ("scaledobject", "gone") in k[1]]
+        assert s.server.registry.workloads() == [] and gone == []
+    finally:
+        s.close()
