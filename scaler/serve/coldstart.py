@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import Gauge
 
-from ..coldstart import PHASES, SKIP_REASONS, ClusterReading, ColdStartEstimate, cross_check, estimate, in_force
+from ..coldstart import PHASES, ClusterReading, ColdStartEstimate, cross_check, estimate, in_force
 from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
 from ..limits import MAX_LEAD_SECONDS
 from ..prom import PromError
@@ -224,4 +224,4 @@ class ColdStartService:
         self._io.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["ColdStartService", "SKIP_REASONS"]
+__all__ = ["ColdStartService", "ColdStartMetrics", "cold_start_metrics"]

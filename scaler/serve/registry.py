@@ -230,7 +230,7 @@ class Registry:
 
     def adopt_cold_start(self, wl: Workload, reading) -> bool:  # a cluster reading, kept if the keys still ask for it
         with self._lock:
-            if wl.spec.cold_start_cluster != reading.source:
+            if wl.spec.cold_start_cluster != reading.source or self._workloads.get(wl.key) is not wl:
                 return False
             wl.cluster_cold = reading
             return True
