@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
+from .coldstart import ClusterSource, ColdStartKeyError, parse_source, to_metadata as cold_metadata
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
@@ -75,6 +76,12 @@ KEYS: tuple[Key, ...] = (
     Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),
     Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds; "
                              "a value making the lead exceed 1d is FAILED_PRECONDITION"),
+    Key("coldStartFrom", "metadata", "metadata (coldStartQuery, else coldStartSeconds) | cluster: the pods' start-ups, else those"),
+    Key("coldStartWorkload", "", "with coldStartFrom cluster: Deployment/NAME or StatefulSet/NAME in the ScaledObject's namespace"),
+    Key("coldStartSelector", "", "with coldStartFrom cluster, instead of coldStartWorkload: label matchers on kube_pod_labels"),
+    Key("coldStartQuantile", "0.9", "with coldStartFrom cluster: T_cold is this quantile of created->ready, in (0, 1)"),
+    Key("coldStartWindow", "7d", "with coldStartFrom cluster: the start-ups looked at (duration, 1h to 30d)"),
+    Key("coldStartMinSamples", "10", "with coldStartFrom cluster: starts needed, else the fallback with its reason (1 to 10000)"),
     Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
     Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
     Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
@@ -186,6 +193,7 @@ class ScalerSpec:
     tuning_interval_seconds: float
     tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
+    cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstart)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
@@ -325,6 +333,10 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     secs = "a number of seconds in [0, 86400]"
     cold = r.number("coldStartSeconds", lo=0, hi=86400, accepted=secs + ", e.g. \"180\"")
     cold_query = r.raw("coldStartQuery") or ""
+    try:
+        cluster = parse_source(r.raw, DEFAULTS)
+    except ColdStartKeyError as e:
+        raise MetadataError(e.key, e.value, e.accepted) from None
     buffer_override = None
     if r.raw("bufferSeconds") is not None:
         buffer_override = r.number("bufferSeconds", lo=0, hi=86400, accepted=secs)
@@ -398,6 +410,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         tuning_interval_seconds=tuning_interval,
         tuning_min_history_seconds=tuning_history,
         refresh_seconds=refresh,
+        cold_start_cluster=cluster,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown
@@ -471,12 +484,15 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
         "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
         "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
+        **cold_metadata(spec.cold_start_cluster),
     }
     md = {k: v for k, v in md.items() if v != ""}
     if defaults:
         return md
     for key in [k for k in md if k not in ("serverAddress", "query", "qpsPerReplica")]:
         trial = {k: v for k, v in md.items() if k != key}
-        if parse_metadata(trial, name=name, namespace=namespace)[0] == spec:
-            md = trial
+        try:  # a key another one needs (coldStartWorkload with coldStartFrom: cluster) cannot go
+            md = trial if parse_metadata(trial, name=name, namespace=namespace)[0] == spec else md
+        except MetadataError:
+            pass
     return md

@@ -13,6 +13,7 @@ from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
 from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
+from .coldstarts import cold_start_options, sampled_world, wanted
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
                       replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
                       write_json)
@@ -51,6 +52,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
               help="With --sweep: worker processes. [default: usable cores, <= 4]")
 @world_options
 @scaledobject_options
+@cold_start_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
@@ -71,9 +73,14 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     check_output(timeseries_path, "--timeseries")
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
-    cold = cold_start_value(cold_start, cold_start_from)
-    cold, world = world_from_options(cold, cold_start_from, world_opts)
+    sampled = wanted(cold_start_from, world_opts["cold_starts_csv"])  # --cold-starts, --cold-start-from cluster
+    cold = cold_start_value(cold_start, None if sampled else cold_start_from)
+    cold, world = world_from_options(cold, None if sampled else cold_start_from, world_opts)
     now = time.time()  # the verb's one clock read: now-14d, --sim-start
+    sample = None
+    if sampled:
+        cold, world, sample = sampled_world(cold_start, cold_start_from, world_opts, world, prometheus_url, now=now,
+                                            echo=echo)
     if world_opts["flat_load"] is not None:
         if trace is not None or prometheus_url:
             fail("give either TRACE, --prometheus or --flat-load, not more than one")
@@ -143,6 +150,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         if do_sweep:
             doc["frontier"] = render.frontier_json(result)
         render.add_world_json(result, doc)
+        if sample is not None:
+            doc["cold_starts"] = sample.summary()
         if adv is not None:
             doc["advice"] = render.advice_json(adv)
         write_json(json_path, doc)

@@ -192,7 +192,8 @@ replica_options = _compose(
     click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                  help=f"T_cold: seconds from pod creation to ready. [default: {DEFAULTS['coldStartSeconds']}]"),
     click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                 metavar="PROBE.json", help="Take T_cold from a `forescale probe --json` report."),
+                 metavar="PROBE.json|cluster", help="Take T_cold from a `forescale probe --json` report, or (backtest) "
+                 "`cluster`: sample the start-ups kube-state-metrics recorded in --prometheus (--cold-start-workload)."),
     click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                  help="T_buffer (lead = T_cold + T_buffer). [default: the scaler's forecastErrorSeconds + "
                       "schedulingSeconds + readinessSeconds = "

@@ -64,7 +64,7 @@ def _json_path(ctx, param, value):
     return value
 
 
-def _write_json(path: str, report: dict) -> None:
+def write_json(path: str, report: dict) -> None:
     text = json.dumps(report, indent=2, sort_keys=False) + "\n"
     if path == "-":
         click.echo(text, nl=False)
@@ -142,6 +142,16 @@ def _write_json(path: str, report: dict) -> None:
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address for --serve.")
 @click.option("--exit-after-warmup", is_flag=True, help="With --serve: exit once warm-up finished (one-shot).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--watch", "watch_url", default=None, metavar="URL",
+              help="Time an external OpenAI-compatible server (vLLM, TGI, SGLang...) instead of loading a model: "
+              "from this sidecar's start to URL's health endpoint answering, then to its first completion. "
+              "Needs --serve PORT (the same /metrics and /health/*).")
+@click.option("--watch-health", default="/health", show_default=True, metavar="PATH",
+              help="With --watch: the server's health path (Triton: /v2/health/ready).")
+@click.option("--watch-model", default=None, metavar="NAME",
+              help="With --watch: the model field of the completion (default: the first id of GET /v1/models).")
+@click.option("--watch-interval", type=click.FloatRange(min=0.05, max=60), default=1.0, show_default=True,
+              help="With --watch: seconds between polls (the times are measured within one interval).")
 @click.option("--test-warmup-delay", type=click.FloatRange(min=0), default=0.0, hidden=True)
 @click.option("--test-step-delay", type=click.FloatRange(min=0), default=0.0, hidden=True)
 @click.pass_context
@@ -149,7 +159,7 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
                   device, cache_dir, seed, warmup_inputs, request_tokens, shallow_requests, shallow_tokens, concurrency,
                   steady_requests, max_input_tokens, h2d, evict, raw_read, image_pull_seconds, scheduling_seconds,
                   json_path, serve_port, max_batch, max_queue, capacity_from, host, exit_after_warmup, quiet,
-                  test_warmup_delay, test_step_delay) -> None:
+                  watch_url, watch_health, watch_model, watch_interval, test_warmup_delay, test_step_delay) -> None:
     """Measure T_cold of a torch model on this device, phase by phase.
 
     Phases: runtime_import, device_init, weights_read, weights_to_device,
@@ -162,6 +172,14 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
     The scaler reads T_cold with the trigger metadata
     coldStartQuery: max(forescale_cold_start_seconds{phase="total",model="NAME"}).
     """
+    if watch_url is not None:
+        if serve_port is None:
+            raise click.UsageError("--watch needs --serve PORT (it serves /metrics and /health/* for the scaler and "
+                                   "the kubelet)")
+        from .watch import watch_main
+
+        return watch_main(ctx, watch_url, watch_health, watch_model, watch_interval, model_name, image_pull_seconds,
+                          scheduling_seconds, host, serve_port, json_path, exit_after_warmup)
     if weights is not None and ctx.get_parameter_source("model_size") == ParameterSource.COMMANDLINE:
         raise click.UsageError("--model-size applies to the built-in model; with --weights the size is the file's")
     if weights is None and module_spec is not None:
@@ -204,7 +222,7 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
             report = probe.run()
         except ProbeError as exc:
             if json_path is not None and probe.report() is not None:
-                _write_json(json_path, probe.report())
+                write_json(json_path, probe.report())
             raise ProbeFailed(exc)
         _output(probe, report, json_path)
         return
@@ -234,7 +252,7 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
                 _output(probe, probe.report(), json_path, keep_model=not exit_after_warmup)
             else:
                 if json_path is not None:
-                    _write_json(json_path, probe.report())
+                    write_json(json_path, probe.report())
                 click.echo(f"Error: {probe.error}", err=True)
                 if exit_after_warmup:
                     code = probe.error.exit_code
@@ -258,8 +276,8 @@ def _output(probe, report: dict, json_path: str | None, keep_model: bool = False
     table = probe.table()
     if json_path == "-":
         click.echo(table, err=True)
-        _write_json("-", report)
+        write_json("-", report)
     else:
         click.echo(table)
         if json_path is not None:
-            _write_json(json_path, report)
+            write_json(json_path, report)

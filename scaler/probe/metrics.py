@@ -32,7 +32,7 @@ from prometheus_client import Enum as EnumMetric
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 STATES = ("pending", "validating", "preparing", "runtime_import", "device_init", "weights_read", "weights_to_device",
           "first_inference", "warmup_shallow", "warmup_deep", "warmup_concurrent", "ready",
-          "failed", "stopping")
+          "failed", "stopping", "watch_health", "watch_completion")
 
 
 class ProbeMetrics:

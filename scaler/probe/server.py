@@ -169,6 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as exc:
             return self._error(400, str(exc), "invalid_request_error", exc.param)
         engine = probe.completions(self.server.max_batch, self.server.max_queue, self.server.step_delay)
+        if engine is None and getattr(probe, "watching", False):  # probe --watch: the model server answers these
+            return self._error(404, f"this sidecar only times {probe.url}; send completions there", "invalid_request_error")
         if engine is None:
             st = probe.state()
             return self._error(503, f"not ready: {st.reason or st.state}", "unavailable", retry=True)

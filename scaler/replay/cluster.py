@@ -24,6 +24,15 @@ the evicted placeholder goes Pending and asks for a node like any pod.
 A killed pod is replaced by its ReplicaSet in the same tick (the replica
 count does not move); a lost node takes its pods with it.
 
+Sampled start-ups (``starts``: a ``StartDraws`` over past start-ups, e.g.
+kube-state-metrics' or a CSV): each pod draws its own instead of ``Phases``.
+A pod that binds to a node already up draws created->ready from the starts
+that found a free node (``ready = bind + draw``, scheduling and pull
+included); one that waits for a node booting draws scheduled->ready from the
+starts that waited for a new node (``ready = node ready + draw``: the boot is
+the pool's); without a pool, created->ready from all of them (node boots at
+the rate they happened). Draws are seeded and taken in pod order.
+
 Without a pool (``pool=None``) GPUs are unlimited and there are no nodes: a
 pod pulls its image unless ``prepull``. With ``Phases(0, 0, 0, T_cold)``, no
 pool and no kills, ``simulate`` gives exactly ``run_hpa``'s ready count.
@@ -37,6 +46,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..coldstart import StartDraws
 from .scenario import EPS, Timeline
 
 
@@ -126,7 +136,8 @@ class _Pod:
 
 
 def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | None = None, prepull: bool = False,
-             placeholders: np.ndarray | int = 0, kills: Sequence[Kill] = (), seed: int = 0) -> Replay:
+             placeholders: np.ndarray | int = 0, kills: Sequence[Kill] = (), seed: int = 0,
+             starts: StartDraws | None = None) -> Replay:
     """Replay a replica count per tick (``Timeline.replicas``) on the cluster.
 
     ``placeholders``: placeholder pods wanted per tick (or a constant). Pods
@@ -199,6 +210,8 @@ def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | 
         release(p.node, i * tick)
 
     def start(p: _Pod, nd: _Node | None, now: float) -> None:
+        if starts is not None:
+            return start_sampled(p, nd, now)
         bind = max(p.created + phases.scheduling, now)
         if nd is not None:
             bind = max(bind, nd.ready)
@@ -211,6 +224,22 @@ def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | 
             image = bind + (0.0 if prepull else phases.image_pull)
         p.node = nd
         rt = int(math.ceil((max(bind, image) + phases.container_start + phases.pod) / tick - EPS))
+        p.ready_tick = rt
+        if rt < n:
+            ready_on[rt] += 1
+
+    def start_sampled(p: _Pod, nd: _Node | None, now: float) -> None:
+        if nd is None:
+            ready = max(p.created, now) + starts.total()
+        else:
+            nd.real += 1
+            nd.empty_since = None
+            if nd.image is None:
+                nd.image = max(now, nd.ready)
+            ready = (max(p.created, now) + starts.on_warm_node()) if nd.ready <= now + EPS \
+                else nd.ready + starts.after_new_node()
+        p.node = nd
+        rt = int(math.ceil(ready / tick - EPS))
         p.ready_tick = rt
         if rt < n:
             ready_on[rt] += 1

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..coldstart import StartDraws, StartSample
 from ..policy import PolicyParams
 from .cluster import Phases, Pool, Replay, simulate
 from .forecasts import Curve
@@ -45,6 +46,7 @@ class World:
     timeout_seconds: float | None = None
     p95_target_seconds: float | None = None
     scenarios: tuple[str, ...] = ()
+    starts: StartSample | None = None  # sampled start-ups (past ones): each pod draws its own, not ``phases``
 
     def specs(self) -> tuple[scn.Spec, ...]:
         return tuple(scn.parse(s) for s in self.scenarios)
@@ -57,6 +59,7 @@ class World:
     @property
     def cluster_on(self) -> bool:
         return (self.phases is not None or self.pool is not None or self.prepull or self.overprovision_gpus > 0
+                or self.starts is not None
                 or any(scn.parse(s).kind in ("pod-kill", "node-loss") for s in self.scenarios))
 
     @property
@@ -73,6 +76,8 @@ class World:
         self.specs()
         if self.phases is not None and abs(self.phases.total - cold_start_seconds) > 1e-6:
             raise ValueError(f"the cold-start phases sum to {self.phases.total:g} s, T_cold is {cold_start_seconds:g} s")
+        if self.starts is not None and self.phases is not None:
+            raise ValueError("sampled start-ups and fixed cold-start phases: give one of them")
         if self.placeholder_policy and self.pool is None:
             raise ValueError("the placeholder policy needs a GPU node pool (--gpus-per-node)")
         if self.overprovision_gpus < 0:
@@ -114,7 +119,8 @@ def live(world: World, sc: Scenario, tl: Timeline, *, placeholders: np.ndarray |
         phases = world.phases or Phases(pod=sc.cold_start_seconds)
         ph = np.asarray(placeholders, dtype=np.int64) + world.overprovision_gpus
         rep = simulate(tl.replicas, phases, sc.tick, pool=world.pool, prepull=world.prepull, placeholders=ph,
-                       kills=scn.kills(world.specs(), sc.n, sc.tick, seed), seed=seed)
+                       kills=scn.kills(world.specs(), sc.n, sc.tick, seed), seed=seed,
+                       starts=None if world.starts is None else StartDraws(world.starts, seed))
         tl = Timeline(replicas=tl.replicas, ready=rep.timeline.ready, value=tl.value)
     lat = w = None
     if world.latency_on:

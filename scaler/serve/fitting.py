@@ -386,7 +386,7 @@ class FitService:
             return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=now,
                                  detail=f"{covered / 3600:.1f} h of history, minHistory is "
                                         f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
-        lead = spec.lead.seconds if wl.cold_start is None else spec.lead.with_cold_start(wl.cold_start).seconds
+        lead = wl.lead().seconds
         horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
         with self._lock:

@@ -32,6 +32,7 @@ from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..spec import MetadataError, PrometheusTarget, ScalerSpec, parse_metadata
+from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
@@ -70,6 +71,7 @@ class Registry:
         self.config = config
         self.forecasts = forecasts
         self.tuning = tuning
+        self.coldstarts = ColdStartService(clock, metrics)  # coldStartFrom: cluster
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
@@ -187,6 +189,7 @@ class Registry:
             wl.forecast = ForecastState()
         if old.cold_start_query != spec.cold_start_query:
             wl.cold_start = wl.cold_start_at = wl.cold_start_error = None
+        wl.cluster_cold = wl.cluster_cold if old.cold_start_cluster == spec.cold_start_cluster else None
         if (old.prometheus, old.query) != (spec.prometheus, spec.query):
             # a different series: the old observation and its error say nothing about it
             wl.observed = wl.observed_at = wl.error = wl.error_at = None
@@ -223,6 +226,13 @@ class Registry:
             if wl.spec.forecast_key() != for_key or (replaces is not None and wl.forecast is not replaces):
                 return False
             wl.forecast = state
+            return True
+
+    def adopt_cold_start(self, wl: Workload, reading) -> bool:  # a cluster reading, kept if the keys still ask for it
+        with self._lock:
+            if wl.spec.cold_start_cluster != reading.source or self._workloads.get(wl.key) is not wl:
+                return False
+            wl.cluster_cold = reading
             return True
 
     def match_metric(self, wl: Workload, metric_name: str) -> None:
@@ -272,7 +282,7 @@ class Registry:
         m.decisions.labels(ns, n, d.reason.value).inc()
         for r in Reason:
             m.reason.labels(ns, n, r.value).set(1.0 if r is d.reason else 0.0)
-        lead = spec.lead if wl.cold_start is None else spec.lead.with_cold_start(wl.cold_start)
+        lead = wl.lead()
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
             m.lead.labels(ns, n, part).set(v)
         if d.forecast_peak is not None:
@@ -301,6 +311,7 @@ class Registry:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._io.shutdown(wait=False, cancel_futures=True)
+        self.coldstarts.stop()
 
     def wait_changed(self, wl: Workload, seconds: float) -> None:
         """Sleep until ``wl`` is refreshed, the registry stops, or ``seconds`` pass."""
@@ -339,11 +350,12 @@ class Registry:
                 self.ops.late.inc()
         with self._lock:
             self.ops.in_flight.set(sum(self._inflight.values()))
-        for wl in workloads:
+        for wl in [w for w in workloads if now - w.last_polled <= self.config.forget_seconds]:  # not the forgotten
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
             if self.tuning is not None and wl.declared.tuning == "auto":
                 self.tuning.maybe_tune(wl, now, self.apply_tuned)
+            self.coldstarts.maybe_refresh(wl, now, self.adopt_cold_start)
 
     def refresh_interval(self, wl: Workload) -> float:
         """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
@@ -370,6 +382,7 @@ class Registry:
             self.forecasts.forget(wl)
         if self.tuning is not None:
             self.tuning.forget(wl)
+        self.coldstarts.forget(wl)
         for store in self.stores:  # the state files go with it
             try:
                 store.forget(wl.namespace, wl.name, wl.spec.metric_name)

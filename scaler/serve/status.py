@@ -28,7 +28,7 @@ FIELDS = {
 
 def status_json(registry: CollectorRegistry, now: float) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, reason, observed, forecast_peak, planned, lead_seconds,
-    model, last_fit, fit_failures, prometheus_errors, decisions}]}`` from the registry's samples."""
+    t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors, decisions}]}`` from the registry's samples."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
@@ -38,7 +38,7 @@ def status_json(registry: CollectorRegistry, now: float) -> bytes:
                                      "forecast_peak": None, "forecast_quantile": None, "planned": None,
                                      "qps_per_replica": None, "lead_seconds": None, "model": None,
                                      "last_fit": None, "fit_failures": 0.0, "prometheus_errors": 0.0,
-                                     "decisions": 0.0})
+                                     "decisions": 0.0, "t_cold": None, "t_cold_source": None, "t_cold_cluster": None})
 
     for family in registry.collect():
         for s in family.samples:
@@ -55,6 +55,11 @@ def status_json(registry: CollectorRegistry, now: float) -> bytes:
                 r["forecast_peak"], r["forecast_quantile"] = s.value, s.labels.get("quantile")
             elif s.name == "forescale_lead_seconds" and s.labels.get("part") == "total":
                 row(s.labels)["lead_seconds"] = s.value
+            elif s.name == "forescale_cold_start_seconds" and s.labels.get("phase") == "total" \
+                    and s.labels.get("source") in ("in_force", "cluster"):  # scaler.serve.coldstart
+                row(s.labels)["t_cold" if s.labels["source"] == "in_force" else "t_cold_cluster"] = s.value
+            elif s.name == "forescale_cold_start_in_force" and s.value == 1:
+                row(s.labels)["t_cold_source"] = s.labels.get("source")
             elif s.name == "forescale_model_info" and s.value == 1:
                 row(s.labels)["model"] = s.labels.get("model")
             elif s.name == "forescale_fit_failures_total":
@@ -82,7 +87,7 @@ td.err { color: #b00020; }
 
 SCRIPT = """
 "use strict";
-const COLS = ["namespace", "name", "reason", "observed", "forecast_peak", "planned", "lead_seconds",
+const COLS = ["namespace", "name", "reason", "observed", "forecast_peak", "planned", "lead_seconds", "t_cold",
               "model", "last_fit", "errors"];
 function num(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
 function age(now, t) {
@@ -98,6 +103,7 @@ function cells(so, now) {
     observed: num(so.observed, 2), planned: num(so.planned, 2),
     forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
     lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
+    t_cold: so.t_cold === null || so.t_cold === undefined ? "-" : num(so.t_cold, 0) + " s (" + so.t_cold_source + ")",
     model: so.model || "-", last_fit: age(now, so.last_fit),
     errors: num(so.fit_failures + so.prometheus_errors, 0),
   };
@@ -157,7 +163,7 @@ PAGE = f"""<!doctype html>
 <h1>forescale: tracked ScaledObjects</h1>
 <div id="meta">loading...</div>
 <table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>observed req/s</th>
-<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>model</th><th>last fit</th><th>errors</th>
+<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>last fit</th><th>errors</th>
 </tr></thead><tbody id="rows"></tbody></table>
 <p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
 <p><small>The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>

@@ -19,9 +19,10 @@ from typing import Callable, Protocol
 
 from forecaster.base import Forecast
 
+from ..coldstart import ClusterReading, InForce, in_force
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
-from ..spec import ScalerSpec
+from ..spec import LeadTime, ScalerSpec
 
 Clock = Callable[[], float]
 
@@ -120,6 +121,7 @@ class Workload:
     cold_start: float | None = None  # T_cold from coldStartQuery, when set
     cold_start_at: float | None = None
     cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum
+    cluster_cold: ClusterReading | None = None  # coldStartFrom: cluster (scaler.serve.coldstart), adopted by the registry
     poll_interval: float | None = None  # KEDA's polling cadence, learned from its calls (seconds)
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
@@ -142,8 +144,15 @@ class Workload:
     def key(self) -> tuple[str, str, str]:
         return (self.namespace, self.name, self.spec.metric_name)
 
+    def t_cold(self) -> InForce:
+        """The T_cold in force: the cluster's (coldStartFrom: cluster), the probe's, or coldStartSeconds."""
+        return in_force(self.spec.cold_start_cluster, self.cluster_cold, self.cold_start, self.spec.lead.cold_start_seconds)
+
+    def lead(self) -> LeadTime:
+        return self.spec.lead.with_cold_start(self.t_cold().seconds)
+
     def params(self) -> PolicyParams:
-        lead = self.spec.lead if self.cold_start is None else self.spec.lead.with_cold_start(self.cold_start)
+        lead = self.lead()
         return PolicyParams(
             mode=self.spec.mode,
             lead_seconds=lead.seconds,

@@ -1,0 +1,227 @@
+"""``coldStartFrom: cluster`` in the server: one kube-state-metrics range query per ScaledObject per refit.
+
+``ColdStartService.maybe_refresh`` is called by the registry's scheduler tick
+for every workload. For a trigger with ``coldStartFrom: cluster`` it starts
+a query (on its own small I/O pool, never an RPC thread) when none was made
+yet, every ``refitInterval`` after a success, and ``RETRY_SECONDS`` (at most the
+refit interval) after a failure. The result (``ClusterReading``) goes to the
+registry's ``adopt`` callback, which keeps it if the keys did not change.
+
+A failing query keeps the last estimate (the error is logged and counted);
+once the estimate is older than ``stale_after`` (2 x refitInterval, at least
+10 minutes) it is marked stale and the fallback (the probe's metric, else
+coldStartSeconds) stands in: the lead never stays frozen on an old figure.
+Staleness is judged on every tick, so a query that hangs changes nothing.
+
+Exported (on the scaler's registry, one set per ScaledObject):
+
+    forescale_cold_start_seconds{namespace,scaledobject,source,phase}
+        source=cluster: phase total (T_cold) and its phases; source=probe: the
+        coldStartQuery value (phase total); source=in_force: the T_cold the lead
+        uses (phase total)
+    forescale_cold_start_in_force{namespace,scaledobject,source}   1 for cluster | probe | config
+    forescale_cold_start_samples{namespace,scaledobject,outcome}   counted, or a skip reason
+    forescale_cold_start_probe_ratio{namespace,scaledobject}       probe / cluster, both present
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Callable
+
+from prometheus_client import Gauge
+
+from ..coldstart import PHASES, ClusterReading, ColdStartEstimate, cross_check, estimate, in_force
+from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
+from ..limits import MAX_LEAD_SECONDS
+from ..prom import PromError
+from .metrics import ScalerMetrics
+from .opsmetrics import ops_metrics
+
+if TYPE_CHECKING:
+    from .workload import Workload
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 60.0
+MIN_STALE_SECONDS = 600.0
+IN_FORCE = ("cluster", "probe", "config")
+SO = ("namespace", "scaledobject")
+
+AdoptReading = Callable[["Workload", ClusterReading], bool]
+
+
+class ColdStartMetrics:
+    def __init__(self, metrics: ScalerMetrics):
+        r = metrics.registry
+        self.seconds = Gauge("forescale_cold_start_seconds", "T_cold and its phases, by source (cluster: measured from "
+                             "the pods' start-ups; probe: coldStartQuery; in_force: what the lead uses)",
+                             SO + ("source", "phase"), registry=r)
+        self.in_force = Gauge("forescale_cold_start_in_force", "1 for where the T_cold in force comes from",
+                              SO + ("source",), registry=r)
+        self.samples = Gauge("forescale_cold_start_samples", "Pod start-ups in the window: counted, or skipped by reason",
+                             SO + ("outcome",), registry=r)
+        self.ratio = Gauge("forescale_cold_start_probe_ratio", "The probe's T_cold / the cluster's (both present)", SO,
+                           registry=r)
+
+
+_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, ColdStartMetrics]" = weakref.WeakKeyDictionary()
+_METRICS_LOCK = threading.Lock()
+
+
+def cold_start_metrics(metrics: ScalerMetrics) -> ColdStartMetrics:
+    """The one set of cold-start gauges on a ``ScalerMetrics``' registry (made on first use)."""
+    with _METRICS_LOCK:
+        got = _BY_METRICS.get(metrics)
+        if got is None:
+            got = _BY_METRICS[metrics] = ColdStartMetrics(metrics)
+        return got
+
+
+class ColdStartService:
+    def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, workers: int = 4):
+        self.clock = clock
+        self.ops = ops_metrics(metrics)
+        self.prom_errors = metrics.prom_errors
+        m = cold_start_metrics(metrics)
+        self.seconds, self.in_force, self.samples, self.ratio = m.seconds, m.in_force, m.samples, m.ratio
+        self._lock = threading.Lock()
+        self._busy: set[tuple] = set()
+        self._attempt: dict[tuple, tuple[float, bool]] = {}  # key -> (when, succeeded)
+        self._warned: dict[tuple, str] = {}
+        self._io = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coldstart")
+
+    # -- scheduling (the registry's tick) ------------------------------------------------------------------------
+    def maybe_refresh(self, wl: "Workload", now: float, adopt: AdoptReading) -> None:
+        source = wl.spec.cold_start_cluster
+        if source is not None:
+            reading = wl.cluster_cold
+            if reading is not None and reading.source == source and not reading.stale and reading.at is not None \
+                    and now - reading.at > self.stale_after(wl):
+                adopt(wl, ClusterReading(source, reading.estimate, reading.at, reading.error or "not renewed", True))
+            with self._lock:
+                last = self._attempt.get(wl.key)
+                due = last is None or now - last[0] >= (wl.spec.refit_interval_seconds if last[1]
+                                                        else min(RETRY_SECONDS, wl.spec.refit_interval_seconds))
+                if reading is None or reading.source != source:
+                    due = True
+                due = due and wl.key not in self._busy
+                if due:
+                    self._busy.add(wl.key)
+                    self._attempt[wl.key] = (now, False)
+            if due:
+                try:
+                    self._io.submit(self._refresh, wl, source, now, adopt)
+                except RuntimeError:  # shut down
+                    with self._lock:
+                        self._busy.discard(wl.key)
+            self._log(wl)
+        self.export(wl)
+
+    @staticmethod
+    def stale_after(wl: "Workload") -> float:
+        return max(MIN_STALE_SECONDS, 2 * wl.spec.refit_interval_seconds)
+
+    def _refresh(self, wl: "Workload", source, at: float, adopt: AdoptReading) -> None:
+        prior = wl.cluster_cold if wl.cluster_cold is not None and wl.cluster_cold.source == source else None
+        ok = False
+        try:
+            self.ops.queries.labels("cold_start_cluster").inc()
+            step = step_for(source.window_seconds)
+            end = at
+            result = wl.client.range(pods_query(wl.namespace, source, step), end - source.window_seconds, end, step)
+            pods = pods_from_matrix(result, source)
+            est = estimate(pods, source, at)
+            if est.seconds is None and est.reason:
+                est = ColdStartEstimate(None, est.quantile, est.samples, est.phases, est.skipped,
+                                        est.reason + ksm_versions_note(pods), est.durations)
+            elif est.seconds is not None and wl.spec.lead.with_cold_start(est.seconds).seconds > MAX_LEAD_SECONDS:
+                est = ColdStartEstimate(None, est.quantile, est.samples, (), est.skipped,
+                                        f"the cluster's T_cold {est.seconds:g}s makes the lead exceed the maximum "
+                                        f"{MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS)", est.durations)
+            reading = ClusterReading(source, est, at, "", False)
+            ok = True
+        except (PromError, KsmShapeError) as e:
+            kind = e.kind.value if isinstance(e, PromError) else "bad_value"
+            self.prom_errors.labels(wl.namespace, wl.name, "cold_start_cluster_" + kind).inc()
+            why = f"kube-state-metrics query failed: {e}"
+            reading = ClusterReading(source, prior.estimate if prior else None, prior.at if prior else None, why,
+                                     prior.stale if prior else False)
+        except Exception as e:  # never let the thread die silently
+            reading = ClusterReading(source, prior.estimate if prior else None, prior.at if prior else None,
+                                     f"kube-state-metrics query failed: {type(e).__name__}",
+                                     prior.stale if prior else False)
+            log.exception("ScaledObject %s/%s: cold-start query crashed", wl.namespace, wl.name)
+        finally:
+            with self._lock:
+                self._busy.discard(wl.key)
+                tracked = wl.key in self._attempt  # forgotten meanwhile: leave no series behind
+                if ok and tracked:
+                    self._attempt[wl.key] = (at, True)
+        if tracked and adopt(wl, reading):
+            self._log(wl)
+            self.export(wl)
+
+    def _log(self, wl: "Workload") -> None:
+        """Say once what changed: where T_cold comes from and why, or the probe's warning."""
+        t = wl.t_cold()
+        r = wl.cluster_cold
+        ratio, warning = cross_check(wl.cold_start, r.estimate.seconds if r and r.estimate else None)
+        msg = f"T_cold {t.seconds:g}s from {t.source}" + (f": {t.reason}" if t.reason else "") + \
+            (f"; {warning}" if warning else "")
+        if self._warned.get(wl.key) != msg:
+            self._warned[wl.key] = msg
+            log.log(logging.INFO if t.source == "cluster" and not warning else logging.WARNING,
+                    "ScaledObject %s/%s: %s", wl.namespace, wl.name, msg)
+
+    # -- metrics -------------------------------------------------------------------------------------------------
+    def export(self, wl: "Workload") -> None:
+        ns, n = wl.namespace, wl.name
+        t = wl.t_cold()
+        self.seconds.labels(ns, n, "in_force", "total").set(t.seconds)
+        for s in IN_FORCE:
+            self.in_force.labels(ns, n, s).set(1.0 if s == t.source else 0.0)
+        if wl.cold_start is not None:
+            self.seconds.labels(ns, n, "probe", "total").set(wl.cold_start)
+        r = wl.cluster_cold
+        est = r.estimate if r is not None else None
+        if est is None:
+            return
+        self.samples.labels(ns, n, "counted").set(est.samples)
+        for reason, count in est.skipped:
+            self.samples.labels(ns, n, reason).set(count)
+        if est.seconds is None:
+            for phase in ("total",) + PHASES:
+                self._remove(self.seconds, ns, n, "cluster", phase)
+            return
+        self.seconds.labels(ns, n, "cluster", "total").set(est.seconds)
+        for phase, v in est.phases:
+            self.seconds.labels(ns, n, "cluster", phase).set(v)
+        ratio, _ = cross_check(wl.cold_start, est.seconds)
+        if ratio is not None:
+            self.ratio.labels(ns, n).set(ratio)
+
+    @staticmethod
+    def _remove(metric, *labels) -> None:
+        try:
+            metric.remove(*labels)
+        except KeyError:
+            pass
+
+    def forget(self, wl: "Workload") -> None:
+        ns, n = wl.namespace, wl.name
+        for metric in (self.seconds, self.in_force, self.samples, self.ratio):
+            for k in [k for k in list(metric._metrics) if k[:2] == (ns, n)]:
+                self._remove(metric, *k)
+        with self._lock:
+            self._attempt.pop(wl.key, None)
+            self._warned.pop(wl.key, None)
+
+    def stop(self) -> None:
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["ColdStartService", "ColdStartMetrics", "cold_start_metrics"]
