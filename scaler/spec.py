@@ -334,6 +334,11 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
 
     mode = r.choice("mode", MODES)
     model = r.choice("model", MODELS)
+    if model in ("mstl", "ets"):  # statsforecast's models: the forescale[models] extra may not be installed
+        from forecaster.models.statsf import missing_models_message, statsforecast_available
+
+        if not statsforecast_available():
+            raise MetadataError("model", model, missing_models_message(model))
     quantile = r.number("quantile", lo=0, lo_open=True, hi=1, hi_open=True,
                         accepted="a number strictly between 0 and 1, e.g. 0.9")
     step = r.duration("step", minimum=1, maximum=3600)

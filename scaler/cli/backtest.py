@@ -12,9 +12,9 @@ import click
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
-                      replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
-                      write_json)
+from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
+                      policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
+                      world_options, write_json)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,7 +22,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @replica_options
 @click.option("--policies", callback=policies_option, default=None, metavar="a,b,...",
               help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
-@click.option("--model", type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
+@click.option("--model", callback=model_option, type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
               help="Forecast model of the predictive and hybrid policies.")
 @click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=float(DEFAULTS["quantile"]),
               show_default=True,

@@ -88,6 +88,16 @@ def policies_option(ctx, param, value: str | None) -> tuple[str, ...]:
     return names
 
 
+def model_option(ctx, param, value: str) -> str:
+    """--model: mstl and ets need the forescale[models] extra (statsforecast); say so before the run."""
+    if value in ("mstl", "ets"):
+        from forecaster.models.statsf import missing_models_message, statsforecast_available
+
+        if not statsforecast_available():
+            raise click.BadParameter(missing_models_message(value), ctx, param)
+    return value
+
+
 def fail(msg: str) -> None:
     """A bad input: one clear line on stderr and exit code 2 (click's usage-error code)."""
     click.echo(f"Error: {msg}", err=True)
