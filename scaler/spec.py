@@ -6,7 +6,7 @@ KEDA's Prometheus scaler it has the same name and form. Every error names the
 key, the value received and the accepted form; unknown keys are returned so the
 caller can log them once, they are never fatal.
 
-``KEYS`` is the single table of the vocabulary: the README's metadata table is
+``KEYS`` is the single table of the vocabulary: the generated reference (docs/reference.md) is
 checked against it by a test.
 """
 
@@ -54,11 +54,11 @@ def check_size(md: Mapping[str, str]) -> None:
 @dataclass(frozen=True)
 class Key:
     name: str
-    default: str | None  # as the README shows it; None = required or derived
+    default: str | None  # as the reference shows it; None = required or derived
     doc: str
 
 
-# The vocabulary, in README order. ``default`` is the documented default.
+# The vocabulary, in the reference's order. ``default`` is the documented default.
 KEYS: tuple[Key, ...] = (
     Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
     Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),

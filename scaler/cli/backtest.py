@@ -35,7 +35,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @hpa_options("The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the forecast "
              "policies compensate for the same value.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
-              metavar="PATH", help="Write the results as JSON (the contract is documented in the README); - for stdout.")
+              metavar="PATH", help="Write the results as JSON (the contract: docs/backtest.md, The JSON contract); - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Write the report here: an interactive index.html (plotly, offline, one file) and PNG plots.")
 @click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
