@@ -97,6 +97,12 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
+    try:  # a scenario after the simulated span would be dropped silently
+        from ..replay.scenarios import check_within
+
+        check_within(world.specs(), settings.span_seconds)
+    except ValueError as e:
+        fail(f"--scenario: {e}")
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
         if do_sweep:

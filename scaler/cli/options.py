@@ -339,6 +339,8 @@ def world_from_options(cold: float, cold_start_from: Path | None, o: dict):
         needs_pool.append("--overprovision-gpus")
     if o["placeholder_policy"]:
         needs_pool.append("--placeholder-policy")
+    # a node loss without nodes would pass trivially (no pool: nothing to lose)
+    needs_pool += [f"--scenario {s}" for s in o["scenario_specs"] if s.strip().lower().startswith("node-loss")]
     if o["gpus_per_node"] is None and needs_pool:
         fail(f"{', '.join(needs_pool)} need(s) a node pool: add --gpus-per-node N")
     service = o["service_seconds"]
