@@ -51,6 +51,9 @@ def check_size(md: Mapping[str, str]) -> None:
         raise MetadataError(key, None, accepted, shown=shown)
 
 
+GRPC_PORT = 6000  # the scaler's gRPC port: serve --port, the chart, the printed scalerAddress (not 9090: Prometheus')
+
+
 @dataclass(frozen=True)
 class Key:
     name: str

@@ -134,7 +134,7 @@ def test_secret_headers_are_not_echoed():
 
 
 def test_unknown_keys_are_reported_not_fatal():
-    spec, unknown = parse(scalerAddress="forescale.keda:9090", qpsPerReplicas="3", foo="bar")
+    spec, unknown = parse(scalerAddress="forescale.keda:6000", qpsPerReplicas="3", foo="bar")
     assert unknown == ("foo", "qpsPerReplicas")
     assert spec.qps_per_replica == 10
 

@@ -35,6 +35,6 @@ ENV PATH=/opt/forescale/bin:$PATH \
 # non-root (the Deployment also enforces runAsNonRoot and a read-only root fs;
 # /tmp and the state directory are volumes there)
 USER 65532:65532
-EXPOSE 9090 8080
+EXPOSE 6000 8080
 ENTRYPOINT ["forescale"]
-CMD ["serve", "--port", "9090", "--http-port", "8080", "--host", "0.0.0.0", "--state-dir", "/tmp/forescale-state"]
+CMD ["serve", "--port", "6000", "--http-port", "8080", "--host", "0.0.0.0", "--state-dir", "/tmp/forescale-state"]

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import click
 
-from ..spec import DEFAULTS, MODELS
+from ..spec import DEFAULTS, GRPC_PORT, MODELS
 from .fleet import fleet_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
                       replica_options, require_length, source_options, target_options, to_stdout, write_json)
 
-DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
+DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the one printed scalerAddress
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 

@@ -50,7 +50,7 @@ spec:
       metadata: {value: "50"}
     - type: external
       metadata:
-        scalerAddress: forescale.forescale.svc:9090
+        scalerAddress: forescale.forescale.svc:6000
         serverAddress: ftp://prometheus:9090
         query: sum(rate(x[2m]))
         qpsPerReplica: 4
