@@ -37,6 +37,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+DEPLOY_DOC = ROOT / "docs" / "deploying.md"  # the deploy instructions (deploy/README.md points there)
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KEDA_CRDS = {
     "ScaledObject": FIXTURES / "keda" / "keda.sh_scaledobjects.yaml",
@@ -990,8 +991,8 @@ def test_probe_image_install(tmp_path):
 # docs
 
 
-def test_deploy_readme_names_real_paths():
-    text = (DEPLOY / "README.md").read_text()
+def test_deploy_docs_name_real_paths():
+    text = DEPLOY_DOC.read_text()
     for path in re.findall(r"kubectl apply -k ([\w/.-]+)", text):
         assert (ROOT / path / "kustomization.yaml").exists(), path
     for path in re.findall(r"-f (deploy/docker/[\w.-]+)", text):
@@ -1415,12 +1416,12 @@ def test_the_grpc_port_is_6000_everywhere():
 
 
 # --------------------------------------------------------------------------
-# images: built by the Dockerfiles under the names deploy/ references, named once (deploy/README.md)
+# images: built by the Dockerfiles under the names deploy/ references, named once (docs/deploying.md)
 
 
 def test_images_referenced_are_the_documented_builds():
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    readme = (DEPLOY / "README.md").read_text()
+    readme = DEPLOY_DOC.read_text()
     builds = dict(re.findall(r"docker build -f (deploy/docker/[\w.-]+) -t ([\w./-]+:[\w.-]+) \.", readme))
     assert builds == {"deploy/docker/scaler.Dockerfile": f"ghcr.io/forescale/forescale:{version}",
                       "deploy/docker/probe.Dockerfile": f"ghcr.io/forescale/forescale-probe:{version}"}, builds
