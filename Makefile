@@ -46,7 +46,7 @@ protos: $(FULL_STAMP)
 
 # the CLI and metadata reference, generated from click and spec.KEYS (a test checks it is current)
 reference: $(BASE_STAMP)
-	$(BIN)/python -m scaler.docref > docs/reference.md
+	$(BIN)/python -m scaler.cli.docref > docs/reference.md
 
 docs: $(FULL_STAMP)
 	$(BIN)/python -m mkdocs build --strict

@@ -12,7 +12,7 @@ import sys
 import click
 
 from scaler.cli import main
-from scaler.docref import render
+from scaler.cli.docref import render
 from scaler.spec import KEYS
 from support.paths import REPO
 
@@ -20,7 +20,7 @@ REFERENCE = REPO / "docs" / "reference.md"
 
 
 def test_the_reference_is_what_the_generator_prints():
-    # regenerate: python -m scaler.docref > docs/reference.md   (or: make reference)
+    # regenerate: python -m scaler.cli.docref > docs/reference.md   (or: make reference)
     assert REFERENCE.read_text() == render(), "docs/reference.md is stale: run `make reference`"
 
 

@@ -85,3 +85,22 @@ def test_the_envelope_running_max_equals_scipys_maximum_filter():
             y[rng.random(n) < 0.2] = -np.inf
             want = maximum_filter1d(y, size=2 * half + 1, mode="constant", cval=-np.inf)
             assert np.array_equal(running_max(y, half), want), (n, half)
+
+
+def test_the_lock_pins_every_requirement_of_pyproject():
+    # constraints.txt (make lock) must cover the base install and every extra: a requirement added to pyproject
+    # without `make lock` would install unpinned
+    import re
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra]
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pinned = {norm(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", (REPO / "constraints.txt")
+                                                     .read_text(), flags=re.M)}
+    missing = sorted({norm(re.match(r"[A-Za-z0-9._-]+", r).group(0)) for r in reqs} - pinned)
+    assert missing == [], f"not in constraints.txt (run `make lock`): {missing}"
+    # torch stays the tested 2.13.0 (the probe extra's pin)
+    assert re.search(r"^torch==2\.13\.0\b", (REPO / "constraints.txt").read_text(), flags=re.M)

@@ -98,8 +98,12 @@ def test_one_version_in_pyproject_chart_images_and_the_package():
 
 
 def test_wheel_and_sdist_build_and_pass_twine_check(tmp_path):
+    # build from a copy of the tree: setuptools writes its egg-info next to the sources
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "site", "build", "dist", "*.egg-info",
+                                                            "__pycache__", ".pytest_cache"))
     out = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     wheel, = out.glob(f"forescale-{VERSION}-py3-none-any.whl")
