@@ -9,21 +9,24 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 FULL_STAMP := $(VENV)/.installed-full
 TORCH_INDEX ?=
+# the lock: every distribution's version as CI tested it (refresh: `make lock`, see docs/development.md)
+LOCK := constraints.txt
+LOCK_EXTRAS := --extra probe --extra test --extra docs --extra dev --extra models --extra fleet
 
-.PHONY: install backtest test bench protos clean
+.PHONY: install backtest test bench protos docs reference lock clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 # `pip install .` as a user would: the scaler and the backtest, no torch
-$(BASE_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+$(BASE_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install -q -c $(LOCK) -e .
 	touch $@
 
 # everything the tests need: the probe's torch==2.13.0 (CPU unless TORCH_INDEX says otherwise) and the test tools
-$(FULL_STAMP): pyproject.toml | $(BIN)/python
+$(FULL_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	$(if $(TORCH_INDEX),$(BIN)/pip install -q --index-url $(TORCH_INDEX) torch==2.13.0)
-	$(BIN)/pip install -q -e '.[probe,test]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[probe,test]'
 	touch $@ $(BASE_STAMP)
 
 install: $(FULL_STAMP)
@@ -38,8 +41,21 @@ test: $(FULL_STAMP)
 bench: $(FULL_STAMP)
 	for b in tests/bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-protos: $(BASE_STAMP)
+protos: $(FULL_STAMP)
 	$(BIN)/python -m scaler.protogen
+
+# the CLI and metadata reference, generated from click and spec.KEYS (a test checks it is current)
+reference: $(BASE_STAMP)
+	$(BIN)/python -m scaler.cli.docref > docs/reference.md
+
+docs: $(FULL_STAMP)
+	$(BIN)/python -m mkdocs build --strict
+
+# refresh the lock after changing pyproject's dependencies (UPGRADE=1: move every pin to the newest release)
+lock: | $(BIN)/python
+	$(BIN)/pip install -q uv==0.13.8
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_EXTRAS) --python-version 3.11 --universal --no-header \
+		$(if $(UPGRADE),--upgrade) -o $(LOCK)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -6,7 +6,7 @@ KEDA's Prometheus scaler it has the same name and form. Every error names the
 key, the value received and the accepted form; unknown keys are returned so the
 caller can log them once, they are never fatal.
 
-``KEYS`` is the single table of the vocabulary: the README's metadata table is
+``KEYS`` is the single table of the vocabulary: the generated reference (docs/reference.md) is
 checked against it by a test.
 """
 
@@ -52,14 +52,17 @@ def check_size(md: Mapping[str, str]) -> None:
         raise MetadataError(key, None, accepted, shown=shown)
 
 
+GRPC_PORT = 6000  # the scaler's gRPC port: serve --port, the chart, the printed scalerAddress (not 9090: Prometheus')
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
-    default: str | None  # as the README shows it; None = required or derived
+    default: str | None  # as the reference shows it; None = required or derived
     doc: str
 
 
-# The vocabulary, in README order. ``default`` is the documented default.
+# The vocabulary, in the reference's order. ``default`` is the documented default.
 KEYS: tuple[Key, ...] = (
     Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
     Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
@@ -346,6 +349,11 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
 
     mode = r.choice("mode", MODES)
     model = r.choice("model", MODELS)
+    if model in ("mstl", "ets"):  # statsforecast's models: the forescale[models] extra may not be installed
+        from forecaster.models.statsf import missing_models_message, statsforecast_available
+
+        if not statsforecast_available():
+            raise MetadataError("model", model, missing_models_message(model))
     quantile = r.number("quantile", lo=0, lo_open=True, hi=1, hi_open=True,
                         accepted="a number strictly between 0 and 1, e.g. 0.9")
     step = r.duration("step", minimum=1, maximum=3600)

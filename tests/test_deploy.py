@@ -37,17 +37,20 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+DEPLOY_DOC = ROOT / "docs" / "deploying.md"  # the deploy instructions (deploy/README.md points there)
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KEDA_CRDS = {
     "ScaledObject": FIXTURES / "keda" / "keda.sh_scaledobjects.yaml",
     "TriggerAuthentication": FIXTURES / "keda" / "keda.sh_triggerauthentications.yaml",
+    # KEDA's ClusterTriggerAuthentication CRD has the same spec (TriggerAuthenticationSpec) and is cluster-scoped
+    "ClusterTriggerAuthentication": FIXTURES / "keda" / "keda.sh_triggerauthentications.yaml",
 }
 RULES = DEPLOY / "example" / "monitoring" / "forescale-rules.yml"
 RULES_TEST = FIXTURES / "promrules" / "forescale-rules.test.yml"
 DASHBOARD = DEPLOY / "example" / "monitoring" / "forescale-dashboard.json"
 
 # The kustomizations a user applies (components are rendered through overlays).
-RENDER_ROOTS = ("scaler", "example", "overlays/tls", "overlays/hpa-tolerance")
+RENDER_ROOTS = ("scaler", "example", "example/vllm", "overlays/tls", "overlays/hpa-tolerance")
 # Oldest Kubernetes the manifests support (gRPC probes GA 1.27, preStop
 # `sleep` on by default 1.30) and the newest schema checked.
 K8S_VERSIONS = ("1.30", "1.35")
@@ -126,6 +129,7 @@ def test_kustomization_renders(root):
         "scaler": {"Namespace", "ServiceAccount", "Secret", "Deployment", "Service",
                    "PodDisruptionBudget", "NetworkPolicy"},
         "example": {"Namespace", "Deployment", "Service", "DaemonSet", "ScaledObject", "ConfigMap", "PriorityClass"},
+        "example/vllm": {"Deployment", "ScaledObject"},
         "overlays/tls": {"Deployment", "ScaledObject", "TriggerAuthentication"},
         "overlays/hpa-tolerance": {"ScaledObject"},
     }[root]
@@ -362,7 +366,7 @@ def test_scaler_network_policy_and_pdb():
     np_ = one(objs, "NetworkPolicy", "forescale")
     assert np_["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
     assert set(np_["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    grpc_rules = [r for r in np_["spec"]["ingress"] if {"port": 9090, "protocol": "TCP"} in r["ports"]]
+    grpc_rules = [r for r in np_["spec"]["ingress"] if {"port": 6000, "protocol": "TCP"} in r["ports"]]
     assert len(grpc_rules) == 1
     assert grpc_rules[0]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}]
     egress_ports = {(p["port"], p["protocol"]) for r in np_["spec"]["egress"] for p in r["ports"]}
@@ -988,8 +992,8 @@ def test_probe_image_install(tmp_path):
 # docs
 
 
-def test_deploy_readme_names_real_paths():
-    text = (DEPLOY / "README.md").read_text()
+def test_deploy_docs_name_real_paths():
+    text = DEPLOY_DOC.read_text()
     for path in re.findall(r"kubectl apply -k ([\w/.-]+)", text):
         assert (ROOT / path / "kustomization.yaml").exists(), path
     for path in re.findall(r"-f (deploy/docker/[\w.-]+)", text):
@@ -1058,6 +1062,7 @@ ALERTS = CHART / "files" / "forescale-alerts.yml"
 ALERTS_TEST = FIXTURES / "promrules" / "forescale-alerts.test.yml"
 PROMETHEUS_OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 EVERYTHING = {
+    "networkPolicy": {"enabled": True},
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "podMonitor": {"enabled": True},
     "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "ml"}},
@@ -1108,13 +1113,19 @@ def test_helm_chart_lints_and_follows_the_package_version():
     assert meta["version"] == meta["appVersion"] == version
 
 
-def test_helm_default_render_is_the_scaler_without_crds():
+def test_helm_default_render_is_the_scaler_with_mtls_without_crds():
     objs = helm_objs()
     kinds = sorted(o["kind"] for o in objs)
-    assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceAccount"]
-    dep, svc = one(objs, "Deployment"), one(objs, "Service")
+    # mTLS by default: the chart-generated server and client Secrets and KEDA's ClusterTriggerAuthentication;
+    # the NetworkPolicy is opt-in
+    assert kinds == ["ClusterTriggerAuthentication", "Deployment", "PodDisruptionBudget", "Secret", "Secret",
+                     "Service", "ServiceAccount"]
+    dep = one(objs, "Deployment")
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.1.0"
-    # the same scaler as the kustomize base: same args, ports, probes, hardening
+    # without TLS, the same scaler as the kustomize base: same args, ports, probes, hardening
+    objs = helm_objs({"tls": {"enabled": False}})
+    assert sorted(o["kind"] for o in objs) == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    dep, svc = one(objs, "Deployment"), one(objs, "Service")
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     (k,) = one(rendered("scaler"), "Deployment", "forescale")["spec"]["template"]["spec"]["containers"]
     assert c["image"] == k["image"] and c["ports"] == k["ports"] and c["startupProbe"] == k["startupProbe"]
@@ -1124,13 +1135,19 @@ def test_helm_default_render_is_the_scaler_without_crds():
 
 @pytest.mark.parametrize("variant", ["default", "everything", "tls"])
 def test_helm_objects_validate_and_pods_are_hardened(variant):
-    values = {"default": {}, "everything": EVERYTHING, "tls": {**EVERYTHING, "tls": {"enabled": True}}}[variant]
+    values = {"default": {}, "everything": {**EVERYTHING, "tls": {"enabled": False}},
+              "tls": {**EVERYTHING, "tls": {"enabled": True, "source": "secret", "secretName": "forescale-grpc-tls"}}
+              }[variant]
     objs = helm_objs(values)
     ids = [oid(o) for o in objs]
     assert len(ids) == len(set(ids))
     for obj in objs:
         if obj["kind"] in PROMETHEUS_OPERATOR_KINDS:  # no CRD schema offline: checked field by field below
             assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        if obj["kind"] in KEDA_CRDS:
+            validate_custom({k: v for k, v in obj.items() if k != "metadata"} | {
+                "metadata": {k: v for k, v in obj["metadata"].items() if k != "namespace"}})  # cluster-scoped
             continue
         for version in K8S_VERSIONS:
             _validate_builtin(obj, version)
@@ -1143,11 +1160,13 @@ def test_helm_objects_validate_and_pods_are_hardened(variant):
     assert int(_args_value(c["args"], "--http-port")) == ports["http-metrics"]
     svc = one(objs, "Service")
     assert svc["spec"]["selector"].items() <= pod_labels(dep).items()
-    pdb, np_ = one(objs, "PodDisruptionBudget"), one(objs, "NetworkPolicy")
+    pdb = one(objs, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(dep).items()
-    assert np_["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(dep).items()
+    if variant != "default":
+        np_ = one(objs, "NetworkPolicy")
+        assert np_["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(dep).items()
     assert pdb["spec"]["maxUnavailable"] < dep["spec"]["replicas"]
-    if variant == "tls":
+    if variant in ("default", "tls"):  # mTLS is the default
         for flag in ("--tls-cert", "--tls-key", "--tls-client-ca"):
             mount = _mounts(dep["spec"]["template"]["spec"], c)[str(Path(_args_value(c["args"], flag)).parent)]
             assert mount["secret"]["secretName"] == "forescale-grpc-tls" and mount["readOnly"]
@@ -1232,12 +1251,178 @@ def test_helm_values_are_documented():
 
 
 # --------------------------------------------------------------------------
-# images: built by the Dockerfiles under the names deploy/ references, named once (deploy/README.md)
+# chart defaults that fit real clusters (issue 24 item 5): mTLS, no fixed UID, opt-in NetworkPolicy, port 6000
+
+
+def _pem(secret: dict, key: str) -> bytes:
+    import base64
+
+    return base64.b64decode(secret["data"][key])
+
+
+def test_helm_default_mtls_certificates_chain_name_the_service_and_shake_hands(tmp_path):
+    import socket
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    objs = helm_objs()
+    server, client = one(objs, "Secret", "forescale-grpc-tls"), one(objs, "Secret", "forescale-keda-client-tls")
+    assert server["metadata"]["namespace"] == "forescale" and client["metadata"]["namespace"] == "keda"
+    ca = x509.load_pem_x509_certificate(_pem(server, "ca.crt"))
+    assert _pem(client, "ca.crt") == _pem(server, "ca.crt")  # one CA signs both sides
+    srv = x509.load_pem_x509_certificate(_pem(server, "tls.crt"))
+    cli = x509.load_pem_x509_certificate(_pem(client, "tls.crt"))
+    for cert in (srv, cli):
+        cert.verify_directly_issued_by(ca)
+    names = srv.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert set(names) == {"forescale", "forescale.forescale", "forescale.forescale.svc",
+                          "forescale.forescale.svc.cluster.local"}
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in cli.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    # the deployment mounts the server Secret and asks for client certificates
+    dep = one(objs, "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert _args_value(c["args"], "--tls-client-ca") == "/etc/forescale/tls/ca.crt"
+    # KEDA's ClusterTriggerAuthentication hands the client Secret's keys to the trigger
+    cta = one(objs, "ClusterTriggerAuthentication", "forescale-mtls")
+    refs = {r["parameter"]: (r["name"], r["key"]) for r in cta["spec"]["secretTargetRef"]}
+    assert refs == {"caCert": ("forescale-keda-client-tls", "ca.crt"),
+                    "tlsClientCert": ("forescale-keda-client-tls", "tls.crt"),
+                    "tlsClientKey": ("forescale-keda-client-tls", "tls.key")}
+    # a real mutual-TLS handshake on 127.0.0.1 with these files: the server requires the client certificate,
+    # the client checks the server's name as KEDA dials it
+    for name, secret in (("server", server), ("client", client)):
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            (tmp_path / f"{name}-{key}").write_bytes(_pem(secret, key))
+    sctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tmp_path / "server-ca.crt")
+    sctx.load_cert_chain(tmp_path / "server-tls.crt", tmp_path / "server-tls.key")
+    sctx.verify_mode = ssl.CERT_REQUIRED
+    cctx = ssl.create_default_context(cafile=tmp_path / "client-ca.crt")
+    cctx.load_cert_chain(tmp_path / "client-tls.crt", tmp_path / "client-tls.key")
+    seen: list[str] = []
+    with socket.create_server(("127.0.0.1", 0)) as lsock:
+        port = lsock.getsockname()[1]
+
+        def serve_one():
+            conn, _ = lsock.accept()
+            with sctx.wrap_socket(conn, server_side=True) as tls:
+                seen.append(dict(x[0] for x in tls.getpeercert()["subject"])["commonName"])
+                tls.sendall(b"ok")
+
+        th = threading.Thread(target=serve_one, daemon=True)
+        th.start()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with cctx.wrap_socket(raw, server_hostname="forescale.forescale.svc") as tls:
+                assert tls.recv(2) == b"ok"
+        th.join(10)
+    assert seen == ["keda"]
+
+
+def test_helm_cert_manager_certificates_and_a_clear_error_without_an_issuer():
+    values = {"tls": {"source": "cert-manager", "certManager": {"issuerRef": {"name": "internal-ca"}}}}
+    objs = helm_objs(values)
+    assert not [o for o in objs if o["kind"] == "Secret"]  # cert-manager writes them
+    srv, cli = one(objs, "Certificate", "forescale-grpc"), one(objs, "Certificate", "forescale-keda-client")
+    assert srv["apiVersion"] == cli["apiVersion"] == "cert-manager.io/v1"
+    assert srv["spec"]["secretName"] == "forescale-grpc-tls" and srv["metadata"]["namespace"] == "forescale"
+    assert cli["spec"]["secretName"] == "forescale-keda-client-tls" and cli["metadata"]["namespace"] == "keda"
+    assert "forescale.forescale.svc" in srv["spec"]["dnsNames"] and "server auth" in srv["spec"]["usages"]
+    assert "client auth" in cli["spec"]["usages"]
+    for cert in (srv, cli):
+        assert cert["spec"]["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+        assert cert["spec"]["privateKey"] == {"rotationPolicy": "Always"}
+    # the Deployment reads the Secret cert-manager writes; KEDA's side is the same ClusterTriggerAuthentication
+    dep = one(objs, "Deployment")
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert vols["grpc-tls"]["secret"]["secretName"] == "forescale-grpc-tls"
+    one(objs, "ClusterTriggerAuthentication", "forescale-mtls")
+    with pytest.raises(Exception) as e:
+        helm_render({"tls": {"source": "cert-manager"}})
+    assert "tls.certManager.issuerRef.name" in str(e.value)
+
+
+@pytest.mark.parametrize("values", [{}, EVERYTHING, {"tls": {"enabled": False}}])
+def test_helm_pods_have_no_fixed_user_id(values):
+    for obj in [*helm_objs(values), *rendered("scaler")]:
+        for pod in pod_specs(obj):
+            psc = pod["securityContext"]
+            assert psc["runAsNonRoot"] is True
+            assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(psc), oid(obj)  # OpenShift assigns them
+            for c in containers(pod):
+                assert "runAsUser" not in c.get("securityContext", {}), oid(obj)
+            for v in pod.get("volumes", []):  # secrets stay readable by whatever UID runs the container
+                mode = (v.get("secret") or v.get("projected") or {}).get("defaultMode")
+                assert mode in (None, 0o444), (oid(obj), v["name"])
+
+
+def test_helm_network_policy_is_opt_in_with_selectable_sources_and_ports():
+    assert not [o for o in helm_objs() if o["kind"] == "NetworkPolicy"]
+    peers = [{"namespaceSelector": {"matchLabels": {"team": "platform"}},
+              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "keda-operator"}}}]
+    values = {"networkPolicy": {"enabled": True, "grpcFrom": peers,
+                                "metricsFrom": [{"podSelector": {"matchLabels": {"app": "vmagent"}}}],
+                                "prometheus": {"to": [{"namespaceSelector": {}}], "port": 8428}},
+              "serve": {"grpcPort": 7000}}
+    np_ = one(helm_objs(values), "NetworkPolicy")
+    for version in K8S_VERSIONS:
+        _validate_builtin(np_, version)
+    grpc, http = np_["spec"]["ingress"]
+    assert grpc == {"from": peers, "ports": [{"port": 7000, "protocol": "TCP"}]}
+    assert http["from"] == [{"podSelector": {"matchLabels": {"app": "vmagent"}}}]
+    assert {"to": [{"namespaceSelector": {}}], "ports": [{"port": 8428, "protocol": "TCP"}]} in np_["spec"]["egress"]
+
+
+def test_helm_state_volume_fits_the_state_cap_times_the_scaledobject_cap():
+    # agreed with the server: at most 2,000 tracked ScaledObjects (scaler/limits.py), a state file capped at
+    # 512 KiB: 2,000 x 512 KiB = 1,024,000 KiB = 1,000 MiB <= the 1 GiB emptyDir
+    dep = one(helm_objs(), "Deployment")
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert vols["state"]["emptyDir"]["sizeLimit"] == "1Gi"
+    assert 2000 * 512 * 1024 <= 1 << 30  # 1Gi
+    kdep = one(rendered("scaler"), "Deployment", "forescale")
+    assert {v["name"]: v for v in kdep["spec"]["template"]["spec"]["volumes"]}["state"]["emptyDir"]["sizeLimit"] == "1Gi"
+
+
+def test_service_monitor_labels_are_documented_with_the_kube_prometheus_stack_example():
+    values_text = (CHART / "values.yaml").read_text()
+    assert "labels: {release: kube-prometheus-stack}" in values_text
+    docs = (ROOT / "docs" / "deploying.md").read_text()
+    assert "serviceMonitor.labels.release=kube-prometheus-stack" in docs
+    sm = one(helm_objs({"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}}), "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kps"
+
+
+def test_the_grpc_port_is_6000_everywhere():
+    from scaler.cli import main
+    from scaler.cli.tune import DEFAULT_SCALER_ADDRESS
+    from scaler.serve.server import ServerConfig
+    from scaler.spec import GRPC_PORT
+
+    assert GRPC_PORT == 6000 and ServerConfig().grpc_port == GRPC_PORT
+    assert next(p for p in main.commands["serve"].params if p.name == "port").default == GRPC_PORT
+    assert DEFAULT_SCALER_ADDRESS.endswith(":6000")
+    svc = one(helm_objs(), "Service")
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]}["grpc"] == 6000
+    ksvc = one(rendered("scaler"), "Service", "forescale")
+    assert {p["name"]: p["port"] for p in ksvc["spec"]["ports"]}["grpc"] == 6000
+    for root in ("example", "overlays/tls"):
+        for so in (o for o in rendered(root) if o["kind"] == "ScaledObject"):
+            for t in so["spec"]["triggers"]:
+                if t["type"] == "external":
+                    assert t["metadata"]["scalerAddress"].endswith(":6000"), oid(so)
+    docker = (DEPLOY / "docker" / "scaler.Dockerfile").read_text()
+    assert "EXPOSE 6000 8080" in docker and '"--port", "6000"' in docker
+
+
+# --------------------------------------------------------------------------
+# images: built by the Dockerfiles under the names deploy/ references, named once (docs/deploying.md)
 
 
 def test_images_referenced_are_the_documented_builds():
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    readme = (DEPLOY / "README.md").read_text()
+    readme = DEPLOY_DOC.read_text()
     builds = dict(re.findall(r"docker build -f (deploy/docker/[\w.-]+) -t ([\w./-]+:[\w.-]+) \.", readme))
     assert builds == {"deploy/docker/scaler.Dockerfile": f"ghcr.io/forescale/forescale:{version}",
                       "deploy/docker/probe.Dockerfile": f"ghcr.io/forescale/forescale-probe:{version}"}, builds

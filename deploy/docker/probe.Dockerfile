@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Image names and the build-and-push steps: deploy/README.md, "1. Build and push the images".
+# Image names and the build-and-push steps: docs/deploying.md, "1. Build and push the images".
 # forescale probe image: the project with its `probe` extra (torch==2.13.0),
 # for `forescale probe` in the inference pod (deploy/example).
 # GPU by default (CUDA build of torch); CPU with
@@ -24,10 +24,10 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/forescale
 RUN /opt/forescale/bin/pip install --index-url ${TORCH_INDEX_URL} torch==2.13.0
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY scaler/ scaler/
 COPY forecaster/ forecaster/
-RUN /opt/forescale/bin/pip install ".[probe]"
+RUN /opt/forescale/bin/pip install -c constraints.txt ".[probe]"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="forescale-probe" \

@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
-# Image names and the build-and-push steps: deploy/README.md, "1. Build and push the images".
+# Image names and the build-and-push steps: docs/deploying.md, "1. Build and push the images".
 # forescale scaler image: `forescale serve` (KEDA external scaler). No torch.
 #
-# The install step is the README's: `pip install .` of the project, into a
+# The install step is the README's: `pip install .` of the project (versions from the lock,
+# constraints.txt), into a
 # virtualenv that the runtime stage copies. tests/test_deploy.py runs this
 # Dockerfile's COPY + pip steps in a fresh venv (no Docker engine in CI).
 # Pin the base by digest for reproducible builds:
@@ -15,10 +16,10 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/forescale
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY scaler/ scaler/
 COPY forecaster/ forecaster/
-RUN /opt/forescale/bin/pip install .
+RUN /opt/forescale/bin/pip install -c constraints.txt .
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="forescale" \
@@ -35,6 +36,6 @@ ENV PATH=/opt/forescale/bin:$PATH \
 # non-root (the Deployment also enforces runAsNonRoot and a read-only root fs;
 # /tmp and the state directory are volumes there)
 USER 65532:65532
-EXPOSE 9090 8080
+EXPOSE 6000 8080
 ENTRYPOINT ["forescale"]
-CMD ["serve", "--port", "9090", "--http-port", "8080", "--host", "0.0.0.0", "--state-dir", "/tmp/forescale-state"]
+CMD ["serve", "--port", "6000", "--http-port", "8080", "--host", "0.0.0.0", "--state-dir", "/tmp/forescale-state"]

@@ -23,7 +23,8 @@ from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .naive import NaiveFitted, NaiveForecaster
 from .prophet import ProphetFitted, ProphetForecaster
 from .seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
-from .statsf import EtsFitted, EtsForecaster, MstlFitted, MstlForecaster
+from .statsf import (STATS_MODELS, EtsFitted, EtsForecaster, MstlFitted, MstlForecaster, missing_models_message,
+                     statsforecast_available)
 
 _FORECASTERS = {
     "prophet": ProphetForecaster,
@@ -54,6 +55,8 @@ def make(name: str, **options: Any) -> Forecaster:
     cls = _FORECASTERS.get(str(name).strip().lower())
     if cls is None:
         raise ValueError(f"unknown model {name!r}; accepted: {', '.join(NAMES)}")
+    if cls.name in STATS_MODELS and not statsforecast_available():
+        raise ValueError(missing_models_message(cls.name))
     accepted = [f.name for f in fields(cls)]
     unknown = sorted(set(options) - set(accepted))
     if unknown:

@@ -69,7 +69,11 @@ class AutoForecaster:
     def _candidates(self) -> tuple[str, ...]:
         if self.candidates is not None:
             return tuple(self.candidates)
-        return CANDIDATES if self.quantile is not None else MASE_CANDIDATES
+        if self.quantile is None:
+            return MASE_CANDIDATES
+        from .statsf import STATS_MODELS, statsforecast_available  # the extra may be absent: compete without it
+
+        return CANDIDATES if statsforecast_available() else tuple(c for c in CANDIDATES if c not in STATS_MODELS)
 
     def fit(self, series: Series, *, warm_start=None) -> "AutoFitted":
         if self.quantile is not None and not 0 < self.quantile < 1:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.ndimage import maximum_filter1d
 
 from ..base import Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
@@ -33,6 +32,22 @@ from ._common import (arr_from_json, arr_to_json, check_quantiles, finalize, gri
 NAME = "envelope"
 DAY, WEEK = 86400.0, 604800.0
 DEFAULT_WINDOW = 3600.0  # seconds each side of the same moment of a past period
+
+
+
+def running_max(y: np.ndarray, half: int) -> np.ndarray:
+    """``out[i] = max(y[i - half : i + half + 1])``, -inf outside ``y`` (scipy's ``maximum_filter1d`` with a
+    constant -inf border, without scipy in the base install): doublings, so O(n log window)."""
+    size = 2 * half + 1
+    pad = np.full(half, -np.inf)
+    m = np.concatenate([pad, y, pad])  # m[i] = max of p[i : i + width], width doubling up to <= size
+    width = 1
+    while width * 2 <= size:
+        m = np.maximum(m[:-width], m[width:])
+        width *= 2
+    n = len(y)
+    # two overlapping windows of `width` cover [i, i + size)
+    return np.maximum(m[:n], m[size - width: size - width + n])
 
 
 def detect_period(y: np.ndarray, step: float) -> float | None:
@@ -63,7 +78,7 @@ def envelope_at(y: np.ndarray, targets: np.ndarray, lag: int, half: int, k: int)
     ``y`` on a regular grid, NaN = missing; indices outside ``y`` hold nothing.
     """
     yy = np.where(np.isfinite(y), y, -np.inf)
-    m = maximum_filter1d(yy, size=2 * half + 1, mode="constant", cval=-np.inf) if len(yy) else yy
+    m = running_max(yy, half) if len(yy) else yy
     targets = np.asarray(targets, dtype=np.int64)
     out = np.full(targets.shape, -np.inf)
     n = len(m)

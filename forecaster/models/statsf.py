@@ -21,6 +21,7 @@ the current observation.
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -81,6 +82,20 @@ def _levels() -> list[float]:
     return sorted({round(abs(2 * q - 1) * 100, 6) for q in QGRID if q != 0.5})
 
 
+
+STATS_MODELS = ("mstl", "ets")
+
+
+def statsforecast_available() -> bool:
+    """Whether the optional statsforecast package (the ``forescale[models]`` extra) is installed."""
+    return importlib.util.find_spec("statsforecast") is not None
+
+
+def missing_models_message(name: str) -> str:
+    return (f"model {name!r} needs the statsforecast package, which the base install leaves out: "
+            "pip install 'forescale[models]' (or pick prophet, seasonal_naive, naive, linear_trend, envelope or auto)")
+
+
 @dataclass(frozen=True)
 class _Table:
     t: np.ndarray  # coarse timestamps (start of each coarse step) the table is for
@@ -132,6 +147,8 @@ class _StatsForecaster:
             raise InsufficientHistory(f"{self.name}: no finite points on the {fs:g} s fit grid")
         seasons = self.seasons(len(y) * fs, fs)
         flat = float(y[0]) if np.ptp(y) == 0 else None
+        if not statsforecast_available():
+            raise ValueError(missing_models_message(self.name))
         model = None
         if flat is None:
             try:

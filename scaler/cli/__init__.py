@@ -15,6 +15,7 @@ from __future__ import annotations
 import click
 
 from ..probe.cli import probe_command
+from ..spec import GRPC_PORT
 from .backtest import backtest_command
 from .check import check_command
 from .loadtest import loadtest_command
@@ -33,7 +34,7 @@ def _env(name: str) -> dict:
 
 
 @main.command()
-@click.option("--port", default=9090, show_default=True, type=click.IntRange(0, 65535), help="gRPC port (KEDA's scalerAddress).",
+@click.option("--port", default=GRPC_PORT, show_default=True, type=click.IntRange(0, 65535), help="gRPC port (KEDA's scalerAddress).",
               **_env("PORT"))
 @click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="HTTP port: / (status page), /metrics, /healthz.", **_env("HTTP_PORT"))

@@ -12,11 +12,11 @@ import click
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
-from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
 from .coldstarts import cold_start_options, sampled_world, wanted
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
-                      replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
-                      write_json)
+from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
+                      policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
+                      world_options, write_json)
+from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +24,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @replica_options
 @click.option("--policies", callback=policies_option, default=None, metavar="a,b,...",
               help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
-@click.option("--model", type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
+@click.option("--model", callback=model_option, type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
               help="Forecast model of the predictive and hybrid policies.")
 @click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=float(DEFAULTS["quantile"]),
               show_default=True,
@@ -37,7 +37,7 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @hpa_options("The HPA's scale-up tolerance (behavior.scaleUp.tolerance, Kubernetes >= 1.33); the forecast "
              "policies compensate for the same value.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
-              metavar="PATH", help="Write the results as JSON (the contract is documented in the README); - for stdout.")
+              metavar="PATH", help="Write the results as JSON (the contract: docs/backtest.md, The JSON contract); - for stdout.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Write the report here: an interactive index.html (plotly, offline, one file) and PNG plots.")
 @click.option("--timeseries", "timeseries_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -109,6 +109,12 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     plans = load_plans(scaledobject_files)
     series_by_trigger = fetch_missing(plans, load_series(trigger_series), prometheus_url, tr)
     check_series(plans, series_by_trigger)
+    try:  # a scenario after the simulated span would be dropped silently
+        from ..replay.scenarios import check_within
+
+        check_within(world.specs(), settings.span_seconds)
+    except ValueError as e:
+        fail(f"--scenario: {e}")
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
         if do_sweep:

@@ -58,7 +58,7 @@ def fleet_options(command):
         click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "
                           "replaced by a stable hash of namespace/name modulo this (e.g. forescale-{shard}.forescale"
-                          ".svc:9090)."),
+                          ".svc:6000)."),
     ]):
         dispatch = opt(dispatch)
     return dispatch
@@ -90,7 +90,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         fail("a fleet needs --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV)")
     if (shards > 1) != ("{shard}" in scaler_address):
         fail(f"--shards {shards} and --scaler-address {scaler_address!r}: several shards need {{shard}} in the "
-             f"address (e.g. forescale-{{shard}}.forescale.svc:9090), one shard none")
+             f"address (e.g. forescale-{{shard}}.forescale.svc:6000), one shard none")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / ".write-test").touch()

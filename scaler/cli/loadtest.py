@@ -10,7 +10,7 @@ import click
 from ..loadtest import stats
 from ..loadtest.report import LoadtestReportError, document, read_capacity
 from ..loadtest.workload import WorkloadError, read_prompts, template
-from .options import Duration, fail, write_json
+from .options import Duration, check_output, fail, write_json
 
 DEFAULT_PROMPT = "Request {n}: tell me about autoscaling."
 
@@ -94,6 +94,19 @@ def format_table(doc: dict) -> str:
                      f"recommended qpsPerReplica: {doc['recommended_qps_per_replica']:.3g} "
                      f"(margin {doc['settings']['margin']:g})")
     return "\n".join(lines)
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib's savefig writes that a user opens
+
+
+def check_plot_path(path: Path | None) -> None:
+    """--plot: a .png, .svg or .pdf file that can be written, checked before the run (exit 2)."""
+    if path is None:
+        return
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        fail(f"--plot {path}: the file name ends in {path.suffix or 'no suffix'!r}, which names no image format; "
+             f"accepted: a file ending in {', '.join(PLOT_SUFFIXES)}")
+    check_output(path, "--plot")
 
 
 def write_plot(doc: dict, path: Path) -> None:
@@ -207,6 +220,8 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
     from ..loadtest.generator import LoadtestError, Target, completions_url  # aiohttp: only when the verb runs
     from ..loadtest.run import Settings, run
 
+    check_output(json_path, "--json")  # outputs are checked before the run, not after minutes of load
+    check_plot_path(plot_path)
     modes = [m for m, on in (("rates", rates), ("ramp", ramp), ("concurrency", concurrency),
                              ("step", step_factors)) if on]
     if len(modes) > 1:

@@ -88,6 +88,16 @@ def policies_option(ctx, param, value: str | None) -> tuple[str, ...]:
     return names
 
 
+def model_option(ctx, param, value: str) -> str:
+    """--model: mstl and ets need the forescale[models] extra (statsforecast); say so before the run."""
+    if value in ("mstl", "ets"):
+        from forecaster.models.statsf import missing_models_message, statsforecast_available
+
+        if not statsforecast_available():
+            raise click.BadParameter(missing_models_message(value), ctx, param)
+    return value
+
+
 def fail(msg: str) -> None:
     """A bad input: one clear line on stderr and exit code 2 (click's usage-error code)."""
     click.echo(f"Error: {msg}", err=True)
@@ -330,6 +340,8 @@ def world_from_options(cold: float, cold_start_from: Path | None, o: dict):
         needs_pool.append("--overprovision-gpus")
     if o["placeholder_policy"]:
         needs_pool.append("--placeholder-policy")
+    # a node loss without nodes would pass trivially (no pool: nothing to lose)
+    needs_pool += [f"--scenario {s}" for s in o["scenario_specs"] if s.strip().lower().startswith("node-loss")]
     if o["gpus_per_node"] is None and needs_pool:
         fail(f"{', '.join(needs_pool)} need(s) a node pool: add --gpus-per-node N")
     service = o["service_seconds"]

@@ -187,7 +187,7 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
 
 
 def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
-                 scaler_address: str = "forescale.forescale.svc:9090") -> dict[str, str]:
+                 scaler_address: str = "forescale.forescale.svc:6000") -> dict[str, str]:
     """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
     s = r.settings
     v = p.variant

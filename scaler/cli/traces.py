@@ -44,10 +44,12 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
                 except (OSError, EOFError) as e:
                     raise ReplayError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
                 try:
+                    refuse_several_series(tmp, p)
                     series, rep = from_csv(tmp)
                 except ValueError as e:
                     raise ReplayError(str(e).replace(str(tmp), str(p))) from None
         else:
+            refuse_several_series(p, p)
             series, rep = from_csv(p)
     except ReplayError:
         raise
@@ -67,6 +69,35 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
         series = resample(series, step)
         hygiene = f"{hygiene}; resampled from {native:g} s to {step:g} s (mean)"
     return Trace(label, series, hygiene, str(p))
+
+
+def refuse_several_series(path: Path, shown: Path) -> None:
+    """A CSV with one row per (timestamp, series) holds a fleet: refuse it rather than collapse it into one
+    series. Checked by repeated timestamps; the message names the other columns, which tune's --series-column
+    takes."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None) or []
+        cols = [h.strip().lower() for h in header]
+        if "timestamp" not in cols:
+            return  # from_csv names what is wrong with the header
+        it = cols.index("timestamp")
+        first_line: dict[str, int] = {}
+        for lineno, row in enumerate(reader, start=2):
+            if len(row) <= it or not row[it].strip():
+                continue
+            ts = row[it].strip()
+            if ts in first_line:
+                others = [h.strip() for h in header if h.strip().lower() not in ("timestamp", "count", "qps")]
+                which = (f"columns {', '.join(map(repr, others))} look like series labels" if others
+                         else "no column tells the series apart")
+                raise ReplayError(
+                    f"{shown}: line {lineno} repeats the timestamp of line {first_line[ts]} ({ts[:40]!r}): the file "
+                    f"holds several series ({which}); accepted: one row per timestamp (one series), or "
+                    "`forescale tune TRACE --series-column COLUMN` to tune each series of a fleet")
+            first_line[ts] = lineno
 
 
 def check_length(trace: Trace, *, lead_seconds: float, span_seconds: float, history_seconds: float) -> None:

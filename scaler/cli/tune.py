@@ -17,12 +17,12 @@ from pathlib import Path
 
 import click
 
-from ..spec import DEFAULTS, MODELS
+from ..spec import DEFAULTS, GRPC_PORT, MODELS
 from .fleet import fleet_options
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
-                      require_length, source_options, target_options, to_stdout, write_json)
+from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
+                      replica_options, require_length, source_options, target_options, to_stdout, write_json)
 
-DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
+DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the one printed scalerAddress
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 
@@ -82,7 +82,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 @source_options(default_start="now-21d")
 @target_options
 @replica_options
-@click.option("--model", type=click.Choice([m for m in MODELS if m != "auto"]), default=DEFAULTS["model"],
+@click.option("--model", callback=model_option, type=click.Choice([m for m in MODELS if m != "auto"]), default=DEFAULTS["model"],
               show_default=True,
               help="Forecast model of the predictive family (linear_trend and seasonal_naive are swept too).")
 @click.option("--span", type=Duration(), default="7d", show_default=True,

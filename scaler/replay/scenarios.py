@@ -34,7 +34,7 @@ import numpy as np
 
 from forecaster.base import Series
 
-from ..spec import parse_duration
+from ..spec import format_duration, parse_duration
 from .cluster import Kill
 from .latency import Waits
 from .scenario import EPS
@@ -89,7 +89,10 @@ def parse(text: str) -> Spec:
         k, eq, v = part.partition("=")
         if not eq:
             raise ValueError(f"scenario {text!r}: {part!r} is not key=value; accepted: {FORM}")
-        kv[k.strip().lower()] = v.strip()
+        key = k.strip().lower()
+        if key in kv:
+            raise ValueError(f"scenario {text!r}: key {key!r} given twice; accepted: each key once ({FORM})")
+        kv[key] = v.strip()
     allowed = {"step": {"from", "to", "at"}, "spike": {"from", "to", "at", "for"},
                "ramp": {"from", "to", "at", "over"}, "pod-kill": {"at", "rate", "count"},
                "node-loss": {"at", "rate", "count"}}[kind]
@@ -131,6 +134,16 @@ def parse(text: str) -> Spec:
         raise ValueError(f"scenario {text!r}: count must be a whole number >= 1")
     return Spec(kind, dur("at") if "at" in kv else None, rate=num("rate", 1.0) if "rate" in kv else None,
                 count=int(count), text=text)
+
+
+def check_within(specs: tuple[Spec, ...], span_seconds: float) -> None:
+    """ValueError for a scenario whose ``at`` lies at or beyond the end of the simulated span (it would never
+    happen in the replay)."""
+    for s in specs:
+        if s.at is not None and s.at >= span_seconds - EPS:
+            raise ValueError(f"scenario {s.text!r}: at={format_duration(s.at)} is not within the simulated span "
+                             f"of {format_duration(span_seconds)}; accepted: at from 0 to less than the span "
+                             "(--span), counted from its start")
 
 
 def load_factor(specs: tuple[Spec, ...], rel: np.ndarray) -> np.ndarray:

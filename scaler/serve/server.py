@@ -33,6 +33,7 @@ from .._proto import externalscaler_pb2_grpc as pb_grpc
 from .http import HttpEndpoint, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
 from ..prom import CredentialStore, PrometheusClient, PromPool
+from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
@@ -45,7 +46,7 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "0.0.0.0"
-    grpc_port: int = 9090
+    grpc_port: int = GRPC_PORT
     http_port: int = 8080
     state_dir: str | None = None
     credentials_dir: str | None = None

@@ -38,7 +38,7 @@ def daily_prom(prometheus_factory):
 
 
 def meta(url: str, **over) -> dict:
-    m = {"scalerAddress": "forescale:9090", "serverAddress": url, "query": RATE, "qpsPerReplica": "10",
+    m = {"scalerAddress": "forescale:6000", "serverAddress": url, "query": RATE, "qpsPerReplica": "10",
          "coldStartSeconds": "600", "model": "seasonal_naive", "history": f"{DAYS}d", "minHistory": "1d",
          # declared knobs no sane tuner keeps: the choice is visible in the running spec
          "quantile": "0.7", "headroom": "1.4", "tuning": "auto", "targetMiss": "0.005", "tuningMinHistory": "1d"}

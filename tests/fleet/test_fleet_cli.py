@@ -39,7 +39,7 @@ def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):
                                               "new": (1.0, 1.0, 0.0)})
     out = tmp_path / "out"
     r = invoke("tune", str(csv), "--series-column", "team,service", "--out", str(out), "--shards", "3",
-               "--scaler-address", "forescale-{shard}.forescale.svc:9090", *FAST)
+               "--scaler-address", "forescale-{shard}.forescale.svc:6000", *FAST)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "fleet.json").read_text())
     st = {e["workload"]: e["status"] for e in doc["workloads"]}
@@ -53,7 +53,7 @@ def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):
     assert "# replace: your request rate" in (out / "ml-chat.yaml").read_text()
     spec, unknown = parse_metadata(md, name="ml-chat", namespace="default")
     assert unknown == () and spec.qps_per_replica == 10
-    assert md["scalerAddress"] == f"forescale-{shard('', 'ml-chat', 3)}.forescale.svc:9090"
+    assert md["scalerAddress"] == f"forescale-{shard('', 'ml-chat', 3)}.forescale.svc:6000"
     # counts per minute became req/s: chat peaks at 193 req/s = 20 replicas of 10, so 12 h cost < 12 x 25
     # replica-hours (unconverted, 60x the rate, it would sit at the 100-replica cap: ~1,200); embed = chat x3
     assert doc["workloads"][0]["selection"]["replica_hours"] < 12 * 25
@@ -74,7 +74,7 @@ def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):
     # the same fleet as Ray tasks on a Ray cluster the command starts (and stops) itself: the same selections
     ray_out = tmp_path / "ray"
     r2 = invoke("tune", str(csv), "--series-column", "team,service", "--out", str(ray_out), "--shards", "3",
-                "--scaler-address", "forescale-{shard}.forescale.svc:9090", "--ray", "local",
+                "--scaler-address", "forescale-{shard}.forescale.svc:6000", "--ray", "local",
                 *[a if a != "1" else "2" for a in FAST])
     assert r2.exit_code == 0, r2.output
     assert "(ray local, 0 from the cache)" in r2.stdout

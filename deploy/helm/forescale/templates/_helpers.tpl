@@ -33,3 +33,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "forescale.tlsSecretName" -}}
+{{- default (printf "%s-grpc-tls" (include "forescale.fullname" .)) .Values.tls.secretName -}}
+{{- end -}}
+
+{{- define "forescale.kedaClientSecretName" -}}
+{{- default (printf "%s-keda-client-tls" (include "forescale.fullname" .)) .Values.tls.keda.clientSecretName -}}
+{{- end -}}
+
+{{/* the DNS names KEDA dials: <fullname>, .<ns>, .<ns>.svc, .<ns>.svc.cluster.local */}}
+{{- define "forescale.dnsNames" -}}
+{{- $f := include "forescale.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- list $f (printf "%s.%s" $f $ns) (printf "%s.%s.svc" $f $ns) (printf "%s.%s.svc.cluster.local" $f $ns) | toJson -}}
+{{- end -}}
