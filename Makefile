@@ -18,9 +18,9 @@ LOCK_EXTRAS := --extra probe --extra test --extra docs --extra dev --extra model
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-# `pip install .` as a user would: the scaler and the backtest, no torch
+# `pip install '.[fast]'` as a user would: the scaler and the backtest with the compiled HPA loop, no torch
 $(BASE_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/pip install -q -c $(LOCK) -e .
+	$(BIN)/pip install -q -c $(LOCK) -e '.[fast]'
 	touch $@
 
 # everything the tests need: the probe's torch==2.13.0 (CPU unless TORCH_INDEX says otherwise) and the test tools

@@ -2,7 +2,7 @@
 # Image names and the build-and-push steps: docs/deploying.md, "1. Build and push the images".
 # forescale scaler image: `forescale serve` (KEDA external scaler). No torch.
 #
-# The install step is the README's: `pip install .` of the project (versions from the lock,
+# The install step is the README's: `pip install '.[fast]'` of the project (the compiled HPA loop; versions from the lock,
 # constraints.txt), into a
 # virtualenv that the runtime stage copies. tests/test_deploy.py runs this
 # Dockerfile's COPY + pip steps in a fresh venv (no Docker engine in CI).
@@ -19,7 +19,7 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY scaler/ scaler/
 COPY forecaster/ forecaster/
-RUN /opt/forescale/bin/pip install -c constraints.txt .
+RUN /opt/forescale/bin/pip install -c constraints.txt ".[fast]"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="forescale" \

@@ -84,7 +84,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
-from numba import njit
+try:  # the `fast` extra; without it the same functions run as plain Python (identical results, slower)
+    from numba import njit
+except ImportError:
+    njit = None
 
 from ..policy import KUBERNETES_TOLERANCE, Tolerance
 from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
@@ -93,7 +96,10 @@ from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
 
 def compiled(f):
     """``f`` compiled by numba, cached on disk where numba finds a writable place (next to the module, or
-    ``NUMBA_CACHE_DIR``); on a read-only image without one, compiled once per process instead of failing."""
+    ``NUMBA_CACHE_DIR``); on a read-only image without one, compiled once per process instead of failing.
+    Without numba (``pip install forescale`` without the ``fast`` extra) ``f`` itself: the same code, interpreted."""
+    if njit is None:
+        return f
     try:
         return njit(cache=True)(f)
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"

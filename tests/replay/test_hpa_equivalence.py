@@ -100,3 +100,41 @@ def test_compiled_without_a_writable_cache_compiles_per_process(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "42"
+
+
+def test_without_numba_the_same_functions_give_the_same_timeline():
+    """``pip install forescale`` without the ``fast`` extra: ``hpa.compiled`` leaves the rules and the loop as
+    plain Python. A child interpreter where ``import numba`` fails replays 40 random cases; its replicas and
+    ready pods equal the compiled loop's here, tick for tick."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import scaler.replay.hpa as hpa_module
+
+    assert hpa_module.njit is not None, "the test extra installs numba: this side must be the compiled loop"
+    code = (
+        "import sys, json; sys.modules['numba'] = None\n"
+        "import numpy as np\n"
+        "import scaler.replay.hpa as h\n"
+        "assert h.njit is None\n"
+        "from replay.test_hpa_equivalence import _case\n"
+        "rng = np.random.default_rng(77); out = []\n"
+        "for _ in range(40):\n"
+        "    sc, vals, hpa, init = _case(rng)\n"
+        "    tl = h.run_hpa(sc, vals, hpa, initial_replicas=init)\n"
+        "    out.append([tl.replicas.tolist(), tl.ready.tolist()])\n"
+        "print(json.dumps(out))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'tests'}"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    interpreted = json.loads(proc.stdout)
+    rng = np.random.default_rng(77)
+    for k in range(40):
+        sc, vals, hpa, init = _case(rng)
+        tl = run_hpa(sc, vals, hpa, initial_replicas=init)
+        assert interpreted[k] == [tl.replicas.tolist(), tl.ready.tolist()], k
