@@ -27,14 +27,16 @@ FIELDS = {
 
 
 def status_json(registry: CollectorRegistry, now: float) -> bytes:
-    """``{"now", "scaledobjects": [{namespace, name, reason, observed, forecast_peak, planned, lead_seconds,
+    """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     model, last_fit, fit_failures, prometheus_errors, decisions}]}`` from the registry's samples."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
     def row(labels: dict) -> dict:
-        key = (labels.get("namespace", ""), labels.get("scaledobject", ""))
-        return rows.setdefault(key, {"namespace": key[0], "name": key[1], "reason": None, "observed": None,
+        # one row per trigger (its series carry ``trigger``); the tuning series, per ScaledObject, carry none
+        key = (labels.get("namespace", ""), labels.get("scaledobject", ""), labels.get("trigger", ""))
+        return rows.setdefault(key, {"namespace": key[0], "name": key[1], "trigger": key[2], "reason": None,
+                                     "observed": None,
                                      "forecast_peak": None, "forecast_quantile": None, "planned": None,
                                      "qps_per_replica": None, "lead_seconds": None, "model": None,
                                      "last_fit": None, "fit_failures": 0.0, "prometheus_errors": 0.0,

@@ -235,8 +235,8 @@ def test_scrape_keeps_the_scaledobject_namespace_with_honor_labels(prometheus_fa
     """A real Prometheus scrapes the scaler like the operator's ServiceMonitor does: with honorLabels
     (the chart's setting) the series keep namespace="serving"; without, it becomes exported_namespace."""
     m = scaler.server.metrics
-    m.observed.labels("serving", "llm").set(QPS)
-    m.reason.labels("serving", "llm", "fallback_fit_failed").set(1)
+    m.observed.labels("serving", "llm", "0123abcd").set(QPS)
+    m.reason.labels("serving", "llm", "0123abcd", "fallback_fit_failed").set(1)
     end = float(int(time.time()))
     t = pf.sample_times(end - 120, end, 15.0)
     prom = prometheus_factory([pf.SeriesSpec("forescale_unused", {"job": "x"}, "gauge", t, [0.0] * len(t))],
