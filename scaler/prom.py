@@ -221,25 +221,25 @@ async def _read(r: aiohttp.ClientResponse, max_bytes: int, one_series: bool) -> 
     def add(data: bytes) -> None:
         nonlocal series, tail
         body.extend(data)
-        if len(body) > max_bytes:
-            raise PromError(PromErrorKind.TOO_LARGE, f"the answer is over {max_bytes >> 10} KiB (decompressed): "
-                                                     "more than one series? aggregate the query, e.g. sum(...)")
-        if one_series:
+        if one_series:  # counted first: a many-series answer is named as such, not as a large one
             window = tail + data
             series += len(_SERIES.findall(window)) - len(_SERIES.findall(tail))
             tail = window[-32:]
             if series > 1:
                 raise PromError(PromErrorKind.MULTIPLE_SERIES, "the query returned more than one series; expected "
                                                                "exactly one (aggregate it, e.g. sum(...))")
+        if len(body) > max_bytes:
+            raise PromError(PromErrorKind.TOO_LARGE, f"the answer is over {max_bytes >> 10} KiB (decompressed): "
+                                                     "more than one series? aggregate the query, e.g. sum(...)")
 
     async for chunk in r.content.iter_chunked(1 << 16):
         if z is None:
             add(chunk)
             continue
-        data = z.decompress(chunk, max_bytes + 1 - len(body))
+        data = z.decompress(chunk, min(1 << 16, max_bytes + 1 - len(body)))
         add(data)
         while z.unconsumed_tail:  # more output pending from this chunk: bounded pieces, each checked
-            add(z.decompress(z.unconsumed_tail, max_bytes + 1 - len(body)))
+            add(z.decompress(z.unconsumed_tail, min(1 << 16, max_bytes + 1 - len(body))))
     if z is not None:
         add(z.flush())
     return bytes(body)

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 # Errors that mean the configuration is wrong: no amount of waiting fixes them.
 PRECONDITION = {PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MULTIPLE_SERIES,
-                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS}
+                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS, PromErrorKind.TOO_LARGE}
 
 
 @dataclass(frozen=True)
