@@ -73,7 +73,7 @@ class FakePrometheus:
             raise answer
         return float(answer(at) if callable(answer) else answer)
 
-    def range(self, query: str, start: float, end: float, step: float) -> list[dict]:
+    def range(self, query: str, start: float, end: float, step: float, *, one_series: bool = False) -> list[dict]:
         with self._lock:
             self.calls.append(("range", query, start, end, step))
             answer = self._ranges.get(query)
