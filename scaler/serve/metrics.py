@@ -67,6 +67,9 @@ class ScalerMetrics:
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
             self.lead.labels(*labels, part).set(v)
         if d.forecast_peak is not None:
+            keep = {f"{quantile:g}", "mean"}  # a quantile no longer provisioned (a tuned choice) leaves no series
+            for k in [k for k in list(self.forecast._metrics) if k[:3] == labels and k[3] not in keep]:
+                self.forecast.remove(*k)
             self.forecast.labels(*labels, f"{quantile:g}").set(d.forecast_peak)
             if d.forecast_mean_peak is not None:
                 self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)

@@ -176,6 +176,7 @@ class Registry:
             creds = self.credentials.get(spec.prometheus.credentials)
             if creds is not None:
                 creds.check_target(spec.prometheus.server_address)
+                creds.check_headers(spec.prometheus.custom_headers)
         except PromError as e:
             raise ScalerError("FAILED_PRECONDITION", str(e)) from None
         return self.client_factory(spec.prometheus, creds)
