@@ -79,9 +79,12 @@ class Registry:
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
                  tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
-                 monotonic: Clock | None = None):
+                 monotonic: Clock | None = None, query_at: Clock | None = None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
+        # instant queries carry no time= (Prometheus' own now, as KEDA's scaler); only a simulated clock (tests
+        # replaying backfilled data) passes itself here to evaluate them at its time
+        self.query_at = query_at
         self.credentials = credentials
         self.metrics = metrics
         self.config = config
@@ -158,8 +161,8 @@ class Registry:
 
     def _inherit(self, wl: Workload) -> None:
         """Caller holds the lock. A new trigger of a tracked ScaledObject (an edit) starts from what a sibling
-        already knows about the same inputs: its observation (same Prometheus and query) and its forecast (same
-        forecast key). Copied, never shared: the sibling keeps serving its own metadata until it is retired."""
+        already knows about the same inputs: its observation (same Prometheus and query), its tuned choice (when
+        it still applies) and its forecast (same forecast key). Copied, never shared: the sibling keeps serving its own metadata until it is retired."""
         for other in self._workloads.values():
             if (other.namespace, other.name) != (wl.namespace, wl.name):
                 continue
@@ -167,6 +170,9 @@ class Registry:
                     and (other.declared.prometheus, other.declared.query) == (wl.spec.prometheus, wl.spec.query)):
                 wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
                 wl.first_done.set()
+            if (wl.tuned is None and other.tuned is not None and self.tuning is not None
+                    and self.tuning.applies(other.tuned, wl.declared)):
+                wl.tuned, wl.spec = other.tuned, other.tuned.apply(wl.declared)  # a choice the edit does not concern
             if (wl.forecast.forecast is None and other.forecast.forecast is not None
                     and other.forecast.key == wl.spec.forecast_key()):
                 wl.forecast = other.forecast
@@ -433,7 +439,7 @@ class Registry:
         error: PromError | None = None
         self.ops.queries.labels("observe").inc()
         try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, None, ignore_null=spec.ignore_null_values)))
+            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, self._at(), ignore_null=spec.ignore_null_values)))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently
@@ -461,10 +467,13 @@ class Registry:
             self.limiter.log(log, logging.WARNING, (*wl.labels, error.kind.value), "ScaledObject %s/%s: %s",
                              wl.namespace, wl.name, error)
 
+    def _at(self) -> float | None:
+        return None if self.query_at is None else self.query_at()
+
     def _refresh_cold_start(self, wl: Workload, now: float) -> None:
         self.ops.queries.labels("cold_start").inc()
         try:
-            v = wl.client.scalar(wl.spec.cold_start_query, None, ignore_null=False)
+            v = wl.client.scalar(wl.spec.cold_start_query, self._at(), ignore_null=False)
             if v < 0:
                 raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
             lead = wl.spec.lead.with_cold_start(v).seconds

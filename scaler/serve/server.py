@@ -73,9 +73,11 @@ class Server:
     """A running forescale: gRPC + HTTP + background work. ``stop`` is graceful."""
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time,
-                 extra_handlers: Sequence[grpc.GenericRpcHandler] = (), monotonic: Callable[[], float] | None = None):
+                 extra_handlers: Sequence[grpc.GenericRpcHandler] = (), monotonic: Callable[[], float] | None = None,
+                 pin_queries: bool | None = None):
         """``monotonic``: the clock of ages and intervals (``time.monotonic`` when ``clock`` is the wall clock;
-        a test's fake ``clock`` serves as both)."""
+        a test's fake ``clock`` serves as both). ``pin_queries``: instant queries carry ``time=clock()``; by
+        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``."""
         self.config = config
         if monotonic is None:
             monotonic = time.monotonic if clock is time.time else clock
@@ -92,7 +94,8 @@ class Server:
                                  forecasts=self.forecasts, tuning=self.tuning,
                                  stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
-                                 monotonic=monotonic)
+                                 monotonic=monotonic,
+                                 query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
         if config.max_streams > config.grpc_workers - 16:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
                              f"({config.grpc_workers}) to unary RPCs and the health check")

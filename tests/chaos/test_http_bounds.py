@@ -81,11 +81,23 @@ def test_names_outside_kubernetes_rules_are_refused_and_never_exported(live_prom
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):
-    """A Prometheus stand-in whose every answer is ``Hostile.body`` (gzip-encoded when ``Hostile.gzip``)."""
+    """A Prometheus stand-in whose every answer is ``Hostile.body`` (gzip-encoded when ``Hostile.gzip``); range
+    queries get ``Hostile.range_body`` when set."""
     body = b""
+    range_body = b""
     gzip = False
 
     def do_GET(self):  # noqa: N802 - http.server's name
+        if "query_range" in self.path and Hostile.range_body:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(Hostile.range_body)))
+            self.end_headers()
+            try:
+                self.wfile.write(Hostile.range_body)
+            except OSError:
+                pass
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         if Hostile.gzip:
@@ -108,6 +120,32 @@ def hostile():
     yield f"http://127.0.0.1:{srv.server_address[1]}"
     srv.shutdown()
     srv.server_close()
+
+
+def test_a_query_missing_sum_is_refused_at_the_second_series_in_observation_and_history(live_scaler, hostile):
+    """A realistic mistake: 300,000 per-pod series, in the instant answer and in the range answers of the fit."""
+    now = int(time.time())
+    inst = b",".join(b'{"metric":{"pod":"p-%d"},"value":[%d,"0.5"]}' % (i, now) for i in range(300_000))
+    Hostile.body, Hostile.gzip = b'{"status":"success","data":{"resultType":"vector","result":[' + inst + b"]}}", False
+    values = b",".join(b'[%d,"0.5"]' % (now - 60 * k) for k in range(60))
+    rng = b",".join(b'{"metric":{"pod":"p-%d"},"values":[%s]}' % (i, values) for i in range(20_000))
+    Hostile.range_body = b'{"status":"success","data":{"resultType":"matrix","result":[' + rng + b"]}}"
+    del inst, values, rng
+    s = live_scaler()
+    before = rss_bytes()
+    peak = before
+    md = metadata(hostile, mode="forecastAndScale", model="naive", history="1h", minHistory="30m")
+    for _ in range(5):
+        with pytest.raises(grpc.RpcError) as err:
+            s.get(md, "nosum", timeout=10)
+        peak = max(peak, rss_bytes())
+        time.sleep(0.2)
+    Hostile.range_body = b""
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "more than one series" in err.value.details() and "sum(" in err.value.details()
+    # before issue 27: 880 MB per ScaledObject, all kept
+    assert peak - before < 100 << 20, (before, peak)
+    print(f"300,000 series: RSS {before >> 20} -> {peak >> 20} MiB")
 
 
 def test_a_gzip_answer_of_millions_of_series_is_refused_early_with_bounded_memory(live_scaler, hostile):

@@ -21,9 +21,10 @@ from support.recorder import Recorder
 
 
 def serve(clock=time.time, **config) -> Server:
+    """A real server; ``clock`` stands for the machine's wall clock (skewed or not), wired as in production."""
     cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0, registry=RegistryConfig(),
                        **config)
-    return Server(cfg, clock=clock, monotonic=time.monotonic).start()
+    return Server(cfg, clock=clock, monotonic=time.monotonic, pin_queries=False).start()
 
 
 def get(port: int, md: dict, name: str, creds=None) -> tuple[float, bool]:
