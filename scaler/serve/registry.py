@@ -370,9 +370,10 @@ class Registry:
         return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * self.refresh_interval(wl)))
 
     def stale_after(self, wl: Workload) -> float:
-        """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 refresh intervals
-        when ``refreshInterval`` (or KEDA's cadence) is longer."""
-        return max(self.config.stale_seconds, 4 * self.refresh_interval(wl))
+        """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
+        ``refreshInterval`` when that is longer (a refresh every 10 min must not be UNAVAILABLE half the time)."""
+        declared = wl.spec.refresh_seconds
+        return self.config.stale_seconds if declared is None else max(self.config.stale_seconds, 4 * declared)
 
     def refresh_interval(self, wl: Workload) -> float:
         """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
