@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import re
-import time
 import zlib
 import concurrent.futures
 import json
@@ -71,7 +70,10 @@ class PromPool:
     at most ``max_in_flight`` requests in all, each bounded by a total deadline. Thread-safe; ``close`` ends it.
     """
 
-    def __init__(self, per_target: int = 8, max_in_flight: int = 256):
+    def __init__(self, per_target: int = 8, max_in_flight: int = 256, clock=None):
+        """``clock`` (monotonic, injected by the server wiring): sessions unused for ``SESSION_IDLE_SECONDS``
+        by it are closed; without one (the CLI's short-lived pool) none are."""
+        self.clock = clock
         self.per_target = per_target
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
@@ -130,7 +132,7 @@ class PromPool:
         """On the loop thread."""
         u = urlparse(url)
         key, mtimes = (u.scheme, u.netloc.rsplit("@", 1)[-1].lower(), tls), _mtimes(tls)
-        now = time.monotonic()
+        now = self.clock() if self.clock is not None else 0.0
         for k in [k for k, at in self._used.items() if now - at > SESSION_IDLE_SECONDS and k != key]:
             self._used.pop(k, None)
             old = self._sessions.pop(k, None)

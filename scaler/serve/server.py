@@ -85,7 +85,8 @@ class Server:
         add_runtime_collectors(self.metrics.registry)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
-        self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight)
+        self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
+                             clock=monotonic)
         forecast_store = JsonStore(config.state_dir, self.metrics) if config.state_dir else None
         tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)

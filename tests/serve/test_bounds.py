@@ -185,7 +185,7 @@ def test_sessions_of_targets_no_longer_used_are_closed(monkeypatch):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Matrix)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     monkeypatch.setattr(prom, "SESSION_IDLE_SECONDS", 0.2)
-    pool = PromPool()
+    pool = PromPool(clock=time.monotonic)  # the server passes its monotonic clock
     try:
         port = srv.server_address[1]
         for host in ("127.0.0.1", "localhost"):  # two targets (two sessions)
@@ -208,3 +208,19 @@ def test_a_newline_in_a_name_cannot_forge_a_log_line():
     line = TextFormatter("%(levelname)s %(name)s: %(message)s").format(rec)
     assert "\n" not in line and "\r" not in line and "\x1b" not in line
     assert line == "WARNING scaler.serve.registry: ScaledObject ns/llm\\n2026-01-01 00:00:00 INFO forged: x\\r\\x1b[31m"
+
+
+def test_a_changed_quantile_leaves_no_series_of_the_old_one():
+    from scaler.policy import Decision, Reason
+    from scaler.spec import parse_metadata
+
+    metrics = ScalerMetrics()
+    spec, _ = parse_metadata(md(mode="forecastAndScale"), name="llm", namespace="serving")
+    labels = ("serving", "llm", "0123abcd")
+    d = Decision(planned=40.0, reason=Reason.FORECAST, observed=30.0, forecast_peak=40.0, base=40.0,
+                 forecast_mean_peak=35.0)
+    metrics.export_decision(labels, d, spec.lead, 0.8)
+    metrics.export_decision(labels, d, spec.lead, 0.9)  # a tuned choice moved the provisioned quantile
+    got = {s.labels["quantile"]: s.value for fam in metrics.registry.collect() for s in fam.samples
+           if s.name == "forescale_forecast_qps"}
+    assert got == {"0.9": 40.0, "mean": 35.0}  # before: 0.8 stayed, frozen at its last value
