@@ -110,3 +110,23 @@ def cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[t
     """A fixed-size key for a metadata map (a digest, not the map) and the bytes a spec parsed from it holds."""
     size = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace")) for k, v in metadata.items())
     return (namespace, name, metadata_digest(metadata)), size + len(namespace) + len(name) + 200
+
+
+def inherit(wl, siblings, tuning) -> None:
+    """A new trigger of a tracked ScaledObject (an edit) starts from what a sibling already knows about the
+    same inputs: its observation (same Prometheus and query), its tuned choice (when ``tuning`` says it still
+    applies) and its forecast (same forecast key). Copied, never shared: the sibling keeps serving its own
+    metadata until it is retired. The registry calls this under its lock, before ``wl`` is visible."""
+    for other in siblings:
+        if (other.namespace, other.name) != (wl.namespace, wl.name):
+            continue
+        if (other.observed_at is not None and wl.observed_at is None
+                and (other.declared.prometheus, other.declared.query) == (wl.spec.prometheus, wl.spec.query)):
+            wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
+            wl.first_done.set()
+        if (wl.tuned is None and other.tuned is not None and tuning is not None
+                and tuning.applies(other.tuned, wl.declared)):
+            wl.tuned, wl.spec = other.tuned, other.tuned.apply(wl.declared)  # a choice the edit does not concern
+        if (wl.forecast.forecast is None and other.forecast.forecast is not None
+                and other.forecast.key == wl.spec.forecast_key()):
+            wl.forecast = other.forecast

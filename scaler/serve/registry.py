@@ -46,7 +46,7 @@ from ..spec import PrometheusTarget, ScalerSpec
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
-from .identity import SpecCache, cut, metadata_digest  # noqa: F401 - metadata_digest: re-exported
+from .identity import SpecCache, cut, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class Registry:
                                       "scaler for more ScaledObjects, or wait until unused ones are forgotten")
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
-                self._inherit(wl)
+                inherit(wl, self._workloads.values(), self.tuning)  # an edit starts from what its sibling knows
                 self._workloads[key] = wl
                 self._unswept.pop(key, None)  # back before the sweep: its files serve it again
                 self.metrics.workloads.set(len(self._workloads))
@@ -158,24 +158,6 @@ class Registry:
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
-
-    def _inherit(self, wl: Workload) -> None:
-        """Caller holds the lock. A new trigger of a tracked ScaledObject (an edit) starts from what a sibling
-        already knows about the same inputs: its observation (same Prometheus and query), its tuned choice (when
-        it still applies) and its forecast (same forecast key). Copied, never shared: the sibling keeps serving its own metadata until it is retired."""
-        for other in self._workloads.values():
-            if (other.namespace, other.name) != (wl.namespace, wl.name):
-                continue
-            if (other.observed_at is not None and wl.observed_at is None
-                    and (other.declared.prometheus, other.declared.query) == (wl.spec.prometheus, wl.spec.query)):
-                wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
-                wl.first_done.set()
-            if (wl.tuned is None and other.tuned is not None and self.tuning is not None
-                    and self.tuning.applies(other.tuned, wl.declared)):
-                wl.tuned, wl.spec = other.tuned, other.tuned.apply(wl.declared)  # a choice the edit does not concern
-            if (wl.forecast.forecast is None and other.forecast.forecast is not None
-                    and other.forecast.key == wl.spec.forecast_key()):
-                wl.forecast = other.forecast
 
     def _client(self, spec: ScalerSpec) -> PrometheusClient:
         try:
