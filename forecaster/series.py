@@ -279,6 +279,7 @@ def from_csv(path: str | Path, *, step: float | None = None, max_gap: int = DEFA
     if diffs.size == 0:
         raise ValueError(f"{where}: every row has the same timestamp; expected {CSV_FORM}")
     native = float(np.median(diffs))
+    check_span(t, native, where)
     if value_name == "count":
         y = y / native
     series, report = regularize(t, y, native, max_gap=max_gap)
@@ -315,6 +316,32 @@ def from_prometheus_matrix(result: list[dict], step: float, *, is_counter: bool 
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+MAX_EPOCH_SECONDS = 1e11  # year 5138: a larger epoch is milliseconds (or microseconds), not seconds
+MAX_GRID_POINTS = 5_000_000  # a file's span at its own interval (9.5 years at 60 s, 58 days at 1 s)
+
+
+def check_span(t: np.ndarray, native: float, where: str) -> None:
+    """ValueError naming the row before a grid is built: epoch milliseconds, or a row so far from the others
+    that the file's span at its own interval ``native`` would be more than ``MAX_GRID_POINTS`` points."""
+    big = np.flatnonzero(np.abs(t) >= MAX_EPOCH_SECONDS)
+    if big.size:
+        i = int(big[0])
+        raise ValueError(f"{where}: line {i + 2}: column 'timestamp': {t[i]:.0f} is not epoch seconds (it would be "
+                         f"after the year 5000: milliseconds? divide by 1000); expected {CSV_FORM}")
+    points = (float(t.max()) - float(t.min())) / native
+    if points <= MAX_GRID_POINTS:
+        return
+    order = np.argsort(t, kind="stable")
+    gaps = np.diff(t[order])
+    k = int(np.argmax(gaps))
+    # the row on the far side of the largest gap, from the bulk of the rows
+    i = int(order[k + 1]) if k + 1 >= len(t) - 1 - k else int(order[k])
+    when = datetime.fromtimestamp(float(t[i]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise ValueError(f"{where}: line {i + 2}: column 'timestamp': {t[i]:.0f} ({when}) is {gaps[k] / 86400:.0f} days "
+                     f"from the other rows; the file would span {points:,.0f} points at its interval {native:g}s "
+                     f"(at most {MAX_GRID_POINTS:,}); accepted: rows of one period, without outliers")
+
 
 def _parse_timestamps(raw: list[str], where: str) -> np.ndarray:
     try:

@@ -1,4 +1,4 @@
-"""Size and range limits of what the scaler accepts (trigger metadata), in one place; no imports.
+"""Size and range limits of what the scaler accepts (trigger metadata), in one place; standard library only.
 
 Larger metadata is INVALID_ARGUMENT naming the limit (``spec.check_size``);
 the lead and horizon caps bound the forecast curves held and stored.
@@ -6,6 +6,7 @@ the lead and horizon caps bound the forecast curves held and stored.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 MAX_VALUE_BYTES = 8 * 1024  # one metadata value (UTF-8)
@@ -33,4 +34,26 @@ def size_violation(md: Mapping[str, str]) -> tuple[str, str, str] | None:
     if total > MAX_METADATA_BYTES:
         return "(metadata)", f"{total} bytes", (f"at most {MAX_METADATA_BYTES} bytes in all keys and values "
                                                 "(MAX_METADATA_BYTES)")
+    return None
+
+
+# -- what the server holds (issue 27) ------------------------------------------------------------------------
+MAX_TRACKED = 2000  # tracked triggers (workloads) per server; a new one beyond it is RESOURCE_EXHAUSTED
+MAX_STATE_FILE_BYTES = 512 * 1024  # one state document; x MAX_TRACKED x 2 stores fits the chart's 1 GiB emptyDir
+MAX_INSTANT_BODY_BYTES = 1 << 20  # an instant-query answer (decompressed); one series is well under 1 KB
+MAX_RANGE_BODY_BYTES = 8 << 20  # one range-query chunk (decompressed): 11,000 points of one series is ~0.4 MB
+# Kubernetes' own limits: a namespace is a DNS-1123 label, a ScaledObject name a DNS-1123 subdomain
+MAX_NAMESPACE_BYTES = 63
+MAX_NAME_BYTES = 253
+_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+
+def name_violation(namespace: str, name: str) -> str | None:
+    """Why ``namespace``/``name`` cannot be a Kubernetes namespace / object name; None when they can."""
+    if not 0 < len(namespace) <= MAX_NAMESPACE_BYTES or not re.fullmatch(_LABEL, namespace):
+        return (f"namespace of {len(namespace)} characters is not a Kubernetes namespace (a DNS-1123 label: at most "
+                f"{MAX_NAMESPACE_BYTES} characters of a-z, 0-9 and '-', starting and ending with a letter or digit)")
+    if not 0 < len(name) <= MAX_NAME_BYTES or not re.fullmatch(rf"{_LABEL}(\.{_LABEL})*", name):
+        return (f"name of {len(name)} characters is not a Kubernetes object name (a DNS-1123 subdomain: at most "
+                f"{MAX_NAME_BYTES} characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit)")
     return None

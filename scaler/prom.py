@@ -15,12 +15,24 @@ Credentials are held by the scaler (``CredentialStore``), selected by name from
 the metadata, and bound to the base URLs their set allows (``allowed-urls``).
 No secret is ever logged or put in an error message: URLs in messages lose
 their user, query and fragment; error bodies are never echoed.
+
+Bounds (issue 27): an answer is read as a stream, decompressed here with a cap
+(``MAX_INSTANT_BODY_BYTES`` for an instant query, ``MAX_RANGE_BODY_BYTES`` per
+range chunk), and refused as soon as it holds a second series (the series are
+counted as the bytes arrive, before anything is parsed); range samples outside
+the asked window are dropped before a grid is built; no cookie jar; sessions
+unused for ``SESSION_IDLE_SECONDS`` are closed. A credential set is bound:
+``customHeaders`` may not carry ``Host`` or hop-by-hop headers with it, the
+URL is matched against ``allowed-urls`` exactly as it will be sent (dot
+segments refused), and ``unsafeSsl`` does not lift its ``ca.crt``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import re
+import zlib
 import concurrent.futures
 import json
 import logging
@@ -28,9 +40,6 @@ import math
 import os
 import ssl
 import threading
-from dataclasses import dataclass, field
-from enum import Enum
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 from urllib.request import getproxies_environment, proxy_bypass_environment
@@ -40,151 +49,20 @@ import aiohttp
 from forecaster.base import Series
 from forecaster.series import HygieneReport, from_prometheus_matrix
 
+from .credentials import CredentialStore, Credentials, url_allowed  # noqa: F401 - re-exported
+from .limits import MAX_INSTANT_BODY_BYTES, MAX_RANGE_BODY_BYTES
+from .promerror import PromError, PromErrorKind, redact_url, short  # noqa: F401 - re-exported
 from .spec import PrometheusTarget
 
 log = logging.getLogger(__name__)
 
 MAX_POINTS = 11_000  # Prometheus refuses range queries above this many points per series
-MAX_BODY_BYTES = 64 << 20  # a larger answer is refused (a 14-day range at 60 s is ~1 MB)
+MAX_BODY_BYTES = MAX_RANGE_BODY_BYTES  # the default cap of one answer (decompressed)
+SESSION_IDLE_SECONDS = 600.0  # a target's session unused this long is closed (forgotten targets free theirs)
+_SERIES = re.compile(rb'"metric"\s*:\s*\{')
 RETRY_STATUS = (502, 503, 504)  # one quick retry, within the same deadline
 # Prometheus' API errorType vocabulary: shown in messages (bodies never are)
 ERROR_TYPES = ("bad_data", "execution", "timeout", "canceled", "internal", "unavailable", "not_found")
-
-
-class PromErrorKind(str, Enum):
-    UNREACHABLE = "unreachable"  # connection refused, DNS, timeout, TLS failure, HTTP 5xx
-    REJECTED = "rejected"  # HTTP 4xx: bad PromQL, auth refused
-    NO_DATA = "no_data"  # empty result with ignoreNullValues=false
-    MULTIPLE_SERIES = "multiple_series"
-    BAD_VALUE = "bad_value"  # NaN/Inf with ignoreNullValues=false
-    CREDENTIALS = "credentials"  # the named credential set is missing, unreadable or not for this target
-
-
-class PromError(Exception):
-    def __init__(self, kind: PromErrorKind, message: str):
-        self.kind = kind
-        super().__init__(message)
-
-
-def redact_url(url: str) -> str:
-    """``url`` fit for a message: scheme, host, port and path only (no user:password, query or fragment)."""
-    try:
-        u = urlparse(url)
-        host = u.hostname or ""
-        port = f":{u.port}" if u.port else ""
-    except ValueError:
-        return "<unparseable URL>"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{u.scheme}://{host}{port}{u.path}"
-
-
-def _origin(url: str) -> tuple[str, str, int, str]:
-    u = urlparse(url)
-    port = u.port or (443 if u.scheme == "https" else 80)
-    return (u.scheme, (u.hostname or "").lower(), port, u.path.rstrip("/"))
-
-
-def url_allowed(url: str, allowed: tuple[str, ...]) -> bool:
-    """Same scheme, host and port as one allowed base URL, and a path at or below its path."""
-    try:
-        s, h, p, path = _origin(url)
-        for a in allowed:
-            sa, ha, pa, pathA = _origin(a)
-            if (s, h, p) == (sa, ha, pa) and (path == pathA or path.startswith(pathA + "/")):
-                return True
-    except ValueError:
-        return False
-    return False
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """One credential set. ``repr`` shows which parts exist, never their values.
-
-    ``allowed_urls``: the Prometheus base URLs the set may be sent to (None: any;
-    only sets built in code, such as tests', have None -- the store always reads them).
-    """
-
-    name: str
-    bearer_token: str | None = field(default=None, repr=False)
-    basic: tuple[str, str] | None = field(default=None, repr=False)
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    allowed_urls: tuple[str, ...] | None = None
-
-    def describe(self) -> str:
-        parts = [p for p, v in (("bearer", self.bearer_token), ("basic", self.basic),
-                                ("ca", self.ca_file), ("client-cert", self.cert_file)) if v]
-        return f"{self.name}({', '.join(parts) or 'empty'})"
-
-    def check_target(self, server_address: str) -> None:
-        """PromError CREDENTIALS unless this set may be sent to ``server_address``."""
-        if self.allowed_urls is not None and not url_allowed(server_address, self.allowed_urls):
-            raise PromError(PromErrorKind.CREDENTIALS,
-                            f"credentials '{self.name}' may not be sent to {redact_url(server_address)}; "
-                            f"the set allows: {', '.join(redact_url(u) for u in self.allowed_urls) or 'nothing'} "
-                            "(its allowed-urls file)")
-
-
-class CredentialStore:
-    """Credential sets as files: ``<root>/<name>/{allowed-urls, token | username,password | ca.crt | tls.crt,tls.key}``.
-
-    This is how a Kubernetes Secret mounted as a volume looks. Files are read
-    each time a client is built, so rotated secrets are picked up.
-    ``allowed-urls`` (required): the Prometheus base URLs the set may be sent
-    to, one per line; a trigger with another ``serverAddress`` is refused.
-    """
-
-    def __init__(self, root: str | os.PathLike | None):
-        self.root = Path(root) if root else None
-
-    def get(self, name: str) -> Credentials | None:
-        if not name:
-            return None
-        if self.root is None:
-            raise PromError(PromErrorKind.CREDENTIALS,
-                            f"credentials '{name}' requested but the scaler has no credentials directory "
-                            "(--credentials-dir or FORESCALE_CREDENTIALS_DIR)")
-        d = self.root / name
-        if not d.is_dir():
-            raise PromError(PromErrorKind.CREDENTIALS,
-                            f"credentials '{name}': no directory {d}; expected files allowed-urls, and token, or "
-                            "username+password, and/or ca.crt, tls.crt+tls.key")
-
-        def read(fname: str) -> str | None:
-            p = d / fname
-            try:
-                return p.read_text().strip() if p.is_file() else None
-            except OSError as e:
-                raise PromError(PromErrorKind.CREDENTIALS, f"credentials '{name}': cannot read {p}: {e.strerror}") from None
-
-        allowed_text = read("allowed-urls")
-        if allowed_text is None:
-            raise PromError(PromErrorKind.CREDENTIALS,
-                            f"credentials '{name}': no allowed-urls file; list the Prometheus base URLs this set "
-                            "may be sent to, one per line (e.g. https://prometheus.monitoring:9090)")
-        allowed = tuple(line.strip() for line in allowed_text.splitlines() if line.strip() and not line.startswith("#"))
-        token = read("token")
-        user, password = read("username"), read("password")
-        if (user is None) != (password is None):
-            raise PromError(PromErrorKind.CREDENTIALS, f"credentials '{name}': basic auth needs both username and password files")
-        cert, key = d / "tls.crt", d / "tls.key"
-        if cert.is_file() != key.is_file():
-            raise PromError(PromErrorKind.CREDENTIALS, f"credentials '{name}': a client certificate needs both tls.crt and tls.key")
-        if token and user:
-            raise PromError(PromErrorKind.CREDENTIALS, f"credentials '{name}': give either token or username+password, not both")
-        ca = d / "ca.crt"
-        return Credentials(
-            name=name,
-            bearer_token=token,
-            basic=(user, password) if user is not None else None,
-            ca_file=str(ca) if ca.is_file() else None,
-            cert_file=str(cert) if cert.is_file() else None,
-            key_file=str(key) if key.is_file() else None,
-            allowed_urls=allowed,
-        )
 
 
 class PromPool:
@@ -192,13 +70,17 @@ class PromPool:
     at most ``max_in_flight`` requests in all, each bounded by a total deadline. Thread-safe; ``close`` ends it.
     """
 
-    def __init__(self, per_target: int = 8, max_in_flight: int = 256):
+    def __init__(self, per_target: int = 8, max_in_flight: int = 256, clock=None):
+        """``clock`` (monotonic, injected by the server wiring): sessions unused for ``SESSION_IDLE_SECONDS``
+        by it are closed; without one (the CLI's short-lived pool) none are."""
+        self.clock = clock
         self.per_target = per_target
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._sessions: dict[tuple, tuple[aiohttp.ClientSession, asyncio.Semaphore, tuple]] = {}
+        self._used: dict[tuple, float] = {}  # session key -> last use (monotonic), for pruning
         self._global: asyncio.Semaphore | None = None
         self._closed = False
         self.requests = 0  # HTTP requests sent (retries included)
@@ -226,12 +108,18 @@ class PromPool:
                 total += sum(len(v) for v in getattr(conn, "_conns", {}).values()) + len(getattr(conn, "_acquired", ()))
         return total
 
+    def sessions(self) -> int:
+        return len(self._sessions)
+
     def get(self, url: str, params: dict[str, str], *, headers: dict[str, str], tls: tuple,
-            deadline: float) -> tuple[int, bytes]:
-        """GET ``url``; (status, body). ``tls``: (unsafe, ca_file, cert_file, key_file).
+            deadline: float, max_bytes: int = MAX_BODY_BYTES, one_series: bool = False) -> tuple[int, bytes]:
+        """GET ``url``; (status, body). ``tls``: (unsafe, ca_file, cert_file, key_file). The body, decompressed,
+        is at most ``max_bytes`` (PromError TOO_LARGE past it) and, with ``one_series``, holds at most one series
+        (PromError MULTIPLE_SERIES at the second, before it is read further).
         Raises TimeoutError past ``deadline`` seconds, aiohttp.ClientError, or PromError when stopping."""
         loop = self._ensure_loop()
-        fut = asyncio.run_coroutine_threadsafe(self._get(url, params, headers, tls, deadline), loop)
+        fut = asyncio.run_coroutine_threadsafe(self._get(url, params, headers, tls, deadline, max_bytes, one_series),
+                                               loop)
         try:
             return fut.result(deadline + 1.0)
         except concurrent.futures.TimeoutError:
@@ -244,6 +132,13 @@ class PromPool:
         """On the loop thread."""
         u = urlparse(url)
         key, mtimes = (u.scheme, u.netloc.rsplit("@", 1)[-1].lower(), tls), _mtimes(tls)
+        now = self.clock() if self.clock is not None else 0.0
+        for k in [k for k, at in self._used.items() if now - at > SESSION_IDLE_SECONDS and k != key]:
+            self._used.pop(k, None)
+            old = self._sessions.pop(k, None)
+            if old is not None:
+                asyncio.get_running_loop().create_task(old[0].close())
+        self._used[key] = now
         got = self._sessions.get(key)
         if got is not None and got[2] != mtimes:  # rotated CA or client certificate: a new session
             asyncio.get_running_loop().create_task(got[0].close())
@@ -252,20 +147,22 @@ class PromPool:
             ctx: Any = None
             if u.scheme == "https":
                 unsafe, ca, cert, keyfile = tls
-                ctx = ssl.create_default_context(cafile=ca if ca and not unsafe else None)
-                if unsafe:
+                ctx = ssl.create_default_context(cafile=ca if ca else None)
+                if unsafe and not ca:  # a credential set's ca.crt is never lifted by unsafeSsl
                     ctx.check_hostname = False
                     ctx.verify_mode = ssl.CERT_NONE
                 if cert:
                     ctx.load_cert_chain(cert, keyfile)
             connector = aiohttp.TCPConnector(limit=self.per_target, limit_per_host=0, ssl=ctx if ctx else False,
                                              keepalive_timeout=60.0)
-            got = (aiohttp.ClientSession(connector=connector, trust_env=False), asyncio.Semaphore(self.per_target),
-                   mtimes)
+            # no cookie jar (a cookie earned with one credential set must never go out with another's requests);
+            # bodies decompressed by _read, with a cap
+            got = (aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar(),
+                                         auto_decompress=False), asyncio.Semaphore(self.per_target), mtimes)
             self._sessions[key] = got
         return got[0], got[1]
 
-    async def _get(self, url, params, headers, tls, deadline) -> tuple[int, bytes]:
+    async def _get(self, url, params, headers, tls, deadline, max_bytes, one_series) -> tuple[int, bytes]:
         session, per_target = self._session(url, tls)
         async with asyncio.timeout(deadline):
             async with per_target, self._global:
@@ -278,12 +175,7 @@ class PromPool:
                             if r.status in RETRY_STATUS and attempt == 0:
                                 await asyncio.sleep(0.05)
                                 continue
-                            body = bytearray()
-                            async for chunk in r.content.iter_chunked(1 << 16):
-                                body += chunk
-                                if len(body) > MAX_BODY_BYTES:  # no Prometheus answer we can use: unreadable
-                                    return r.status, b""
-                            return r.status, bytes(body)
+                            return r.status, await _read(r, max_bytes, one_series and r.status == 200)
                 finally:
                     self.in_flight -= 1
         raise AssertionError("unreachable")  # the loop returns on its second attempt
@@ -304,6 +196,7 @@ class PromPool:
             for session, _, _ in self._sessions.values():
                 await session.close()
             self._sessions.clear()
+            self._used.clear()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout)
@@ -312,6 +205,46 @@ class PromPool:
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+async def _read(r: aiohttp.ClientResponse, max_bytes: int, one_series: bool) -> bytes:
+    """The body, decompressed (gzip, deflate or none) with ``max_bytes`` as the cap of the decompressed size;
+    with ``one_series``, PromError MULTIPLE_SERIES as soon as a second series starts."""
+    enc = r.headers.get("Content-Encoding", "identity").strip().lower()
+    if enc in ("gzip", "x-gzip", "deflate"):
+        z = zlib.decompressobj(wbits=47 if enc != "deflate" else 15)  # 47: gzip or zlib header, detected
+    elif enc not in ("", "identity"):
+        raise PromError(PromErrorKind.UNREACHABLE, f"the answer has an unsupported Content-Encoding "
+                                                   f"{short(enc, 20)!r} (expected gzip, deflate or none)")
+    else:
+        z = None
+    body, series, tail = bytearray(), 0, b""
+
+    def add(data: bytes) -> None:
+        nonlocal series, tail
+        body.extend(data)
+        if one_series:  # counted first: a many-series answer is named as such, not as a large one
+            window = tail + data
+            series += len(_SERIES.findall(window)) - len(_SERIES.findall(tail))
+            tail = window[-32:]
+            if series > 1:
+                raise PromError(PromErrorKind.MULTIPLE_SERIES, "the query returned more than one series; expected "
+                                                               "exactly one (aggregate it, e.g. sum(...))")
+        if len(body) > max_bytes:
+            raise PromError(PromErrorKind.TOO_LARGE, f"the answer is over {max_bytes >> 10} KiB (decompressed): "
+                                                     "more than one series? aggregate the query, e.g. sum(...)")
+
+    async for chunk in r.content.iter_chunked(1 << 16):
+        if z is None:
+            add(chunk)
+            continue
+        data = z.decompress(chunk, min(1 << 16, max_bytes + 1 - len(body)))
+        add(data)
+        while z.unconsumed_tail:  # more output pending from this chunk: bounded pieces, each checked
+            add(z.decompress(z.unconsumed_tail, min(1 << 16, max_bytes + 1 - len(body))))
+    if z is not None:
+        add(z.flush())
+    return bytes(body)
 
 
 def _proxy_for(url: str) -> str | None:
@@ -359,6 +292,7 @@ class PrometheusClient:
         ca = cert = key = None
         if credentials is not None:
             credentials.check_target(target.server_address)
+            credentials.check_headers(target.custom_headers)
             if credentials.bearer_token:
                 headers["Authorization"] = f"Bearer {credentials.bearer_token}"
             if credentials.basic:
@@ -368,16 +302,22 @@ class PrometheusClient:
         self._tls = (target.unsafe_ssl, ca, cert, key)
         self._params = dict(target.query_parameters)
 
-    def _api(self, path: str, params: dict[str, str]) -> Any:
+    def _api(self, path: str, params: dict[str, str], *, max_bytes: int = MAX_BODY_BYTES,
+             one_series: bool = False) -> Any:
         where, timeout = self.where, self.target.timeout_seconds
         url = self.target.server_address.rstrip("/") + path
         try:
-            status, body = self.pool.get(url, {**self._params, **params}, headers=self._headers, tls=self._tls, deadline=timeout)
+            status, body = self.pool.get(url, {**self._params, **params}, headers=self._headers, tls=self._tls,
+                                         deadline=timeout, max_bytes=max_bytes, one_series=one_series)
+        except PromError as e:
+            if e.kind in (PromErrorKind.TOO_LARGE, PromErrorKind.MULTIPLE_SERIES):
+                raise PromError(e.kind, f"Prometheus at {where}: {e}") from None
+            raise
         except TimeoutError:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} did not answer within {timeout:g}s") from None
         except (aiohttp.ClientSSLError, ssl.SSLError):
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where}: TLS verification failed "
-                            "(set a CA in the credentials, or unsafeSsl=true)") from None
+                            "(the server's certificate is not signed by a trusted CA or the credential set's ca.crt)") from None
         except aiohttp.InvalidURL:
             raise PromError(PromErrorKind.REJECTED, f"Prometheus at {where}: not a usable URL") from None
         except (aiohttp.ClientError, OSError) as e:
@@ -394,11 +334,13 @@ class PrometheusClient:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} sent an unreadable answer: "
                             f"{type(e).__name__}") from None
 
-    def instant(self, query: str, at: float | None = None) -> list[dict]:
+    def instant(self, query: str, at: float | None = None, *, one_series: bool = False) -> list[dict]:
+        """An instant query (at Prometheus' now unless ``at``); the answer capped at ``MAX_INSTANT_BODY_BYTES``."""
         params = {"query": query}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return self._api("/api/v1/query", params)
+        return self._api("/api/v1/query", params, max_bytes=MAX_INSTANT_BODY_BYTES, one_series=one_series)
+
     def scalar(self, query: str, at: float | None = None, *, ignore_null: bool = True) -> float:
         """The single value of an instant query, with KEDA's Prometheus-scaler semantics.
 
@@ -406,7 +348,12 @@ class PrometheusClient:
         MULTIPLE_SERIES. NaN/Inf: 0 with ``ignore_null`` else BAD_VALUE.
         Negative values are returned as they are (the caller floors rates).
         """
-        result = self.instant(query, at)
+        try:
+            result = self.instant(query, at, one_series=True)
+        except PromError as e:
+            if e.kind is PromErrorKind.MULTIPLE_SERIES:
+                raise PromError(e.kind, f"{e}: {short(query)}") from None
+            raise
         if not result:
             if ignore_null:
                 return 0.0
@@ -427,8 +374,9 @@ class PrometheusClient:
             raise PromError(PromErrorKind.BAD_VALUE, f"query returned {raw} (ignoreNullValues=false): {short(query)}")
         return value
 
-    def range(self, query: str, start: float, end: float, step: float) -> list[dict]:
-        """A range query split into chunks of at most ``MAX_POINTS`` points, merged per series."""
+    def range(self, query: str, start: float, end: float, step: float, *, one_series: bool = False) -> list[dict]:
+        """A range query split into chunks of at most ``MAX_POINTS`` points, merged per series; samples outside
+        [start, end] (a broken or hostile answer) are dropped here, before any grid is built from them."""
         if step <= 0 or end < start:
             raise ValueError(f"bad range: start={start} end={end} step={step}")
         chunk = step * (MAX_POINTS - 1)
@@ -437,10 +385,12 @@ class PrometheusClient:
         while t0 <= end:
             t1 = min(end, t0 + chunk)
             part = self._api("/api/v1/query_range", {"query": query, "start": f"{round(t0)}", "end": f"{round(t1)}",
-                                                     "step": f"{step:g}s"})
+                                                     "step": f"{step:g}s"}, one_series=one_series)
+            lo, hi = round(t0) - step, round(t1) + step
             for s in part:
                 key = tuple(sorted(s.get("metric", {}).items()))
-                merged.setdefault(key, {"metric": s.get("metric", {}), "values": []})["values"].extend(s.get("values", []))
+                merged.setdefault(key, {"metric": s.get("metric", {}), "values": []})["values"].extend(
+                    v for v in s.get("values", []) if _within(v, lo, hi))
             t0 = t1 + step
         return list(merged.values())
 
@@ -450,7 +400,12 @@ class PrometheusClient:
         No series: NO_DATA; several: MULTIPLE_SERIES (a rate for forecasting
         must aggregate to one); malformed samples: ValueError.
         """
-        result = self.range(query, start, end, step)
+        try:
+            result = self.range(query, start, end, step, one_series=True)
+        except PromError as e:
+            if e.kind is PromErrorKind.MULTIPLE_SERIES:
+                raise PromError(e.kind, f"range {e}: {short(query)}") from None
+            raise
         if not result:
             raise PromError(PromErrorKind.NO_DATA, f"range query returned no series: {short(query)}")
         if len(result) > 1:
@@ -461,9 +416,12 @@ class PrometheusClient:
 
 
 
-def short(text: str, limit: int = 200) -> str:
-    """``text`` cut to ``limit`` characters for a message or log line (never a megabyte echo)."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+def _within(sample, lo: float, hi: float) -> bool:
+    """A [t, value] sample whose time is a number in [lo, hi]; malformed ones are kept for hygiene to name."""
+    try:
+        return lo <= float(sample[0]) <= hi
+    except (TypeError, ValueError, IndexError, KeyError):
+        return True
 
 
 def _error_type(body: bytes) -> str:

@@ -68,6 +68,15 @@ def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]
     return errors, []
 
 
+def keda_metric_note(md: dict, name: str, namespace: str, index: int) -> str:
+    """The metric name KEDA will ask forescale for: ``s<trigger index>-<metricName>``. Each forescale trigger of a
+    ScaledObject is its own workload (its metadata is part of its identity), so two triggers work side by side."""
+    from ..spec import parse_metadata
+
+    spec, _ = parse_metadata({str(k): v for k, v in md.items()}, name=name, namespace=namespace)
+    return f" (KEDA asks for metric 's{index}-{spec.metric_name}')"
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
@@ -105,7 +114,7 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                     click.echo(f"{label}: error parsing forescale metadata: {e}", err=True)
                 bad += bool(errors)
                 if not errors and not quiet:
-                    click.echo(f"{label}: ok")
+                    click.echo(f"{label}: ok{keda_metric_note(trig.get('metadata'), name, ns, i)}")
     if checked == 0:
         click.echo(f"Error: no external trigger of a keda.sh ScaledObject in {', '.join(map(str, files))}", err=True)
         raise SystemExit(2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -40,7 +39,7 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
                 tmp = Path(d) / "trace.csv"
                 try:
                     with gzip.open(p, "rb") as src, open(tmp, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
+                        _copy_capped(src, dst, p)
                 except (OSError, EOFError) as e:
                     raise ReplayError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
                 try:
@@ -98,6 +97,20 @@ def refuse_several_series(path: Path, shown: Path) -> None:
                     f"holds several series ({which}); accepted: one row per timestamp (one series), or "
                     "`forescale tune TRACE --series-column COLUMN` to tune each series of a fleet")
             first_line[ts] = lineno
+
+
+MAX_CSV_BYTES = 256 << 20  # a trace CSV decompressed (a 1-s trace of 58 days is ~100 MB)
+
+
+def _copy_capped(src, dst, p: Path) -> None:
+    """Decompress ``src`` into ``dst``; ReplayError past ``MAX_CSV_BYTES`` (a gzip bomb stops at the cap)."""
+    total = 0
+    while chunk := src.read(1 << 20):
+        total += len(chunk)
+        if total > MAX_CSV_BYTES:
+            raise ReplayError(f"{p}: decompresses to more than {MAX_CSV_BYTES >> 20} MiB; accepted: a trace CSV of "
+                              f"at most {MAX_CSV_BYTES >> 20} MiB uncompressed (resample it, e.g. per minute)")
+        dst.write(chunk)
 
 
 def check_length(trace: Trace, *, lead_seconds: float, span_seconds: float, history_seconds: float) -> None:

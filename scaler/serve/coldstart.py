@@ -146,7 +146,7 @@ class ColdStartService:
             ok = True
         except (PromError, KsmShapeError) as e:
             kind = e.kind.value if isinstance(e, PromError) else "bad_value"
-            self.prom_errors.labels(wl.namespace, wl.name, "cold_start_cluster_" + kind).inc()
+            self.prom_errors.labels(*wl.labels, "cold_start_cluster_" + kind).inc()
             why = f"kube-state-metrics query failed: {e}"
             reading = ClusterReading(source, prior.estimate if prior else None, prior.at if prior else None, why,
                                      prior.stale if prior else False)

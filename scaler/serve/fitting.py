@@ -264,18 +264,19 @@ class FitService:
             self._model_state.pop(wl.key, None)
             self._retry_at.pop(wl.key, None)
             self._spread_until.pop(wl.key, None)
-        if self.store is not None:  # a stored forecast for inputs no longer in force (or a forgotten trigger)
-            try:
-                self.store.forget(wl.namespace, wl.name, wl.spec.metric_name)
-            except OSError:
-                pass
+        # its state file stays: the registry's sweep removes it once the trigger stayed away (it may come back)
 
     def restore(self, wl: Workload) -> ForecastState | None:
         """A stored forecast fitted for the same inputs (restart), for the registry to adopt."""
         if self.store is None:
             return None
-        got = self.store.read(wl.key, lambda doc: forecast_from_document(doc, wl.spec.forecast_key()),
-                              version=STATE_VERSION, key=forecast_key_hash(wl.spec))
+        got = None
+        # its own file, else one written before the metadata digest was part of the name (its key still checked)
+        for where in (wl.key, (wl.namespace, wl.name, wl.spec.metric_name)):
+            got = self.store.read(where, lambda doc: forecast_from_document(doc, wl.spec.forecast_key()),
+                                  version=STATE_VERSION, key=forecast_key_hash(wl.spec))
+            if got is not None:
+                break
         if got is None:
             return None
         fs, model_state = got
@@ -305,7 +306,7 @@ class FitService:
             except Exception as e:  # a fit must never take the service down
                 log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
                             e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-                self.metrics.fit_failures.labels(wl.namespace, wl.name).inc()
+                self.metrics.fit_failures.labels(*wl.labels).inc()
                 with self._lock:
                     self._retry_at[key] = now + min(spec.refit_interval_seconds, RETRY_AFTER_FAILURE_SECONDS)
                     if not isinstance(e, PromError) and self._failing_since is None:
@@ -333,7 +334,7 @@ class FitService:
             self._model_state[wl.key] = model_state
         if self.store is not None:
             try:
-                self.store.save(wl.namespace, wl.name, spec.metric_name, forecast_document(fs, model_state),
+                self.store.save(*wl.key, forecast_document(fs, model_state),
                                 version=STATE_VERSION, key=forecast_key_hash(spec))
             except (OSError, ValueError) as e:
                 log.warning("cannot write forecast state for %s/%s: %s", wl.namespace, wl.name, e)
@@ -402,7 +403,7 @@ class FitService:
     def _export(self, wl: Workload, fs: ForecastState) -> None:
         m = self.metrics
         if fs.fitted_at is not None:
-            m.last_fit.labels(wl.namespace, wl.name).set(fs.fitted_at)
-        for k in [k for k in list(m.model_info._metrics) if k[:2] == (wl.namespace, wl.name)]:
+            m.last_fit.labels(*wl.labels).set(fs.fitted_at)
+        for k in [k for k in list(m.model_info._metrics) if k[:3] == wl.labels]:
             m.model_info.remove(*k)
-        m.model_info.labels(wl.namespace, wl.name, fs.model or wl.spec.model).set(1)
+        m.model_info.labels(*wl.labels, fs.model or wl.spec.model).set(1)

@@ -8,16 +8,23 @@
 
 The scaler's registry gets the process, platform and GC collectors and
 ``forescale_build_info{version,python_version,grpcio_version}`` here.
+
+The listener is waitress: one event-loop thread reads requests and only a
+complete one reaches its small thread pool (``HTTP_THREADS``), so idle or
+dripping connections (slowloris) hold no thread; at most
+``HTTP_CONNECTION_LIMIT`` connections are open (more wait in the backlog), and
+an idle one is closed after ``HTTP_IDLE_SECONDS``.
 """
 
 from __future__ import annotations
 
+import logging
 import platform
 import threading
 from importlib import metadata
 from typing import Callable
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-from socketserver import ThreadingMixIn
+
+import waitress
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client import gc_collector, platform_collector, process_collector
@@ -48,14 +55,10 @@ def add_runtime_collectors(registry: CollectorRegistry) -> None:
           ).labels(version(), platform.python_version(), grpc_version).set(1)
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True  # a TIME_WAIT socket of a previous run; a live listener still fails
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args) -> None:  # scrapes every 15 s: not worth a line each
-        pass
+HTTP_THREADS = 4  # requests served at once (a scrape, the status page); each is answered from memory
+HTTP_CONNECTION_LIMIT = 256  # connections open at once; more wait in the kernel's backlog
+HTTP_IDLE_SECONDS = 10  # a connection without a byte for this long is closed (checked every HTTP_SWEEP_SECONDS)
+HTTP_SWEEP_SECONDS = 2
 
 
 def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float]):
@@ -104,16 +107,34 @@ class HttpEndpoint:
     """The HTTP listener in a daemon thread. ``OSError`` names the address when it cannot listen."""
 
     def __init__(self, host: str, port: int, app):
+        self._map: dict = {}
         try:
-            self.server = make_server(host, port, app, server_class=_Server, handler_class=_Quiet)
+            self.server = waitress.create_server(
+                app, map=self._map, host=host, port=port, threads=HTTP_THREADS,
+                connection_limit=HTTP_CONNECTION_LIMIT, channel_timeout=HTTP_IDLE_SECONDS,
+                cleanup_interval=HTTP_SWEEP_SECONDS, asyncore_use_poll=True, ident="forescale",
+                expose_tracebacks=False, clear_untrusted_proxy_headers=True)
         except OSError as e:
             raise OSError(f"cannot listen on {host}:{port} (HTTP, --http-port): {e.strerror or e}") from None
-        self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+        self.port = int(self.server.effective_port)
+        self._thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        # waitress logs each refused connection and its queue depth: once per minute is enough
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        """Close the listener and every connection (in the loop's own thread), then the worker threads."""
+        def close_all() -> None:
+            for dispatcher in list(self._map.values()):
+                try:
+                    dispatcher.close()
+                except OSError:
+                    pass
+        if self._thread.is_alive():
+            self.server.trigger.pull_trigger(close_all)
+            self._thread.join(5.0)
+        else:
+            close_all()
+        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)

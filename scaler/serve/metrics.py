@@ -1,7 +1,11 @@
 """The scaler's own Prometheus metrics (why it decided what it decided).
 
-Label sets are bounded: one series per live ScaledObject (removed when it is
-forgotten) and a fixed set of reasons, parts and quantiles.
+Label sets are bounded: one series per live trigger (removed when it is
+forgotten; at most ``limits.MAX_TRACKED``) and a fixed set of reasons, parts
+and quantiles. A trigger's series carry ``trigger``: the first 8 hex
+characters of its metadata digest (two forescale triggers of one ScaledObject,
+or an edit, give two series; the status page and alerts group by the first two).
+The tuning series (written by ``scaler.serve.tuning``) keep (namespace, scaledobject).
 """
 
 from __future__ import annotations
@@ -9,30 +13,31 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SO = ("namespace", "scaledobject")
+TRIGGER = SO + ("trigger",)
 
 
 class ScalerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.observed = Gauge("forescale_observed_qps", "Observed request rate (the trigger's query)", SO, registry=r)
+        self.observed = Gauge("forescale_observed_qps", "Observed request rate (the trigger's query)", TRIGGER, registry=r)
         self.forecast = Gauge("forescale_forecast_qps",
                               "Forecast request rate: max over [now, now+lead] of the mean and of the provisioned quantile",
-                              SO + ("quantile",), registry=r)
-        self.planned = Gauge("forescale_planned_qps", "Value sent to KEDA (planned request rate)", SO, registry=r)
-        self.target = Gauge("forescale_target_qps_per_replica", "HPA target: qpsPerReplica", SO, registry=r)
-        self.lead = Gauge("forescale_lead_seconds", "Lead time L and its parts", SO + ("part",), registry=r)
-        self.reason = Gauge("forescale_decision_reason", "1 for the reason of the current decision", SO + ("reason",), registry=r)
-        self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", SO + ("reason",), registry=r)
-        self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", SO + ("model",), registry=r)
-        self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", SO, registry=r)
+                              TRIGGER + ("quantile",), registry=r)
+        self.planned = Gauge("forescale_planned_qps", "Value sent to KEDA (planned request rate)", TRIGGER, registry=r)
+        self.target = Gauge("forescale_target_qps_per_replica", "HPA target: qpsPerReplica", TRIGGER, registry=r)
+        self.lead = Gauge("forescale_lead_seconds", "Lead time L and its parts", TRIGGER + ("part",), registry=r)
+        self.reason = Gauge("forescale_decision_reason", "1 for the reason of the current decision", TRIGGER + ("reason",), registry=r)
+        self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", TRIGGER + ("reason",), registry=r)
+        self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
+        self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
-                                    "the forecast's age with it)", SO, registry=r)
+                                    "the forecast's age with it)", TRIGGER, registry=r)
         self.fit_duration = Histogram("forescale_fit_duration_seconds", "Forecast fit duration",
                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60), registry=r)
-        self.fit_failures = Counter("forescale_fit_failures_total", "Forecast fits that failed", SO, registry=r)
+        self.fit_failures = Counter("forescale_fit_failures_total", "Forecast fits that failed", TRIGGER, registry=r)
         self.prom_errors = Counter("forescale_prometheus_errors_total", "Failed Prometheus queries, by kind",
-                                   SO + ("kind",), registry=r)
+                                   TRIGGER + ("kind",), registry=r)
         self.rpc_errors = Counter("forescale_rpc_errors_total", "RPCs answered with an error, by gRPC code",
                                   ("method", "code"), registry=r)
         self.workloads = Gauge("forescale_scaledobjects", "ScaledObjects currently tracked", registry=r)
@@ -52,12 +57,32 @@ class ScalerMetrics:
         self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet)",
                                    SO + ("outcome",), registry=r)
 
-    def forget(self, namespace: str, name: str) -> None:
-        """Drop every series of one ScaledObject (bounded memory)."""
-        for metric in (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason,
-                       self.decisions, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors,
-                       self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs):
-            labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)]
+    def export_decision(self, labels: tuple[str, str, str], d, lead, quantile: float) -> None:
+        """One decision (``policy.Decision``) of the trigger ``labels`` and its lead (``spec.Lead``): no clock."""
+        self.observed.labels(*labels).set(d.observed)
+        self.planned.labels(*labels).set(d.planned)
+        self.decisions.labels(*labels, d.reason.value).inc()
+        for r in type(d.reason):
+            self.reason.labels(*labels, r.value).set(1.0 if r is d.reason else 0.0)
+        for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
+            self.lead.labels(*labels, part).set(v)
+        if d.forecast_peak is not None:
+            keep = {f"{quantile:g}", "mean"}  # a quantile no longer provisioned (a tuned choice) leaves no series
+            for k in [k for k in list(self.forecast._metrics) if k[:3] == labels and k[3] not in keep]:
+                self.forecast.remove(*k)
+            self.forecast.labels(*labels, f"{quantile:g}").set(d.forecast_peak)
+            if d.forecast_mean_peak is not None:
+                self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)
+
+    def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
+        """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
+        last trigger) the ScaledObject's tuning series too (bounded memory)."""
+        per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions,
+                       self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+        tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
+        for metric in per_trigger + (tuning if whole else ()):
+            labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)
+                         and (trigger is None or metric not in per_trigger or k[2] == trigger)]
             for k in labelsets:
                 try:
                     metric.remove(*k)

@@ -32,6 +32,14 @@ class OpsMetrics:
         self.streams_refused = Counter("forescale_streams_refused_total",
                                        "Streams refused with RESOURCE_EXHAUSTED (the stream limit was reached)",
                                        registry=r)
+        self.state_errors = Counter("forescale_state_errors_total",
+                                    "State files not written (write: the state dir is full, gone or read-only; "
+                                    "write_too_large: over MAX_STATE_FILE_BYTES) or refused on read", ("op",),
+                                    registry=r)
+        self.state_writable = Gauge("forescale_state_writable",
+                                    "1 when the last state write succeeded, 0 when it failed", registry=r)
+        self.grpc_tls = Gauge("forescale_grpc_tls_enabled",
+                              "1 when the gRPC port serves TLS (2: mutual TLS), 0 when it is plaintext", registry=r)
 
 
 _BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, OpsMetrics]" = weakref.WeakKeyDictionary()

@@ -12,37 +12,49 @@ The registry is the only writer of a ``Workload``: the forecast and tuning
 services hand their results to ``adopt_forecast`` and ``apply_tuned``, which
 keep them only if the spec they were computed for is still the one in force.
 
-The clock is injected (``clock``): the server passes ``time.time``, tests a
-fake; so is the Prometheus client (``client_factory``).
+Identity: a workload is (namespace, name, metricName, digest of the metadata
+map). Another map for the same names -- a second forescale trigger in one
+ScaledObject, another gRPC caller, or the user's edit -- is another workload
+with its own observation, forecast, series (label ``trigger``), state and
+budget; it never replaces one in force. A workload KEDA stopped polling is
+retired: after ``retire_seconds`` of silence once another workload of the same
+ScaledObject was polled since (an edit), else after ``forget_seconds``; its
+state files stay until a sweep ``forget_seconds`` later.
+
+Clocks are injected: ``clock`` (wall: forecast times, KEDA's answers) and
+``monotonic`` (ages, intervals, forgetting; a stepped wall clock moves none of
+them). The server passes ``time.time`` and ``time.monotonic``, tests a fake
+for both; so is the Prometheus client (``client_factory``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
+import math
 import re
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
-from ..limits import MAX_LEAD_SECONDS, MAX_RATE
-from ..spec import MetadataError, PrometheusTarget, ScalerSpec, parse_metadata
+from ..limits import MAX_LEAD_SECONDS, MAX_RATE, MAX_TRACKED
+from ..spec import PrometheusTarget, ScalerSpec
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
+from .identity import SpecCache, cut, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
 
 # Errors that mean the configuration is wrong: no amount of waiting fixes them.
 PRECONDITION = {PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MULTIPLE_SERIES,
-                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS}
+                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS, PromErrorKind.TOO_LARGE}
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,10 @@ class RegistryConfig:
     max_refresh_seconds: float = 60.0  # a learned cadence longer than this counts as this
     cold_start_refresh_seconds: float = 60.0
     stale_seconds: float = 120.0  # how long the last good observation stands in for an unreachable Prometheus
-    forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten
+    forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten; its files a sweep later
+    retire_seconds: float = 60.0  # ... or this long (at least 3 polls) once its ScaledObject has a newer trigger
+    stall_seconds: float = 30.0  # a scheduler tick this late means the process was frozen: silence is not counted
+    max_tracked: int = MAX_TRACKED  # workloads (triggers) at most; a new one beyond is RESOURCE_EXHAUSTED
     first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
     io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung targets before others wait
     per_target_refreshes: int = 8  # refreshes in flight per Prometheus: a hung target holds at most these threads
@@ -64,8 +79,13 @@ class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
                  tuning: TuningService | None = None, stores: tuple = (),
-                 client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient):
-        self.clock = clock
+                 client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
+                 monotonic: Clock | None = None, query_at: Clock | None = None):
+        self.wall = clock  # forecast times and the policy's now
+        self.clock = monotonic or clock  # ages, intervals, forgetting
+        # instant queries carry no time= (Prometheus' own now, as KEDA's scaler); only a simulated clock (tests
+        # replaying backfilled data) passes itself here to evaluate them at its time
+        self.query_at = query_at
         self.credentials = credentials
         self.metrics = metrics
         self.config = config
@@ -77,13 +97,11 @@ class Registry:
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
         self._workloads: dict[tuple[str, str, str], Workload] = {}
-        # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
-        self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
-        self._spec_bytes = 0
+        self.specs = SpecCache(config.max_specs_cached, config.max_spec_cache_bytes)
         self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
         self._waiting: dict[str, deque[Workload]] = {}  # refreshes due, queued behind their target's limit
-        self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
-        self.limiter = LogLimiter(clock, config.log_interval_seconds)
+        self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
+        self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
         self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
         self._stop = threading.Event()
@@ -92,37 +110,11 @@ class Registry:
     # -- lookup (RPC threads) -------------------------------------------------
     def spec_for(self, namespace: str, name: str, metadata: Mapping[str, str]) -> ScalerSpec:
         """Parse (cached) and validate; raises ScalerError INVALID_ARGUMENT."""
-        ck, size = _cache_key(namespace, name, metadata)
-        with self._lock:
-            got = self._specs.get(ck)
-            if got is not None:
-                self._specs.move_to_end(ck)
-        if got is None:
-            try:
-                hit = parse_metadata(metadata, name=name, namespace=namespace)
-            except MetadataError as e:
-                hit = e.with_traceback(None)  # the traceback's frames hold the metadata: never cache them
-                size = len(str(e)) + len(namespace) + len(name) + 300  # what is held: the (bounded) message
-            with self._lock:
-                if ck not in self._specs:
-                    self._specs[ck] = (hit, size)
-                    self._spec_bytes += size
-                while self._specs and (len(self._specs) > self.config.max_specs_cached
-                                       or self._spec_bytes > self.config.max_spec_cache_bytes):
-                    self._spec_bytes -= self._specs.popitem(last=False)[1][1]
-        else:
-            hit = got[0]
-        if isinstance(hit, MetadataError):
-            raise ScalerError("INVALID_ARGUMENT", f"ScaledObject {_cut(namespace)}/{_cut(name)}: {hit}")
-        spec, unknown = hit
-        if unknown and self._warned_unknown.get((namespace, name)) != unknown:
-            with self._lock:
-                self._warned_unknown[(namespace, name)] = unknown
-                while len(self._warned_unknown) > self.config.max_specs_cached:
-                    self._warned_unknown.pop(next(iter(self._warned_unknown)))
-            log.warning("ScaledObject %s/%s: unknown metadata keys ignored: %s", _cut(namespace), _cut(name),
-                        _cut(", ".join(unknown), 300))
-        return spec
+        return self.identify(namespace, name, metadata)[0]
+
+    def identify(self, namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[ScalerSpec, str]:
+        """The validated spec (cached) and the metadata digest; raises ScalerError INVALID_ARGUMENT."""
+        return self.specs.identify(namespace, name, metadata)
 
     def workload(self, namespace: str, name: str, metadata: Mapping[str, str], *, wait: bool = True,
                  poll: bool = True) -> Workload:
@@ -130,21 +122,27 @@ class Registry:
 
         ``poll``: this is one of KEDA's polls (its cadence sets the refresh interval); a stream's own
         re-check passes False."""
-        spec = self.spec_for(namespace, name, metadata)
+        spec, digest = self.identify(namespace, name, metadata)
         now = self.clock()
-        key = (namespace, name, spec.metric_name)
+        key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
         with self._lock:
             wl = self._workloads.get(key)
-            if wl is not None and wl.declared != spec:
-                wl = self._replace_spec(wl, spec)
             if wl is None:
+                if len(self._workloads) >= self.config.max_tracked:
+                    raise ScalerError("RESOURCE_EXHAUSTED",
+                                      f"ScaledObject {namespace}/{name}: this scaler tracks {len(self._workloads)} "
+                                      f"triggers, its limit (MAX_TRACKED {self.config.max_tracked}); run another "
+                                      "scaler for more ScaledObjects, or wait until unused ones are forgotten")
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
-                              changed=threading.Condition(self._lock))
+                              changed=threading.Condition(self._lock), digest=digest)
+                inherit(wl, self._workloads.values(), self.tuning)  # an edit starts from what its sibling knows
                 self._workloads[key] = wl
+                self._unswept.pop(key, None)  # back before the sweep: its files serve it again
                 self.metrics.workloads.set(len(self._workloads))
-                self.metrics.target.labels(namespace, name).set(spec.qps_per_replica)
-                self.metrics.refit_interval.labels(namespace, name).set(spec.refit_interval_seconds)
-                self._submit_refresh(wl, now)
+                self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
+                self.metrics.refit_interval.labels(*wl.labels).set(spec.refit_interval_seconds)
+                if wl.observed_at is None:
+                    self._submit_refresh(wl, now)
                 created = True
             else:
                 created = False
@@ -168,39 +166,10 @@ class Registry:
             creds = self.credentials.get(spec.prometheus.credentials)
             if creds is not None:
                 creds.check_target(spec.prometheus.server_address)
+                creds.check_headers(spec.prometheus.custom_headers)
         except PromError as e:
             raise ScalerError("FAILED_PRECONDITION", str(e)) from None
         return self.client_factory(spec.prometheus, creds)
-
-    def _replace_spec(self, wl: Workload, spec: ScalerSpec) -> Workload:
-        """Metadata changed (caller holds the lock): keep observations; keep the forecast only if it still applies."""
-        wl.declared = spec
-        if wl.tuned is not None:  # a tuned choice survives only a change that does not concern it
-            if self.tuning is not None and self.tuning.applies(wl.tuned, spec):
-                spec = wl.tuned.apply(spec)
-            else:
-                wl.tuned = None
-        old = wl.spec
-        wl.client = self._client(spec)
-        wl.spec = spec
-        if old.forecast_key() != spec.forecast_key():
-            if self.forecasts is not None:
-                self.forecasts.forget(wl)
-            wl.forecast = ForecastState()
-        if old.cold_start_query != spec.cold_start_query:
-            wl.cold_start = wl.cold_start_at = wl.cold_start_error = None
-        wl.cluster_cold = wl.cluster_cold if old.cold_start_cluster == spec.cold_start_cluster else None
-        if (old.prometheus, old.query) != (spec.prometheus, spec.query):
-            # a different series: the old observation and its error say nothing about it
-            wl.observed = wl.observed_at = wl.error = wl.error_at = None
-            wl.first_done = threading.Event()
-            if not wl.refreshing:
-                self._submit_refresh(wl, self.clock())
-        else:
-            wl.attempted_at = None  # refresh on the next tick
-        self.metrics.target.labels(wl.namespace, wl.name).set(spec.qps_per_replica)
-        self.metrics.refit_interval.labels(wl.namespace, wl.name).set(spec.refit_interval_seconds)
-        return wl
 
     def apply_tuned(self, wl: Workload, tuned: Tuned) -> bool:
         """Adopt an auto-tuned configuration (tuner thread or first sight); False if the metadata moved on.
@@ -239,7 +208,8 @@ class Registry:
         """KEDA may lower-case names and strips its ``s<index>-`` prefix; accept both forms."""
         asked = re.sub(r"^s\d+-", "", metric_name.strip().lower())
         if metric_name and asked != wl.spec.metric_name and metric_name.strip().lower() != wl.spec.metric_name:
-            raise ScalerError("NOT_FOUND", f"ScaledObject {wl.namespace}/{wl.name}: unknown metric '{metric_name}'; "
+            raise ScalerError("NOT_FOUND", f"ScaledObject {wl.namespace}/{wl.name}: unknown metric "
+                                           f"'{cut(metric_name)}'; "
                                            f"this trigger serves '{wl.spec.metric_name}'")
 
     # -- the decision (RPC threads, memory only) -------------------------------
@@ -256,13 +226,13 @@ class Registry:
         if observed is None or wl.observed_at is None:
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
         age = now - wl.observed_at
-        if age > self.config.stale_seconds:
+        if age > self.stale_after(wl):
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
                                              f"last good observation {age:.0f}s ago")
         if failing or age > self.late_after(wl):
             stale = True
         fs = wl.forecast
-        d = decide(observed, fs.forecast, wl.params(), now, unusable=fs.unusable, history_max=fs.history_max,
+        d = decide(observed, fs.forecast, wl.params(), self.wall(), unusable=fs.unusable, history_max=fs.history_max,
                    with_mean=True)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
@@ -276,24 +246,16 @@ class Registry:
 
     def _export(self, wl: Workload, d: Decision) -> None:
         """The decision as metrics: read from the Decision and the spec only (no clock, no curve)."""
-        m, ns, n, spec = self.metrics, wl.namespace, wl.name, wl.spec
-        m.observed.labels(ns, n).set(d.observed)
-        m.planned.labels(ns, n).set(d.planned)
-        m.decisions.labels(ns, n, d.reason.value).inc()
-        for r in Reason:
-            m.reason.labels(ns, n, r.value).set(1.0 if r is d.reason else 0.0)
-        lead = wl.lead()
-        for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
-            m.lead.labels(ns, n, part).set(v)
-        if d.forecast_peak is not None:
-            m.forecast.labels(ns, n, f"{spec.quantile:g}").set(d.forecast_peak)
-            if d.forecast_mean_peak is not None:
-                m.forecast.labels(ns, n, "mean").set(d.forecast_mean_peak)
+        self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
 
     # -- background ------------------------------------------------------------
     def start(self, tick_seconds: float = 1.0) -> None:
         def loop() -> None:
+            before = self.clock()
             while not self._stop.wait(tick_seconds):
+                now = self.clock()
+                self._skip_stall(now - before - tick_seconds)
+                before = now
                 try:
                     self.tick()
                 except Exception:  # the loop must survive anything
@@ -329,15 +291,25 @@ class Registry:
         return self._stop.is_set()
 
     def tick(self) -> None:
-        """Refresh what is due, schedule refits, forget what KEDA stopped polling."""
+        """Refresh what is due, schedule refits, retire and forget what KEDA stopped polling, sweep files."""
         now = self.clock()
         with self._lock:
             workloads = list(self._workloads.values())
-        due = []
+        newest: dict[tuple[str, str], float] = {}  # each ScaledObject's most recent poll, over its triggers
         for wl in workloads:
-            if now - wl.last_polled > self.config.forget_seconds:
-                self._forget(wl)
+            so = (wl.namespace, wl.name)
+            newest[so] = max(newest.get(so, -math.inf), wl.last_polled)
+        kept, due = [], []
+        for wl in workloads:
+            silent = now - wl.last_polled
+            if silent > self.config.forget_seconds:
+                self._forget(wl, f"not polled for {silent:.0f}s")
                 continue
+            if silent > self.retire_after(wl) and newest[(wl.namespace, wl.name)] > wl.last_polled + 1.0:
+                self._forget(wl, f"not polled for {silent:.0f}s while another trigger of its ScaledObject is: "
+                                 "its metadata changed")
+                continue
+            kept.append(wl)
             if not wl.refreshing and not wl.queued and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
                 due.append(wl)
         # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
@@ -350,12 +322,50 @@ class Registry:
                 self.ops.late.inc()
         with self._lock:
             self.ops.in_flight.set(sum(self._inflight.values()))
-        for wl in [w for w in workloads if now - w.last_polled <= self.config.forget_seconds]:  # not the forgotten
+        wall = self.wall()
+        for wl in kept:
             if self.forecasts is not None and wl.spec.mode != "reactive":
-                self.forecasts.maybe_refit(wl, now, self.adopt_forecast)
+                self.forecasts.maybe_refit(wl, wall, self.adopt_forecast)
             if self.tuning is not None and wl.declared.tuning == "auto":
-                self.tuning.maybe_tune(wl, now, self.apply_tuned)
-            self.coldstarts.maybe_refresh(wl, now, self.adopt_cold_start)
+                self.tuning.maybe_tune(wl, wall, self.apply_tuned)
+            self.coldstarts.maybe_refresh(wl, wall, self.adopt_cold_start)
+        self._sweep(now)
+
+    def _skip_stall(self, gap: float) -> None:
+        """The scheduler woke ``gap`` seconds late: past ``stall_seconds`` the process was frozen (SIGSTOP, a
+        paused VM) and KEDA could not reach us meanwhile, so the gap does not count as silence."""
+        if gap <= self.config.stall_seconds:
+            return
+        with self._lock:
+            for wl in self._workloads.values():
+                wl.last_polled += gap
+            for k in self._unswept:
+                self._unswept[k] += gap
+        log.warning("scheduler resumed after %.0fs (the process was frozen): not counted as KEDA's silence", gap)
+
+    def _sweep(self, now: float) -> None:
+        """State files of workloads forgotten ``forget_seconds`` ago and not back since."""
+        with self._lock:
+            gone = [k for k, at in self._unswept.items() if now - at >= self.config.forget_seconds
+                    and k not in self._workloads]
+            for k in gone:
+                del self._unswept[k]
+        for k in gone:
+            for store in self.stores:
+                try:
+                    store.forget(*k)
+                except OSError as e:
+                    log.warning("cannot remove state of %s/%s: %s", k[0], k[1], e.strerror)
+
+    def retire_after(self, wl: Workload) -> float:
+        """Silence after which a trigger whose ScaledObject has a more recently polled one is retired."""
+        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * self.refresh_interval(wl)))
+
+    def stale_after(self, wl: Workload) -> float:
+        """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
+        ``refreshInterval`` when that is longer (a refresh every 10 min must not be UNAVAILABLE half the time)."""
+        declared = wl.spec.refresh_seconds
+        return self.config.stale_seconds if declared is None else max(self.config.stale_seconds, 4 * declared)
 
     def refresh_interval(self, wl: Workload) -> float:
         """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
@@ -368,27 +378,24 @@ class Registry:
         """An observation older than this was not renewed on time: served with reason prometheus_stale."""
         return 2 * self.refresh_interval(wl) + wl.spec.prometheus.timeout_seconds + 2.0
 
-    def _forget(self, wl: Workload) -> None:
+    def _forget(self, wl: Workload, why: str) -> None:
+        """Out of memory, its series gone; its state files stay until ``_sweep`` (it may come back)."""
         with self._lock:
-            if self._workloads.get(wl.key) is wl:
-                del self._workloads[wl.key]
+            if self._workloads.get(wl.key) is not wl:
+                return
+            del self._workloads[wl.key]
+            self._unswept[wl.key] = self.clock()
             self.metrics.workloads.set(len(self._workloads))
-            self._warned_unknown.pop((wl.namespace, wl.name), None)
-            for k in [k for k in self._specs if k[:2] == (wl.namespace, wl.name)]:
-                self._spec_bytes -= self._specs.pop(k)[1]
-        self.metrics.forget(wl.namespace, wl.name)
-        self.limiter.forget(lambda k: k[:2] == (wl.namespace, wl.name))
+            last = not any(k[:2] == (wl.namespace, wl.name) for k in self._workloads)
+        self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
+        self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
+        self.limiter.forget(lambda k: k[:3] == wl.labels)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
             self.tuning.forget(wl)
         self.coldstarts.forget(wl)
-        for store in self.stores:  # the state files go with it
-            try:
-                store.forget(wl.namespace, wl.name, wl.spec.metric_name)
-            except OSError as e:
-                log.warning("cannot remove state of %s/%s: %s", wl.namespace, wl.name, e.strerror)
-        log.info("forgot ScaledObject %s/%s (not polled for %.0fs)", wl.namespace, wl.name, self.config.forget_seconds)
+        log.info("forgot ScaledObject %s/%s trigger %s (%s)", wl.namespace, wl.name, wl.trigger, why)
 
     def _submit_refresh(self, wl: Workload, now: float) -> bool:
         """Caller holds the lock. False, and the refresh stays due, while its target has
@@ -424,16 +431,15 @@ class Registry:
         spec = wl.spec
         observed: float | None = None
         error: PromError | None = None
-        at = self.clock()  # queries are evaluated at the scaler's clock (a fake one in tests)
         self.ops.queries.labels("observe").inc()
-        try:
-            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, at, ignore_null=spec.ignore_null_values)))
+        try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
+            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, self._at(), ignore_null=spec.ignore_null_values)))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently
             error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
-            self.limiter.log(log, logging.ERROR, (wl.namespace, wl.name, "crash"), "ScaledObject %s/%s: refresh failed: %s",
-                             wl.namespace, wl.name, _cut(repr(e), 300))
+            self.limiter.log(log, logging.ERROR, (*wl.labels, "crash"), "ScaledObject %s/%s: refresh failed: %s",
+                             wl.namespace, wl.name, cut(repr(e), 300))
         now = self.clock()
         if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
             self._refresh_cold_start(wl, now)
@@ -443,9 +449,6 @@ class Registry:
                 del self._inflight[target]
             wl.refreshing = False
             self._start_waiting(target, now)
-            if wl.spec is not spec and (wl.spec.prometheus, wl.spec.query) != (spec.prometheus, spec.query):
-                self._submit_refresh(wl, now)  # the query changed meanwhile: this answer is about another series
-                return
             if error is None:
                 wl.observed, wl.observed_at, wl.error = observed, now, None
             else:
@@ -454,14 +457,17 @@ class Registry:
             if wl.changed is not None:
                 wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh
         if error is not None:
-            self.metrics.prom_errors.labels(wl.namespace, wl.name, error.kind.value).inc()
-            self.limiter.log(log, logging.WARNING, (wl.namespace, wl.name, error.kind.value), "ScaledObject %s/%s: %s",
+            self.metrics.prom_errors.labels(*wl.labels, error.kind.value).inc()
+            self.limiter.log(log, logging.WARNING, (*wl.labels, error.kind.value), "ScaledObject %s/%s: %s",
                              wl.namespace, wl.name, error)
+
+    def _at(self) -> float | None:
+        return None if self.query_at is None else self.query_at()
 
     def _refresh_cold_start(self, wl: Workload, now: float) -> None:
         self.ops.queries.labels("cold_start").inc()
         try:
-            v = wl.client.scalar(wl.spec.cold_start_query, now, ignore_null=False)
+            v = wl.client.scalar(wl.spec.cold_start_query, self._at(), ignore_null=False)
             if v < 0:
                 raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
             lead = wl.spec.lead.with_cold_start(v).seconds
@@ -474,8 +480,8 @@ class Registry:
             wl.cold_start, wl.cold_start_at, wl.cold_start_error = v, now, None
         except PromError as e:
             # keep the last good T_cold, else coldStartSeconds stands in; say so once per attempt
-            self.metrics.prom_errors.labels(wl.namespace, wl.name, "cold_start_" + e.kind.value).inc()
-            self.limiter.log(log, logging.WARNING, (wl.namespace, wl.name, "cold_start"),
+            self.metrics.prom_errors.labels(*wl.labels, "cold_start_" + e.kind.value).inc()
+            self.limiter.log(log, logging.WARNING, (*wl.labels, "cold_start"),
                              "ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
                         f"last value {wl.cold_start:g}s" if wl.cold_start is not None
                         else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
@@ -483,18 +489,3 @@ class Registry:
     def workloads(self) -> list[Workload]:
         with self._lock:
             return list(self._workloads.values())
-
-
-def _cut(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[tuple, int]:
-    """A fixed-size key for a metadata map (a digest, not the map) and the bytes a spec parsed from it holds."""
-    h = hashlib.sha256()
-    size = 0
-    for k, v in sorted(metadata.items()):
-        kb, vb = k.encode("utf-8", "replace"), v.encode("utf-8", "replace")
-        size += len(kb) + len(vb)
-        h.update(len(kb).to_bytes(8, "little") + kb + len(vb).to_bytes(8, "little") + vb)
-    return (namespace, name, h.hexdigest()), size + len(namespace) + len(name) + 200

@@ -7,6 +7,12 @@ reflection) and the HTTP endpoint (``/metrics``, ``/healthz``); ``run`` adds
 signal handling and blocks until SIGTERM/SIGINT, then stops gracefully.
 A port or host it cannot listen on, or TLS files that do not load, raise
 ``OSError``/``ValueError`` naming the flag and the cause (the CLI exits 2).
+
+Clocks: ``time.time`` (forecast times) and ``time.monotonic`` (ages, intervals,
+forgetting) are read here only and passed in. TLS: the certificate, key and
+client CA are re-read after they change on disk (cert-manager rotates them),
+on the next handshake; plaintext gRPC logs a warning at start and exports
+``forescale_grpc_tls_enabled 0``.
 """
 
 from __future__ import annotations
@@ -68,21 +74,30 @@ class Server:
     """A running forescale: gRPC + HTTP + background work. ``stop`` is graceful."""
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time,
-                 extra_handlers: Sequence[grpc.GenericRpcHandler] = ()):
+                 extra_handlers: Sequence[grpc.GenericRpcHandler] = (), monotonic: Callable[[], float] | None = None,
+                 pin_queries: bool | None = None):
+        """``monotonic``: the clock of ages and intervals (``time.monotonic`` when ``clock`` is the wall clock;
+        a test's fake ``clock`` serves as both). ``pin_queries``: instant queries carry ``time=clock()``; by
+        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``."""
         self.config = config
+        if monotonic is None:
+            monotonic = time.monotonic if clock is time.time else clock
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
-        self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight)
-        forecast_store = JsonStore(config.state_dir) if config.state_dir else None
-        tuning_store = JsonStore(Path(config.state_dir) / "tuning") if config.state_dir else None
+        self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
+                             clock=monotonic)
+        forecast_store = JsonStore(config.state_dir, self.metrics) if config.state_dir else None
+        tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(clock, self.metrics, tuning_store)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
                                  stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
-                                 client_factory=functools.partial(PrometheusClient, pool=self.pool))
+                                 client_factory=functools.partial(PrometheusClient, pool=self.pool),
+                                 monotonic=monotonic,
+                                 query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
         if config.max_streams > config.grpc_workers - 16:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
                              f"({config.grpc_workers}) to unary RPCs and the health check")
@@ -96,6 +111,7 @@ class Server:
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
         address = f"{config.host}:{config.grpc_port}"
         creds = _tls(config) if config.tls_cert else None
+        self.ops.grpc_tls.set(0 if creds is None else 2 if config.tls_client_ca else 1)
         try:
             self.grpc_port = self.grpc.add_secure_port(address, creds) if creds else self.grpc.add_insecure_port(address)
         except RuntimeError:  # grpcio >= 1.5x raises instead of returning 0
@@ -138,6 +154,10 @@ class Server:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("forescale serving gRPC on %s:%d, HTTP on %s:%d", self.config.host, self.grpc_port,
                  self.config.host, self.http_port)
+        if not self.config.tls_cert:
+            log.warning("gRPC is plaintext and unauthenticated: any client that reaches port %d can read every "
+                        "ScaledObject's decisions and start queries with its metadata; set --tls-cert/--tls-key "
+                        "and --tls-client-ca (mutual TLS, the Helm chart's default)", self.grpc_port)
         return self
 
     def stop(self, grace: float | None = None) -> None:
@@ -175,6 +195,41 @@ def _bind_cause(host: str, port: int) -> str:
 
 
 def _tls(config: ServerConfig) -> grpc.ServerCredentials:
+    """Credentials that re-read the files after they change on disk (checked at each new handshake, by
+    modification time and size); a rotated pair that does not load keeps the last good one (logged)."""
+    first = _tls_config(config)
+    files = [p for p in (config.tls_cert, config.tls_key, config.tls_client_ca) if p]
+    seen = {"stamp": _stamps(files)}
+
+    def fetch():
+        stamp = _stamps(files)
+        if stamp == seen["stamp"]:
+            return None
+        seen["stamp"] = stamp
+        try:
+            fresh = _tls_config(config)
+        except (OSError, ValueError) as e:
+            log.error("TLS files changed but do not load (keeping the previous certificate): %s", e)
+            return None
+        log.info("TLS certificate reloaded from %s", config.tls_cert)
+        return fresh
+
+    return grpc.dynamic_ssl_server_credentials(first, fetch,
+                                               require_client_authentication=bool(config.tls_client_ca))
+
+
+def _stamps(files: list[str]) -> tuple:
+    out = []
+    for p in files:
+        try:
+            st = os.stat(p)
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _tls_config(config: ServerConfig):
     """PEM files read and checked with the ssl module first, so a bad key or a mismatch is named."""
     def read(path: str, what: str) -> bytes:
         try:
@@ -205,8 +260,8 @@ def _tls(config: ServerConfig) -> grpc.ServerCredentials:
         except ssl.SSLError as e:
             raise ValueError(f"--tls-client-ca {config.tls_client_ca}: {e.reason or e} "
                              f"(expected PEM CA certificates)") from None
-        return grpc.ssl_server_credentials(pair, root_certificates=ca, require_client_auth=True)
-    return grpc.ssl_server_credentials(pair)
+        return grpc.ssl_server_certificate_configuration(pair, root_certificates=ca)
+    return grpc.ssl_server_certificate_configuration(pair)
 
 
 def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics,
@@ -222,6 +277,19 @@ def _tuning_service(clock: Callable[[], float], metrics: ScalerMetrics, store: J
     from .tuning import TuningService
 
     return TuningService(clock, metrics, store=store)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c not in (9,)}
+_CONTROL.update({10: "\\n", 13: "\\r", 0x7f: "\\x7f", 0x85: "\\x85", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+class TextFormatter(logging.Formatter):
+    """Text logs, one line per record: control characters in the message (a newline in a ScaledObject name,
+    a metadata value, a Prometheus error) are escaped, so no value can forge a line."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = record.message.translate(_CONTROL)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -241,7 +309,7 @@ def setup_logging(level: str, fmt: str) -> None:
         handler.setFormatter(JsonFormatter())
         handler.formatter.converter = time.gmtime
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 

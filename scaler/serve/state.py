@@ -8,6 +8,14 @@ then ``os.replace``), and carries a ``version`` and a ``key`` (a one-way
 digest of the inputs it was made for): ``load`` returns it only when both
 match. An unreadable or malformed file is logged and ignored: the service
 then recomputes what it held.
+
+Bounds: a document over ``MAX_STATE_FILE_BYTES`` is neither written nor read;
+only a regular file is read (a FIFO or device swapped in is refused, opened
+non-blocking and checked before any read); a long name is cut and completed by
+a digest (file names stay under 255 bytes). Failed writes and refused reads
+are counted in ``forescale_state_errors_total{op}`` and the last write's
+outcome is ``forescale_state_writable`` (0: the state dir is full, gone or
+read-only).
 """
 
 from __future__ import annotations
@@ -18,10 +26,13 @@ import logging
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 import numpy as np
+
+from ..limits import MAX_STATE_FILE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +44,18 @@ def digest(material: tuple) -> str:
     return hashlib.sha256(repr(material).encode()).hexdigest()[:32]
 
 
+MAX_FILE_NAME = 200  # bytes before ".json"/".tmp": under the 255 most file systems allow
+
+
 def file_name(namespace: str, name: str, metric: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}") + ".json"
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}__{name}__{metric}")
+    if len(base) > MAX_FILE_NAME:
+        base = base[:MAX_FILE_NAME - 33] + "-" + hashlib.sha256(base.encode()).hexdigest()[:32]
+    return base + ".json"
+
+
+class StateTooLarge(ValueError):
+    """A document over ``MAX_STATE_FILE_BYTES``."""
 
 
 def finite_or_none(x) -> float | None:
@@ -58,8 +79,16 @@ def float_array(v: Iterable[float | None]) -> np.ndarray:
 class JsonStore:
     """JSON documents on disk, one per trigger, written atomically, checked on load."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, metrics=None):
+        """``metrics``: a ``ScalerMetrics`` whose registry gets the store's error counter and writable gauge."""
         self.root = Path(root)
+        self._errors = self._writable = None
+        if metrics is not None:
+            from .opsmetrics import ops_metrics
+
+            ops = ops_metrics(metrics)
+            self._errors, self._writable = ops.state_errors, ops.state_writable
+            self._writable.set(1)
         probe = self.root / ".write-test"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -76,18 +105,60 @@ class JsonStore:
         full = {"version": version, "namespace": namespace, "name": name, "metric": metric, "key": key, **doc}
         path = self.path(namespace, name, metric)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(full, allow_nan=False))
-        os.replace(tmp, path)
+        text = json.dumps(full, allow_nan=False).encode()
+        if len(text) > MAX_STATE_FILE_BYTES:
+            self._count("write_too_large")
+            raise StateTooLarge(f"state document of {len(text)} bytes is over the {MAX_STATE_FILE_BYTES} bytes a "
+                                "state file may hold (MAX_STATE_FILE_BYTES): not stored, recomputed after a restart")
+        try:
+            tmp.write_bytes(text)
+            os.replace(tmp, path)
+        except OSError:
+            self._count("write")
+            if self._writable is not None:
+                self._writable.set(0)
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise
+        if self._writable is not None:
+            self._writable.set(1)
+
+    def _count(self, op: str) -> None:
+        if self._errors is not None:
+            self._errors.labels(op).inc()
+
+    def _read(self, path: Path) -> bytes:
+        """A regular file's bytes, at most ``MAX_STATE_FILE_BYTES``: opened non-blocking and without following
+        a link, checked before any read (a FIFO would block, a sparse file claim gigabytes). OSError/ValueError."""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            if st.st_size > MAX_STATE_FILE_BYTES:
+                raise ValueError(f"{st.st_size} bytes, over the {MAX_STATE_FILE_BYTES} a state file may hold")
+            with os.fdopen(fd, "rb", closefd=True) as f:
+                fd = -1
+                data = f.read(MAX_STATE_FILE_BYTES + 1)
+            if len(data) > MAX_STATE_FILE_BYTES:
+                raise ValueError(f"over the {MAX_STATE_FILE_BYTES} bytes a state file may hold")
+            return data
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def load(self, namespace: str, name: str, metric: str, *, version: int, key: str) -> dict | None:
         """The stored document, or None: none, unreadable, another version, or made for another key."""
         path = self.path(namespace, name, metric)
         try:
-            doc = json.loads(path.read_text())
+            doc = json.loads(self._read(path))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable state file %s: %s", path, e)
+            self._count("read")
+            log.warning("ignoring unreadable state file %s: %s", path, getattr(e, "strerror", None) or e)
             return None
         if not isinstance(doc, dict):
             log.warning("ignoring malformed state file %s: not a JSON object", path)

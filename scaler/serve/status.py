@@ -27,14 +27,17 @@ FIELDS = {
 
 
 def status_json(registry: CollectorRegistry, now: float) -> bytes:
-    """``{"now", "scaledobjects": [{namespace, name, reason, observed, forecast_peak, planned, lead_seconds,
-    t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors, decisions}]}`` from the registry's samples."""
+    """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
+    t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
+    decisions}]}`` from the registry's samples."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
     def row(labels: dict) -> dict:
-        key = (labels.get("namespace", ""), labels.get("scaledobject", ""))
-        return rows.setdefault(key, {"namespace": key[0], "name": key[1], "reason": None, "observed": None,
+        # one row per trigger (its series carry ``trigger``); the tuning series, per ScaledObject, carry none
+        key = (labels.get("namespace", ""), labels.get("scaledobject", ""), labels.get("trigger", ""))
+        return rows.setdefault(key, {"namespace": key[0], "name": key[1], "trigger": key[2], "reason": None,
+                                     "observed": None,
                                      "forecast_peak": None, "forecast_quantile": None, "planned": None,
                                      "qps_per_replica": None, "lead_seconds": None, "model": None,
                                      "last_fit": None, "fit_failures": 0.0, "prometheus_errors": 0.0,
@@ -97,9 +100,10 @@ function age(now, t) {
   if (s < 7200) return Math.round(s / 60) + " min ago";
   return (s / 3600).toFixed(1) + " h ago";
 }
-function cells(so, now) {
+function cells(so, now, several) {
   return {
-    namespace: so.namespace, name: so.name, reason: so.reason || "-",
+    namespace: so.namespace, name: several && so.trigger ? so.name + " [" + so.trigger + "]" : so.name,
+    reason: so.reason || "-",
     observed: num(so.observed, 2), planned: num(so.planned, 2),
     forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
     lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
@@ -111,8 +115,14 @@ function cells(so, now) {
 function render(doc) {
   const body = document.getElementById("rows");
   const seen = new Set();
+  const triggers = {};  // a ScaledObject with several forescale triggers: one row each, named by its trigger
   for (const so of doc.scaledobjects) {
-    const id = "so:" + so.namespace + "/" + so.name;
+    const k = so.namespace + "/" + so.name;
+    triggers[k] = (triggers[k] || 0) + 1;
+  }
+  for (const so of doc.scaledobjects) {
+    const several = triggers[so.namespace + "/" + so.name] > 1;
+    const id = "so:" + so.namespace + "/" + so.name + (several ? "/" + so.trigger : "");
     seen.add(id);
     let tr = document.getElementById(id);
     if (!tr) {
@@ -121,7 +131,7 @@ function render(doc) {
       for (const c of COLS) { const td = document.createElement("td"); td.dataset.col = c; tr.appendChild(td); }
       body.appendChild(tr);
     }
-    const v = cells(so, doc.now);
+    const v = cells(so, doc.now, several);
     for (const td of tr.children) {
       td.textContent = v[td.dataset.col];
       if (td.dataset.col === "reason") td.className = (so.reason || "").startsWith("fallback") ? "fallback" : "";

@@ -288,7 +288,7 @@ class TuningService:
                                            "reactive_miss")}
             if self.store is not None:
                 try:
-                    self.store.save(ns, name, declared.metric_name, tuning_document(tuned, figures),
+                    self.store.save(*key, tuning_document(tuned, figures),
                                     version=STATE_VERSION, key=tuned.key)
                 except (OSError, ValueError) as e:
                     log.warning("cannot write tuning state for %s/%s: %s", ns, name, e)

@@ -128,6 +128,9 @@ class Workload:
     changed: threading.Condition | None = field(default=None, repr=False)  # notified after each refresh (registry)
     declared: ScalerSpec | None = None  # the spec as the metadata says; ``spec`` is it with ``tuned`` applied
     tuned: Tuned | None = None
+    # sha256 of the trigger's metadata map (``registry.metadata_digest``): part of the identity, so another map
+    # for the same names (a second trigger, another caller, an edit) is another workload and never replaces this one
+    digest: str = ""
 
     def __post_init__(self) -> None:
         if self.declared is None:
@@ -142,7 +145,19 @@ class Workload:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return (self.namespace, self.name, self.spec.metric_name)
+        """(namespace, name, metric name + metadata digest): the identity, and the state files' name."""
+        return (self.namespace, self.name, f"{self.declared.metric_name}.{self.digest[:32]}" if self.digest
+                else self.declared.metric_name)
+
+    @property
+    def trigger(self) -> str:
+        """The short ``trigger`` label of its metric series: the digest's first 8 hex characters."""
+        return self.digest[:8]
+
+    @property
+    def labels(self) -> tuple[str, str, str]:
+        """Label values of its per-trigger metric series: namespace, scaledobject, trigger."""
+        return (self.namespace, self.name, self.trigger)
 
     def t_cold(self) -> InForce:
         """The T_cold in force: the cluster's (coldStartFrom: cluster), the probe's, or coldStartSeconds."""

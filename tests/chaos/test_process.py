@@ -57,8 +57,10 @@ class Serve:
 
     def metric(self, name: str, labels: str = "") -> float | None:
         body = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=5).read().decode()
-        m = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", body, flags=re.M)
-        return float(m.group(1)) if m else None
+        # the labels given, and any after them (a trigger's series also carry ``trigger``)
+        pattern = re.escape(labels[:-1]) + r"(,[^}]*)?\}" if labels else ""
+        m = re.search(rf"^{re.escape(name)}{pattern} (\S+)$", body, flags=re.M)
+        return float(m.group(m.lastindex)) if m else None
 
     def wait_metric(self, name: str, labels: str, pred, timeout: float) -> float:
         deadline = time.monotonic() + timeout

@@ -11,6 +11,7 @@ import pytest
 import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from support.fakes import sample_value
 from support.live import FLAT_QPS, metadata, rss_bytes
 
 
@@ -67,8 +68,8 @@ def test_a_healthy_scaledobject_stays_current_next_to_dripping_or_silent_targets
     assert all(v in (7.0, "UNAVAILABLE") for v in outcomes), outcomes
     first = outcomes.index("UNAVAILABLE")
     assert first > 0 and all(v == "UNAVAILABLE" for v in outcomes[first:]), outcomes
-    served_stale = s.server.metrics.registry.get_sample_value(
-        "forescale_decisions_total", {"namespace": "chaos", "scaledobject": "bad-0", "reason": "fallback_prometheus_stale"})
+    served_stale = sample_value(s.server.metrics.registry, "forescale_decisions_total",
+                                {"namespace": "chaos", "scaledobject": "bad-0", "reason": "fallback_prometheus_stale"})
     assert served_stale and served_stale >= 1  # served as stale (reason said so), not as current, before UNAVAILABLE
 
 

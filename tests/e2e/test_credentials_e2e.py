@@ -96,7 +96,7 @@ def test_basic_auth_from_the_credential_store(tmp_path, caplog):
         with caplog.at_level(logging.DEBUG):
             assert _get(stub, {**md, "credentials": "prom-basic"}) == pytest.approx(7.0)
             for name, extra, fragment in (("none", {}, "401"), ("wrong", {"credentials": "wrong"}, "401"),
-                                          ("absent", {"credentials": "nosuch"}, "no directory"),
+                                          ("absent", {"credentials": "nosuch"}, "no such set"),
                                           ("bound", {"credentials": "elsewhere"}, "may not be sent to"),
                                           ("unbound", {"credentials": "unbound"}, "no allowed-urls file")):
                 with pytest.raises(grpc.RpcError) as e:

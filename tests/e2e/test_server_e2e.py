@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support import promfixture as pf
 from scaler._proto import externalscaler_pb2 as pb
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc
+from scaler.serve.registry import metadata_digest
 from support.clock import FakeClock
 from support.scaler import Scaler
 
@@ -92,7 +93,7 @@ def test_dead_band_compensation_in_the_value(scaler, prometheus):
     ({"serverAddress": "http://127.0.0.1:1"}, "UNAVAILABLE", ["unreachable", "127.0.0.1:1"]),
     ({"query": "sum(rate(nothing_here_total[2m]))", "ignoreNullValues": "false"}, "FAILED_PRECONDITION",
      ["no series", "ignoreNullValues=false"]),
-    ({"query": "rate(forescale_multi_requests_total[2m])"}, "FAILED_PRECONDITION", ["3 series", "sum("]),
+    ({"query": "rate(forescale_multi_requests_total[2m])"}, "FAILED_PRECONDITION", ["more than one series", "sum("]),
     ({"query": "sum(rate(forescale_requests_total[2m]"}, "FAILED_PRECONDITION", ["400", "(bad_data)"]),
     ({"headroom": "1e308"}, "INVALID_ARGUMENT", ["'headroom'", "[1, 100]"]),
     ({"query": "x" * (1 << 20)}, "INVALID_ARGUMENT", ["'query'", "MAX_VALUE_BYTES", "a value of 1048576 bytes"]),
@@ -178,10 +179,11 @@ def test_metrics_health_and_graceful_stop(prometheus):
     s = Scaler(FakeClock(prometheus.now))
     s.value(md(prometheus))
     m = s.metrics()
-    key = ("forescale_observed_qps", (("namespace", "serving"), ("scaledobject", "llm")))
+    trigger = ("trigger", metadata_digest(md(prometheus))[:8])  # the metadata digest's label (issue 27)
+    key = ("forescale_observed_qps", (("namespace", "serving"), ("scaledobject", "llm"), trigger))
     assert m[key] == pytest.approx(prometheus.query_value(RATE, time=prometheus.now))
     assert m[("forescale_decision_reason", (("namespace", "serving"), ("reason", "mode_reactive"),
-                                            ("scaledobject", "llm")))] == 1.0
+                                            ("scaledobject", "llm"), trigger))] == 1.0
     assert urllib.request.urlopen(f"http://127.0.0.1:{s.server.http_port}/healthz", timeout=5).status == 200
     health = health_pb2_grpc.HealthStub(s.channel)
     assert health.Check(health_pb2.HealthCheckRequest(service="externalscaler.ExternalScaler"),
@@ -258,7 +260,7 @@ def test_forescale_serve_process_answers_and_stops_on_sigterm(prometheus_factory
         services = {s.name for s in answer.list_services_response.service}
         assert {"externalscaler.ExternalScaler", "grpc.health.v1.Health"} <= services
         body = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5).read().decode()
-        assert 'forescale_planned_qps{namespace="serving",scaledobject="live"}' in body
+        assert 'forescale_planned_qps{namespace="serving",scaledobject="live",trigger="' in body
         ch.close()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

@@ -13,7 +13,7 @@ from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
 from scaler.serve.fitting import FitService, forecast_document, forecast_from_document, forecast_key_hash
 from scaler.serve.metrics import ScalerMetrics
-from scaler.serve.state import JsonStore
+from scaler.serve.state import JsonStore, file_name
 from scaler.serve.workload import ForecastState
 from support.clock import FakeClock
 from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
@@ -21,7 +21,7 @@ from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
 T0 = 1_700_000_400.0  # a multiple of 60: the history ends at T0
 END = T0
 Q = "sum(rate(req_total[2m]))"
-FILE = "serving__llm__forescale-serving-llm.json"
+FILE = "serving__llm__forescale-serving-llm.json"  # the name before the metadata digest was part of it
 
 
 def md(**over) -> dict:
@@ -147,7 +147,9 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     assert (d.planned, d.reason, d.forecast_peak) == (12.0, Reason.FORECAST_STALE, None)
 
 
-def test_a_fit_for_inputs_that_changed_meanwhile_is_discarded(tmp_path):
+def test_a_metadata_change_mid_fit_is_another_workload_and_leaves_the_fit_alone(tmp_path):
+    """Issue 27 (H1): a second map for the same names never replaces the first, even mid-fit: the fit in flight
+    is adopted for the workload it was made for, and the edited map is fitted for its own inputs."""
     holder = {}
     e = Env(state_dir=tmp_path, pool=InlineExecutor(before=lambda: holder["change"]()))
     try:
@@ -155,16 +157,18 @@ def test_a_fit_for_inputs_that_changed_meanwhile_is_discarded(tmp_path):
         e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
         wl = e.workload()
         old_key = wl.spec.forecast_key()
-        holder["change"] = lambda: e.workload(history="90m")  # mid-fit: another history window
+        edited = []
+        holder["change"] = lambda: edited.append(e.workload(history="90m"))  # mid-fit: another history window
         e.reg.tick()
-        assert wl.spec.forecast_key() != old_key
-        assert wl.forecast == ForecastState() and not e.fits.fitting(wl)
-        assert not (tmp_path / FILE).exists()  # a discarded fit is not stored either
+        assert wl.spec.forecast_key() == old_key and wl.forecast.key == old_key and wl.forecast.forecast is not None
+        assert json.loads((tmp_path / file_name(*wl.key)).read_text())["key"] == forecast_key_hash(wl.spec)
+        other = edited[0]
+        assert other is not wl and other.forecast == ForecastState()
         holder["change"] = lambda: None
-        e.reg.tick()  # the next tick fits for the new inputs
-        assert wl.forecast.key == wl.spec.forecast_key() and wl.forecast.forecast is not None
-        assert e.prom.calls_of("range")[-1] == ("range", Q, END - 5400 + 60, END, 60.0)
-        assert json.loads((tmp_path / FILE).read_text())["key"] == forecast_key_hash(wl.spec)
+        e.reg.tick()  # the next tick fits the edited map for its own inputs
+        assert other.forecast.key == other.spec.forecast_key() and other.forecast.forecast is not None
+        assert ("range", Q, END - 5400 + 60, END, 60.0) in e.prom.calls_of("range")
+        assert json.loads((tmp_path / file_name(*other.key)).read_text())["key"] == forecast_key_hash(other.spec)
     finally:
         e.close()
 
@@ -196,9 +200,9 @@ def test_forecasts_survive_a_restart(tmp_path, env):
         fs = wl.forecast
     finally:
         e.close()
-    doc = json.loads((tmp_path / FILE).read_text())
-    assert (doc["version"], doc["namespace"], doc["name"], doc["metric"]) == (1, "serving", "llm",
-                                                                              "forescale-serving-llm")
+    doc = json.loads((tmp_path / file_name(*wl.key)).read_text())
+    assert (doc["version"], doc["namespace"], doc["name"], doc["metric"]) == (1, "serving", "llm", wl.key[2])
+    assert wl.key[2] == "forescale-serving-llm." + wl.digest[:32]
     assert doc["key"] == forecast_key_hash(wl.spec) and doc["model_state"]["model"] == "naive"
     ranges_before = len(env.prom.calls_of("range"))
     e2 = Env(state_dir=tmp_path, prom=env.prom)

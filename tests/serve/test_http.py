@@ -121,6 +121,32 @@ def test_status_page_in_a_real_browser_after_keda_calls(prometheus_factory):
         s.close()
 
 
+def test_two_triggers_of_one_scaledobject_are_two_rows_named_by_their_trigger(prometheus_factory):
+    """Issue 27: each forescale trigger is its own workload; the page shows one row each, not one flipping."""
+    from scaler.serve.registry import metadata_digest
+
+    end = float(int(time.time()))
+    t = pf.sample_times(end - 3600, end, 15.0)
+    prom = prometheus_factory([pf.SeriesSpec("forescale_test_qps", {"job": "t"}, "gauge", t, [QPS] * len(t))])
+    s = Scaler(FakeClock(end))
+    try:
+        base_md = {"serverAddress": prom.url, "query": "max(forescale_test_qps)", "mode": "reactive",
+                   "hpaTolerance": "0"}
+        mds = [{**base_md, "qpsPerReplica": "5", "metricName": "a"}, {**base_md, "qpsPerReplica": "2", "metricName": "b"}]
+        for md in mds:
+            assert s.value(md, name="pair").metricValueFloat == pytest.approx(QPS)
+        with chromium() as driver:
+            driver.get(base(s) + "/")
+            for md in mds:
+                trig = metadata_digest(md)[:8]
+                row = wait_for(driver, f"document.getElementById('so:serving/pair/{trig}')", what="a trigger's row")
+                cells = {td.get_attribute("data-col"): td.text for td in row.find_elements("css selector", "td")}
+                assert cells["name"] == f"pair [{trig}]" and cells["planned"] == "12.50"
+            assert console_errors(driver) == []
+    finally:
+        s.close()
+
+
 # --------------------------------------------------------------------------
 # `forescale serve` as a process: refusals exit 2 with one line, never a traceback
 
@@ -235,8 +261,8 @@ def test_scrape_keeps_the_scaledobject_namespace_with_honor_labels(prometheus_fa
     """A real Prometheus scrapes the scaler like the operator's ServiceMonitor does: with honorLabels
     (the chart's setting) the series keep namespace="serving"; without, it becomes exported_namespace."""
     m = scaler.server.metrics
-    m.observed.labels("serving", "llm").set(QPS)
-    m.reason.labels("serving", "llm", "fallback_fit_failed").set(1)
+    m.observed.labels("serving", "llm", "0123abcd").set(QPS)
+    m.reason.labels("serving", "llm", "0123abcd", "fallback_fit_failed").set(1)
     end = float(int(time.time()))
     t = pf.sample_times(end - 120, end, 15.0)
     prom = prometheus_factory([pf.SeriesSpec("forescale_unused", {"job": "x"}, "gauge", t, [0.0] * len(t))],

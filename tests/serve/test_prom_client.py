@@ -106,7 +106,7 @@ def test_several_series_are_refused(server):
     with pytest.raises(PromError) as err:
         client(server).scalar("rate(x[2m])", T0)
     assert err.value.kind is PromErrorKind.MULTIPLE_SERIES
-    assert "3 series" in str(err.value) and "sum(" in str(err.value)
+    assert "more than one series" in str(err.value) and "sum(" in str(err.value)  # refused at the second
 
 
 @pytest.mark.parametrize("raw", ["NaN", "+Inf", "-Inf"])
@@ -228,7 +228,7 @@ def test_range_series_errors(server):
     server.responder = matrix_responder({"a": lambda x: 1.0, "b": lambda x: 2.0})
     with pytest.raises(PromError) as err:
         client(server).range_series("q", T0, T0 + 600, 60)
-    assert err.value.kind is PromErrorKind.MULTIPLE_SERIES and "2 series" in str(err.value)
+    assert err.value.kind is PromErrorKind.MULTIPLE_SERIES and "more than one series" in str(err.value)
     server.responder = lambda path, params: (400, {"status": "error"})
     with pytest.raises(PromError) as err:
         client(server).range_series("q", T0, T0 + 600, 60)

@@ -15,7 +15,7 @@ from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.registry import Registry, RegistryConfig
 from scaler.serve.workload import ForecastState, ScalerError
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, wait_for
+from support.fakes import FakePrometheus, sample_value, wait_for
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -46,7 +46,7 @@ class Env:
         wait_for(lambda: not wl.refreshing)
 
     def sample(self, name: str, **labels) -> float | None:
-        return self.metrics.registry.get_sample_value(name, {"namespace": "serving", "scaledobject": "llm", **labels})
+        return sample_value(self.metrics.registry, name, {"namespace": "serving", "scaledobject": "llm", **labels})
 
 
 @pytest.fixture
@@ -60,7 +60,8 @@ def test_first_call_waits_for_one_refresh_at_the_clock(env):
     env.prom.set_scalar(Q, 12.5)
     wl = env.reg.workload("serving", "llm", md())
     assert wl.first_done.is_set() and (wl.observed, wl.observed_at) == (12.5, T0)
-    assert env.prom.calls_of("scalar") == [("scalar", Q, T0, True)]  # evaluated at the scaler's clock
+    # evaluated at Prometheus' own now (no time=): a scaler clock ahead or behind moves nothing (issue 27)
+    assert env.prom.calls_of("scalar") == [("scalar", Q, None, True)]
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (12.5, Reason.MODE_REACTIVE)
     # the next calls answer from memory: no query until the cache expires
@@ -145,7 +146,7 @@ def test_configuration_errors_are_failed_precondition_even_with_a_good_value_bef
 
 def test_ignore_null_values_false_reaches_the_client(env):
     wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false"))  # the fake has no value: NO_DATA
-    assert env.prom.calls_of("scalar") == [("scalar", Q, T0, False)]
+    assert env.prom.calls_of("scalar") == [("scalar", Q, None, False)]
     with pytest.raises(ScalerError) as err:
         env.reg.decision(wl)
     assert err.value.code == "FAILED_PRECONDITION" and "ignoreNullValues=false" in str(err.value)
@@ -200,7 +201,7 @@ def test_a_scaledobject_not_polled_for_forget_seconds_is_forgotten(env):
     env.clock.advance(1)
     env.reg.tick()
     assert env.reg.workloads() == []
-    assert rec.forgotten == [("serving", "llm", "forescale-serving-llm")]
+    assert rec.forgotten == [wl.key] and wl.key[2].startswith("forescale-serving-llm.")
     assert env.sample("forescale_observed_qps") is None  # its series are gone too
     assert env.metrics.registry.get_sample_value("forescale_scaledobjects") == 0
     # seen again: a new workload, refreshed afresh
@@ -208,43 +209,48 @@ def test_a_scaledobject_not_polled_for_forget_seconds_is_forgotten(env):
     assert wl2 is not wl and wl2.created == T0 + 1501 and wl2.observed_at == T0 + 1501
 
 
-def test_a_spec_change_keeps_the_observation_unless_the_series_changes(env):
+def test_another_metadata_map_is_another_workload_that_starts_from_what_its_sibling_knows(env):
+    """An edit (or a second trigger, or another caller) never replaces the workload in force (issue 27, H1)."""
     env.prom.set_scalar(Q, 12.0)
     env.prom.set_scalar(Q2, 30.0)
     wl = env.reg.workload("serving", "llm", md())
-    # a new target: same series, same observation, no extra query
+    # a new target: a second workload; the same series, so it starts from the sibling's observation, no query
     wl_b = env.reg.workload("serving", "llm", md(qpsPerReplica="20"))
-    assert wl_b is wl and wl.spec.qps_per_replica == 20.0 and (wl.observed, wl.observed_at) == (12.0, T0)
-    assert len(env.prom.calls_of("scalar")) == 1
-    assert env.sample("forescale_target_qps_per_replica") == 20.0
-    # the refit interval the stale-forecast alert compares with: the default 30m, then the new spec's 2h
-    assert env.sample("forescale_refit_interval_seconds") == 1800.0
-    env.reg.workload("serving", "llm", md(qpsPerReplica="20", refitInterval="2h"))
-    assert env.sample("forescale_refit_interval_seconds") == 7200.0
-    wl_b = env.reg.workload("serving", "llm", md(qpsPerReplica="20"))
-    assert env.reg.decision(wl).planned == 12.0
-    # another query: the old observation says nothing about it; the first call waits for the new one
+    assert wl_b is not wl and wl.spec.qps_per_replica == 10.0 and wl_b.spec.qps_per_replica == 20.0
+    assert (wl_b.observed, wl_b.observed_at) == (12.0, T0) and len(env.prom.calls_of("scalar")) == 1
+    assert wl_b.trigger != wl.trigger and len(wl_b.trigger) == 8
+    both = {"namespace": "serving", "scaledobject": "llm"}
+    get = env.metrics.registry.get_sample_value
+    assert get("forescale_target_qps_per_replica", {**both, "trigger": wl.trigger}) == 10.0
+    assert get("forescale_target_qps_per_replica", {**both, "trigger": wl_b.trigger}) == 20.0
+    # another query: a third workload, refreshed on its own; the first ones keep their value
     wl_c = env.reg.workload("serving", "llm", md(qpsPerReplica="20", query=Q2))
-    assert wl_c is wl and (wl.observed, wl.observed_at) == (30.0, T0)
-    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, T0, True)
-    assert env.reg.decision(wl).planned == 30.0
+    assert (wl_c.observed, wl_c.observed_at) == (30.0, T0)
+    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, None, True)
+    assert env.reg.decision(wl).planned == 12.0 and env.reg.decision(wl_c).planned == 30.0
 
 
-def test_an_answer_for_a_query_changed_meanwhile_is_dropped(env):
+def test_an_edited_trigger_is_retired_after_its_silence_and_its_series_go(env):
+    """The user edits the ScaledObject: KEDA polls only the new map; the old one is retired once it was silent
+    for retire_after (60 s floor, 3 refresh intervals) while the new one is polled, and its series go with it."""
     env.prom.set_scalar(Q, 12.0)
-    env.prom.set_scalar(Q2, 30.0)
-    wl = env.reg.workload("serving", "llm", md())
-    env.prom.set_scalar(Q, 99.0)
-    env.prom.gate = threading.Event()
-    env.clock.advance(5)
-    env.reg.tick()  # a refresh of Q, held by the gate
-    wait_for(lambda: len(env.prom.calls_of("scalar")) == 2)
-    env.reg.workload("serving", "llm", md(query=Q2), wait=False)
-    assert wl.observed is None
-    env.prom.gate.set()
-    wait_for(lambda: wl.observed is not None and not wl.refreshing)
-    assert wl.observed == 30.0  # never the 99 that Q returned
-    assert [c[1] for c in env.prom.calls_of("scalar")] == [Q, Q, Q2]
+    old = env.reg.workload("serving", "llm", md())
+    env.reg.decision(old)
+    env.clock.advance(10)
+    new = env.reg.workload("serving", "llm", md(metricName="renamed"))
+    env.reg.decision(new)
+    for _ in range(5):  # KEDA polls the new map every 15 s; 60 s of silence for the old one at the end
+        env.clock.advance(15)
+        env.reg.workload("serving", "llm", md(metricName="renamed"))
+        env.reg.tick()
+    assert env.reg.workloads() == [old, new] or env.reg.workloads() == [new]
+    env.clock.advance(1)
+    env.reg.workload("serving", "llm", md(metricName="renamed"))
+    env.reg.tick()
+    assert env.reg.workloads() == [new]
+    get = env.metrics.registry.get_sample_value
+    assert get("forescale_observed_qps", {"namespace": "serving", "scaledobject": "llm", "trigger": old.trigger}) is None
+    assert get("forescale_observed_qps", {"namespace": "serving", "scaledobject": "llm", "trigger": new.trigger}) == 12.0
 
 
 def test_the_client_follows_the_target(env):
@@ -257,18 +263,18 @@ def test_a_forecast_is_adopted_only_for_the_current_forecast_key(env):
     wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive"), wait=False)
     key = wl.spec.forecast_key()
     fc = Forecast(T0 + 60 * np.arange(1, 100), np.full(99, 40.0), {}, "naive")
-    stale = ForecastState(forecast=fc, fitted_at=T0, key=key)
-    # the metadata moves on to another model: a result for the old inputs is refused
-    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="linear_trend"), wait=False)
-    assert not env.reg.adopt_forecast(wl, stale, key)
+    # another map's workload (another model) has another key: a result for it is refused here
+    other_wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="linear_trend"), wait=False)
+    foreign = ForecastState(forecast=fc, fitted_at=T0, key=other_wl.spec.forecast_key())
+    assert not env.reg.adopt_forecast(wl, foreign, other_wl.spec.forecast_key())
     assert wl.forecast == ForecastState()
-    new_key = wl.spec.forecast_key()
-    fresh = ForecastState(forecast=fc, fitted_at=T0, key=new_key)
-    assert env.reg.adopt_forecast(wl, fresh, new_key) and wl.forecast is fresh
+    fresh = ForecastState(forecast=fc, fitted_at=T0, key=key)
+    assert env.reg.adopt_forecast(wl, fresh, key) and wl.forecast is fresh
+    assert other_wl.forecast == ForecastState()  # never shared
     # a re-prediction of a curve that was replaced meanwhile is refused too
-    other = ForecastState(forecast=fc, fitted_at=T0 + 1, key=new_key)
-    assert not env.reg.adopt_forecast(wl, other, new_key, replaces=stale)
-    assert env.reg.adopt_forecast(wl, other, new_key, replaces=fresh) and wl.forecast is other
+    other = ForecastState(forecast=fc, fitted_at=T0 + 1, key=key)
+    assert not env.reg.adopt_forecast(wl, other, key, replaces=foreign)
+    assert env.reg.adopt_forecast(wl, other, key, replaces=fresh) and wl.forecast is other
 
 
 def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
@@ -277,12 +283,12 @@ def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
     fc = Forecast(T0 + 60 * np.arange(0, 100), np.full(100, 40.0), {0.8: np.full(100, 45.0)}, "naive")  # 0.8: the default
     fs = ForecastState(forecast=fc, fitted_at=T0, key=wl.spec.forecast_key())
     assert env.reg.adopt_forecast(wl, fs, fs.key)
-    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
-                                          qpsPerReplica="20", coldStartSeconds="600"))
-    assert wl.forecast is fs
-    d = env.reg.decision(wl)
+    edited = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
+                                                   qpsPerReplica="20", coldStartSeconds="600"))
+    assert edited is not wl and edited.forecast is fs  # inherited: same forecast inputs
+    d = env.reg.decision(edited)
     assert (d.planned, d.reason, d.forecast_peak) == (45.0, Reason.FORECAST, 45.0)
-    env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
-                                          qpsPerReplica="20", history="7d"))
-    assert wl.forecast == ForecastState()
-    assert env.reg.decision(wl).reason is Reason.NO_FORECAST_YET
+    other = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
+                                                  qpsPerReplica="20", history="7d"))
+    assert other.forecast == ForecastState() and wl.forecast is fs
+    assert env.reg.decision(other).reason is Reason.NO_FORECAST_YET

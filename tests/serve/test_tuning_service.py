@@ -12,14 +12,13 @@ from scaler.misstarget import MissTarget
 from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
 from scaler.serve.metrics import ScalerMetrics
-from scaler.serve.state import JsonStore
+from scaler.serve.state import JsonStore, file_name
 from scaler.serve.tuning import TuningService, tuning_key
 from support.clock import FakeClock
 from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
-FILE = "serving__llm__forescale-serving-llm.json"
 CHOICE = {"label": "reactive x1.2", "policy": "reactive",
           "settings": {"mode": "reactive", "headroom": 1.2, "hpa_tolerance": 0.1}, "met": True, "message": "met",
           "miss": 0.002, "cost_ratio": 1.3, "violation_minutes": 3.0, "replica_hours": 100.0, "points": 40,
@@ -88,7 +87,7 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     assert env.sample("forescale_tuning_last_run_timestamp_seconds") == T0
     assert env.sample("forescale_tuning_info", policy="reactive", mode="reactive", model="", quantile="",
                       level_correction="", headroom="1.2", hpa_tolerance="0.1", target_met="true", applied="true") == 1
-    doc = json.loads((tmp_path / FILE).read_text())
+    doc = json.loads((tmp_path / file_name(*wl.key)).read_text())
     assert (doc["version"], doc["key"], doc["label"], doc["settings"]) == (1, t.key, "reactive x1.2",
                                                                            CHOICE["settings"])
     assert doc["figures"]["points"] == 40 and doc["chosen_at"] == T0
@@ -126,24 +125,24 @@ def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
         e3.close()
 
 
-def test_a_choice_for_metadata_that_changed_meanwhile_is_discarded(tmp_path):
+def test_a_metadata_change_mid_run_is_another_workload_tuned_for_its_own_metadata(tmp_path):
+    """Issue 27 (H1): a second map never replaces the first: the run in flight is applied to the workload it was
+    made for; the edited map is another workload, tuned on the next tick for its own target."""
     holder = {}
     e = Env(state_dir=tmp_path, prom=scripted(FakePrometheus()), before=lambda: holder["change"]())
     try:
         wl = e.workload()
-        seen_busy = []
-        holder["change"] = lambda: (seen_busy.append(e.tuning.busy(wl)), e.workload(targetMiss="0.001"))
+        seen_busy, edited = [], []
+        holder["change"] = lambda: (seen_busy.append(e.tuning.busy(wl)), edited.append(e.workload(targetMiss="0.001")))
         e.reg.tick()
         assert seen_busy == [True] and not e.tuning.busy(wl)
-        assert wl.tuned is None and (wl.spec.mode, wl.spec.headroom) == ("forecastAndScale", 1.4)
-        assert not (tmp_path / FILE).exists()
-        assert e.sample("forescale_tuning_runs_total", outcome="chosen") is None
-        assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
-        # the next tick tunes for the metadata in force
+        assert wl.tuned is not None and wl.spec.headroom == 1.2 and (tmp_path / file_name(*wl.key)).exists()
+        other = edited[0]
+        assert other is not wl and other.tuned is None and (other.spec.mode, other.spec.headroom) == ("forecastAndScale", 1.4)
         holder["change"] = lambda: None
         e.reg.tick()
         assert len(e.pool.jobs) == 2 and e.pool.jobs[1].target_miss == MissTarget(0.001)
-        assert wl.tuned is not None and wl.spec.headroom == 1.2
+        assert other.tuned is not None and other.spec.headroom == 1.2
     finally:
         e.close()
 
@@ -239,12 +238,13 @@ def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
     wl = env.workload()
     key = tuning_key(wl.declared)
     env.close()
-    (tmp_path / FILE).write_text(json.dumps({"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
+    path = tmp_path / file_name(*wl.key)
+    path.write_text(json.dumps({"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
     e = Env(state_dir=tmp_path, prom=env.prom)
     try:
         with caplog.at_level(logging.WARNING):
             wl2 = e.workload()
         assert wl2.tuned is None and wl2.spec.headroom == 1.4
-        assert any(f"ignoring malformed state file {tmp_path / FILE}" in r.getMessage() for r in caplog.records)
+        assert any(f"ignoring malformed state file {path}" in r.getMessage() for r in caplog.records)
     finally:
         e.close()

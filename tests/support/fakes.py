@@ -73,7 +73,7 @@ class FakePrometheus:
             raise answer
         return float(answer(at) if callable(answer) else answer)
 
-    def range(self, query: str, start: float, end: float, step: float) -> list[dict]:
+    def range(self, query: str, start: float, end: float, step: float, *, one_series: bool = False) -> list[dict]:
         with self._lock:
             self.calls.append(("range", query, start, end, step))
             answer = self._ranges.get(query)
@@ -172,10 +172,23 @@ class Harness:
         return self.reg.workload(self.NAMESPACE, self.NAME, self.metadata(**over))
 
     def sample(self, name: str, **labels) -> float | None:
-        return self.metrics.registry.get_sample_value(
-            name, {"namespace": self.NAMESPACE, "scaledobject": self.NAME, **labels})
+        return sample_value(self.metrics.registry, name,
+                            {"namespace": self.NAMESPACE, "scaledobject": self.NAME, **labels})
 
     def close(self) -> None:
         self.reg.stop()
         for s in self.services:
             s.stop()
+
+
+def sample_value(registry, name: str, labels: dict) -> float | None:
+    """A sample of a trigger's series by its labels without ``trigger`` (the metadata digest's label): the one
+    such series' value; None when there is none. Two triggers matching is an AssertionError (ambiguous)."""
+    exact = registry.get_sample_value(name, labels)
+    if exact is not None:
+        return exact
+    found = [s.value for fam in registry.collect() for s in fam.samples
+             if s.name == name and "trigger" in s.labels
+             and {k: v for k, v in s.labels.items() if k != "trigger"} == labels]
+    assert len(found) <= 1, f"{name}{labels}: {len(found)} triggers match; name the trigger"
+    return found[0] if found else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import urllib.request
 
 import grpc
@@ -17,6 +18,8 @@ from .clock import FakeClock
 
 class Scaler:
     def __init__(self, clock: FakeClock, state_dir=None, **registry):
+        # the fake clock jumps when a test advances it: that is not a frozen process (stall_seconds off)
+        registry = {"stall_seconds": math.inf, **registry}
         cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0, state_dir=state_dir,
                            registry=RegistryConfig(**registry))
         self.clock = clock
