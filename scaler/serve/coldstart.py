@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 60.0
 MIN_STALE_SECONDS = 600.0
 IN_FORCE = ("cluster", "probe", "config")
-SO = ("namespace", "scaledobject")
+SO = ("namespace", "scaledobject", "trigger")  # per trigger, as every per-trigger series (serve.metrics)
 
 AdoptReading = Callable[["Workload", ClusterReading], bool]
 
@@ -179,30 +179,30 @@ class ColdStartService:
 
     # -- metrics -------------------------------------------------------------------------------------------------
     def export(self, wl: "Workload") -> None:
-        ns, n = wl.namespace, wl.name
+        lb = wl.labels
         t = wl.t_cold()
-        self.seconds.labels(ns, n, "in_force", "total").set(t.seconds)
+        self.seconds.labels(*lb, "in_force", "total").set(t.seconds)
         for s in IN_FORCE:
-            self.in_force.labels(ns, n, s).set(1.0 if s == t.source else 0.0)
+            self.in_force.labels(*lb, s).set(1.0 if s == t.source else 0.0)
         if wl.cold_start is not None:
-            self.seconds.labels(ns, n, "probe", "total").set(wl.cold_start)
+            self.seconds.labels(*lb, "probe", "total").set(wl.cold_start)
         r = wl.cluster_cold
         est = r.estimate if r is not None else None
         if est is None:
             return
-        self.samples.labels(ns, n, "counted").set(est.samples)
+        self.samples.labels(*lb, "counted").set(est.samples)
         for reason, count in est.skipped:
-            self.samples.labels(ns, n, reason).set(count)
+            self.samples.labels(*lb, reason).set(count)
         if est.seconds is None:
             for phase in ("total",) + PHASES:
-                self._remove(self.seconds, ns, n, "cluster", phase)
+                self._remove(self.seconds, *lb, "cluster", phase)
             return
-        self.seconds.labels(ns, n, "cluster", "total").set(est.seconds)
+        self.seconds.labels(*lb, "cluster", "total").set(est.seconds)
         for phase, v in est.phases:
-            self.seconds.labels(ns, n, "cluster", phase).set(v)
+            self.seconds.labels(*lb, "cluster", phase).set(v)
         ratio, _ = cross_check(wl.cold_start, est.seconds)
         if ratio is not None:
-            self.ratio.labels(ns, n).set(ratio)
+            self.ratio.labels(*lb).set(ratio)
 
     @staticmethod
     def _remove(metric, *labels) -> None:
@@ -212,9 +212,8 @@ class ColdStartService:
             pass
 
     def forget(self, wl: "Workload") -> None:
-        ns, n = wl.namespace, wl.name
         for metric in (self.seconds, self.in_force, self.samples, self.ratio):
-            for k in [k for k in list(metric._metrics) if k[:2] == (ns, n)]:
+            for k in [k for k in list(metric._metrics) if k[:3] == wl.labels]:
                 self._remove(metric, *k)
         with self._lock:
             self._attempt.pop(wl.key, None)
