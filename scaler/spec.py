@@ -90,6 +90,8 @@ KEYS: tuple[Key, ...] = (
                                       "the lead, is at most 50,000 steps"),
     Key("minHistory", "1d", "history needed before forecasts are trusted (duration, at most history)"),
     Key("headroom", "1.0", "multiplier on the planned rate, in [1, 100]"),
+    Key("floorReplicas", "0", "always-warm replicas under the forecast (hybrid): floorReplicas x qpsPerReplica is added to the "
+                              "observed rate and to the forecast (in [0, 10000]); pair it with minReplicaCount of the same"),
     Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
     Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
                           "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule; "
@@ -105,7 +107,7 @@ KEYS: tuple[Key, ...] = (
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")
-TUNED_KEYS = ("mode", "model", "quantile", "levelCorrection", "headroom", "hpaTolerance")  # what tuning replaces
+TUNED_KEYS = ("mode", "model", "quantile", "levelCorrection", "headroom", "hpaTolerance", "floorReplicas")  # what tuning replaces
 KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
@@ -186,6 +188,7 @@ class ScalerSpec:
     tuning_interval_seconds: float
     tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
+    floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
@@ -347,6 +350,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
     level = r.duration("levelCorrection", maximum=30 * 86400.0)
     headroom = r.number("headroom", lo=1, hi=100, accepted="a number in [1, 100], e.g. 1.1")
+    floor = r.get("floorReplicas", _replicas, "a whole number of replicas in [0, 10000], e.g. \"2\"")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
     explicit = any(r.raw(k) is not None for k in TUNED_KEYS)  # a user's own policy is not tuned unless asked
@@ -398,6 +402,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         tuning_interval_seconds=tuning_interval,
         tuning_min_history_seconds=tuning_history,
         refresh_seconds=refresh,
+        floor_replicas=floor,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown
@@ -413,6 +418,13 @@ def _redacted_url(v: str) -> str:
     except ValueError:
         return "an unparseable URL"
     return _cut(repr(f"{u.scheme}://<user:password hidden>@{host}{u.path}"))
+
+
+def _replicas(v: str) -> int:
+    x = float(v)
+    if not (math.isfinite(x) and x == int(x) and 0 <= x <= 10000):
+        raise ValueError(v)
+    return int(x)
 
 
 def _credential_name(v: str) -> str:
@@ -466,6 +478,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "quantile": _number(spec.quantile), "history": _seconds(spec.history_seconds),
         "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
         "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
+        "floorReplicas": str(int(spec.floor_replicas)),
         "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
         "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),

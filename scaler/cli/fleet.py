@@ -58,7 +58,7 @@ def fleet_options(command):
         click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "
                           "replaced by a stable hash of namespace/name modulo this (e.g. forescale-{shard}.forescale"
-                          ".svc:9090)."),
+                          ".svc:6000)."),
     ]):
         dispatch = opt(dispatch)
     return dispatch
@@ -90,7 +90,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         fail("a fleet needs --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV)")
     if (shards > 1) != ("{shard}" in scaler_address):
         fail(f"--shards {shards} and --scaler-address {scaler_address!r}: several shards need {{shard}} in the "
-             f"address (e.g. forescale-{{shard}}.forescale.svc:9090), one shard none")
+             f"address (e.g. forescale-{{shard}}.forescale.svc:6000), one shard none")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / ".write-test").touch()
@@ -279,8 +279,9 @@ def _epoch(text: str) -> float:
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
                   placeholders: bool) -> str:
-    """One ScaledObject (YAML; every value quoted as KEDA wants) running the workload's selection."""
+    """One ScaledObject (YAML; every metadata value quoted as KEDA wants) running the workload's selection."""
     from . import render
+    from .tune import PASTE_NOTE
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
@@ -288,19 +289,12 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
                 f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
-                f"(T_cold {r.lead.cold_start_seconds:g} s)"]
-    notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"} \
-        if placeholders else {}
-    block = render.render_metadata(md, notes=notes)
-    lines = [f"# {c}" for c in comments]
-    lines += ["apiVersion: keda.sh/v1alpha1", "kind: ScaledObject", "metadata:", f"  name: {json.dumps(name)}"]
-    if namespace:
-        lines.append(f"  namespace: {json.dumps(namespace)}")
-    lines += ["spec:", "  scaleTargetRef:", f"    name: {json.dumps(name)}  # {SCALED_OBJECT_NOTE}",
-              f"  minReplicaCount: {int(p.extra.get('minReplicaCount', min_replicas))}",
-              f"  maxReplicaCount: {int(max_replicas)}", "  triggers:"]
-    lines += ["    " + line for line in block.splitlines()]
-    return "\n".join(lines) + "\n"
+                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE]
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
+    doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
+    lo = int(p.extra.get("minReplicaCount", min_replicas))
+    doc["spec"].update(minReplicaCount=lo, maxReplicaCount=max(int(max_replicas), lo))
+    return render.manifest_yaml(doc, comments, notes=notes)
 
 
 def kustomization(files: list[str]) -> str:

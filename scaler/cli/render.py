@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -14,9 +15,9 @@ import numpy as np
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
-from ..replay.variants import is_selectable
-from ..spec import format_duration
-from ..spec import DEFAULTS, parse_duration
+from ..replay import families
+from .tune import DEFAULT_SCALER_ADDRESS
+from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
 
 def _num(x: float) -> float | None:
@@ -155,7 +156,8 @@ def frontier_json(r: Result) -> list[dict]:
     return out
 
 
-def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None) -> dict:
+def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None,
+                   manifest: Mapping | None = None) -> dict:
     p = sel.point
     d: dict = {"target_miss": sel.target_miss, "reactive_miss": r.reactive_miss, "max_cost_ratio": sel.max_cost_ratio,
                "met": sel.met, "message": sel.message}
@@ -165,6 +167,8 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
                  replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
     if md is not None:
         d["metadata"] = dict(md)
+    if manifest is not None:
+        d["manifest"] = dict(manifest)  # the whole ScaledObject printed
     return d
 
 
@@ -186,51 +190,82 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     return "\n".join(lines)
 
 
-def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
-                 scaler_address: str = "forescale.forescale.svc:9090") -> dict[str, str]:
-    """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
+PLACEHOLDER_NOTES = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
+
+
+def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
+    """The workload's trigger as the replay saw it (metric, replica size, lead, history), no policy knobs yet."""
     s = r.settings
-    v = p.variant
-    if not is_selectable(v):
-        raise ValueError(f"{v.policy} is not expressible as forescale trigger metadata")
-    md: dict[str, str] = {"scalerAddress": scaler_address, "serverAddress": server_address, "query": query,
-                          "qpsPerReplica": f"{r.qps_per_replica:g}",
-                          "coldStartSeconds": f"{r.lead.cold_start_seconds:g}"}
+    md = {"serverAddress": server_address, "query": query, "qpsPerReplica": f"{r.qps_per_replica!r}",
+          "coldStartSeconds": f"{r.lead.cold_start_seconds!r}"}
     if s.buffer_seconds is not None:
-        md["bufferSeconds"] = f"{s.buffer_seconds:g}"
-    if v.policy == "reactive":
-        md["mode"] = "reactive"
-    elif v.policy == "envelope":  # the servable model at its fixed window; no level correction, as replayed
-        md["mode"] = "forecastAndScale"
-        md["model"] = "envelope"
-        md["levelCorrection"] = "0s"
-    else:
-        md["mode"] = "forecastAndScale"
-        md["model"] = str(v.model)
-        md["quantile"] = f"{v.quantile:g}"
-        md["levelCorrection"] = format_duration(float(v.level_correction_seconds or 0.0))
+        md["bufferSeconds"] = f"{s.buffer_seconds!r}"
     if s.history_seconds != parse_duration(DEFAULTS["history"]):
         md["history"] = format_duration(s.history_seconds)
-    md["headroom"] = f"{v.headroom:g}"
-    md["hpaTolerance"] = f"{r.tolerance:g}" if v.compensation else "0"
-    return md
+    return parse_metadata(md)[0]
+
+
+def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
+                 scaler_address: str = DEFAULT_SCALER_ADDRESS) -> dict[str, str]:
+    """Trigger metadata (all strings) that makes the scaler run configuration ``p`` (``families.metadata``)."""
+    md = families.metadata(p.variant, base_spec(r, server_address=server_address, query=query),
+                           tolerance=r.tolerance, extra=p.extra)
+    return {"scalerAddress": scaler_address, **md}
+
+
+def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
+    """The whole ScaledObject running ``p`` (``families.scaled_object``): hybrid's floor as minReplicaCount too."""
+    lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
+    return families.scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
+                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance)
+
+
+def _scalar(v, quote: bool = True) -> str:
+    if not quote and isinstance(v, str) and re.fullmatch(r"[A-Za-z][\w./-]*", v) and v.lower() not in (
+            "true", "false", "yes", "no", "on", "off", "null", "y", "n"):
+        return v  # a plain word reads back as itself
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    return json.dumps(str(v))  # a double-quoted YAML string (KEDA's metadata values are strings)
+
+
+def _yaml(obj, pad: str, notes: Mapping[str, str], quote: bool = False) -> list[str]:
+    lines: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append(f"{pad}{k}:")
+                inner = quote or k == "metadata" and "type" in obj  # a trigger's metadata: every value quoted
+                lines += _yaml(v, pad + "  ", notes, inner)
+            else:
+                note = f"  # {notes[k]}" if quote and k in notes else ""
+                text = _scalar(v, quote) if not isinstance(v, (dict, list)) else json.dumps(v)
+                lines.append(f"{pad}{k}: {text}{note}")
+    else:
+        for item in obj:
+            sub = (_yaml(item, pad + "  ", notes, quote) if isinstance(item, (dict, list))
+                   else [f"{pad}  {_scalar(item, quote)}"])
+            sub[0] = f"{pad}- {sub[0][len(pad) + 2:]}"
+            lines += sub
+    return lines
+
+
+def manifest_yaml(doc: Mapping, comments: Sequence[str] = (), *, notes: Mapping[str, str] | None = None) -> str:
+    """A whole ScaledObject as YAML to ``kubectl apply`` (values of trigger metadata double-quoted);
+    ``comments`` go above it, ``notes`` at the end of a trigger metadata key's line."""
+    lines = [f"# {c}" for c in comments] + _yaml(dict(doc), "", dict(notes or {}))
+    return "\n".join(lines) + "\n"
 
 
 def render_metadata(md: Mapping[str, str], comments: Sequence[str] = (), *, notes: Mapping[str, str] | None = None,
-                    min_replicas: int | None = None) -> str:
-    """A YAML block to paste under ``spec.triggers`` of a ScaledObject (values quoted: KEDA wants strings).
-
-    ``comments`` go above the block, ``notes`` at the end of a key's line.
-    """
-    notes = notes or {}
-    lines = [f"# {c}" for c in comments]
-    if min_replicas is not None:
-        lines.append(f"# and in the ScaledObject's spec: minReplicaCount: {min_replicas}  (the always-warm floor)")
-    lines += ["- type: external", "  metadata:"]
-    for k, v in md.items():
-        note = f"  # {notes[k]}" if k in notes else ""
-        lines.append(f"    {k}: {json.dumps(str(v))}{note}")
-    return "\n".join(lines) + "\n"
+                    indent: int = 4) -> str:
+    """A trigger block to paste under ``spec.triggers`` of a ScaledObject, already indented there (``indent``
+    spaces: under ``  triggers:``), values quoted (KEDA wants strings); ``comments`` above it."""
+    pad = " " * indent
+    body = _yaml([{"type": "external", "metadata": dict(md)}], pad, dict(notes or {}))
+    return "\n".join([f"{pad}# {c}" for c in comments] + body) + "\n"
 
 
 def progress_bar(desc: str, enabled: bool | None, unit: str = "fit"):

@@ -22,9 +22,12 @@ from .fleet import fleet_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
                       require_length, source_options, target_options, to_stdout, write_json)
 
-DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:9090"
+DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:6000"  # the scalerAddress printed: the one place
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
+PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
+PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
+              "history after tuningMinHistory (these run until then)")
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
@@ -65,15 +68,15 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
     md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
-    notes = {}
-    if placeholders:
-        notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                "paste under spec.triggers of your ScaledObject; the scaler keeps these knobs (setting them turns "
-                "tuning off) unless you add tuning: \"auto\", which re-chooses them on its own history"]
-    block = render.render_metadata(md, comments, notes=notes, min_replicas=p.extra.get("minReplicaCount"))
+                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+    if p.extra.get("floorReplicas"):
+        comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
+                        f"warm under the forecast, as replayed")
+    block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
     return "\n".join(lines), block
 
 
@@ -117,7 +120,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     WorldCup98 trace. The figures are those of the same KEDA/HPA emulation
     as `forescale backtest`, on the last --span of the traffic.
     """
-    from ..replay import engine, frontier, variants
+    from ..replay import engine
+    from ..replay.tune import tune
     from . import render
 
     t0 = time.perf_counter()
@@ -133,15 +137,12 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:
-        grid = variants.Grid()
-        r = engine.run(tr, settings, variants.variants(grid, settings),
-                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick,
-                       target_miss=target_miss)
+        tuning = tune(tr, settings, target_miss, max_cost_ratio, jobs=jobs, progress=tick)
     except engine.ReplayError as e:
         fail(str(e))
     finally:
         close()
-    sel = frontier.select(r.points, r.target_miss, max_cost_ratio)
+    r, sel = tuning.result, tuning.selection
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
     n_searched = sum(p.variant.searched for p in r.points)
@@ -164,12 +165,13 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
         doc = render.to_json(r)
-        md = None
+        md = manifest = None
         if sel.point is not None:
             md = render.metadata_for(sel.point, r, server_address=prometheus_url or PLACEHOLDER_SERVER,
-                                    query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
+                                     query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
+            manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME)
         doc["frontier"] = render.frontier_json(r)
-        doc["selection"] = render.selection_json(sel, r, md)
+        doc["selection"] = render.selection_json(sel, r, md, manifest)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         if not to_stdout(json_path):

@@ -132,7 +132,8 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         h2 = replace(hpa, min_replicas=max(hpa.min_replicas, floor), max_replicas=max(hpa.max_replicas, floor))
         note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
                 f"+ predictive above them")
-        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor)}
+        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor),
+                                                 "floorReplicas": floor}
     if v.band == "window":
         curves, fell_back = calibration.calibrated(sc, packed.curves(), params)
         pv = planned_values(sc, hpa, params, curves)

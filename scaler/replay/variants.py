@@ -30,21 +30,13 @@ from typing import TYPE_CHECKING, Sequence
 from forecaster.models.envelope import DEFAULT_WINDOW as ENVELOPE_WINDOW
 
 from ..spec import format_duration
+from .families import (ANCHORS, FAMILIES, FORECAST_FAMILIES, HPA_FAMILIES, POLICIES, SELECTABLE, TABLE,  # noqa: F401
+                       Family, family)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Settings
 
-ANCHORS = ("envelope", "aws_like", "mimir_like")  # published autoscalers, re-implemented (``anchors``)
-FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive",
-            "oracle")
-# the families of the backtest table (``--policies``), in its order
-POLICIES = ("reactive", "linear_trend", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive", "oracle")
-# what a ScaledObject with forescale can express (hybrid through minReplicaCount; envelope as ``model: envelope``
-# at its servable window only, see ``is_selectable``), simplest first: the selection prefers the simpler of two
-# configurations of equal cost
-SELECTABLE = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", "envelope")
-HPA_FAMILIES = SELECTABLE + ANCHORS[1:]  # the families whose value goes through KEDA and the HPA
-FORECAST_FAMILIES = {"linear_trend": "linear_trend", "seasonal_naive": "seasonal_naive"}  # family -> fixed model
+# the families, their knobs and what each maps to: the table in ``families`` (re-exported here)
 ACCURACY_BASELINES = ("seasonal_naive", "linear_trend")  # scored next to the settings' model
 
 
@@ -85,6 +77,9 @@ class Variant:
     window_seconds: float | None = None  # envelope
     band: str | None = None  # None: the model's pointwise quantile; "window": window-max calibration (``calibration``)
     searched: bool = False  # found by ``tune``'s targeted search along headroom (``search``), not a grid point
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", family(self.policy))  # a Family (equal to its name)
 
     def label(self) -> str:
         parts = [self.policy]
@@ -209,7 +204,7 @@ def is_selectable(v: Variant) -> bool:
         return False  # the server computes pointwise bands only
     if v.policy == "envelope":
         return v.window_seconds is not None and abs(v.window_seconds - ENVELOPE_WINDOW) < 1e-6
-    return v.policy in SELECTABLE
+    return TABLE[v.policy].selectable
 
 
 def is_default(v: Variant, settings: "Settings") -> bool:

@@ -50,7 +50,7 @@ class ForecastState:
 
 
 # What ``tuning: auto`` may change: the value's knobs, never the metric (qpsPerReplica, metricName) nor the series.
-TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance")
+TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance", "floor_replicas")
 
 
 @dataclass(frozen=True)

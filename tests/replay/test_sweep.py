@@ -215,6 +215,10 @@ def test_parallel_sweep_is_deterministic_and_equal_to_in_process():
 # --------------------------------------------------------------------------- output
 
 
+def spec_floor(md) -> int:
+    return parse_metadata(md)[0].floor_replicas
+
+
 def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
     """Every selectable point renders to YAML that parses and means exactly its knobs."""
     seen = set()
@@ -223,11 +227,16 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
             continue
         seen.add(p.policy)
         md = render.metadata_for(p, daily, server_address="http://prometheus:9090", query="sum(rate(x[2m]))")
-        text = render.render_metadata(md, ["a comment"], notes={"query": "replace"},
-                                     min_replicas=p.extra.get("minReplicaCount"))
+        text = render.manifest_yaml(render.manifest_for(p, daily, md, name="llm"), ["a comment"],
+                                    notes={"query": "replace"})
         doc = yaml.safe_load(text)
-        got = doc[0]["metadata"]
-        assert doc[0]["type"] == "external" and all(isinstance(v, str) for v in got.values())
+        trig = doc["spec"]["triggers"][0]
+        got = trig["metadata"]
+        assert trig["type"] == "external" and all(isinstance(v, str) for v in got.values())
+        assert got["tuning"] == "off"  # what is pasted runs as replayed
+        assert doc["spec"]["minReplicaCount"] == p.extra.get("minReplicaCount", 0)
+        if p.policy == "hybrid":
+            assert spec_floor(got) == p.extra["floorReplicas"] > 0
         spec, unknown = parse_metadata(got, name="llm", namespace="serving")
         assert unknown == ()
         v = p.variant
