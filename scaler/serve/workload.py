@@ -152,6 +152,7 @@ class Workload:
             headroom=self.spec.headroom,
             hpa_tolerance=self.spec.hpa_tolerance,
             level_correction_seconds=self.spec.level_correction_seconds,
+            floor_qps=self.spec.floor_replicas * self.spec.qps_per_replica,  # floorReplicas: hybrid as replayed
         )
 
 
