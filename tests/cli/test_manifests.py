@@ -1,0 +1,146 @@
+"""What forescale prints is a manifest: KEDA's schema accepts it, ``forescale check`` accepts it, and the scaler
+runs what the replay ranked (the family table's one mapping, ``families.to_spec`` -> ``spec.to_metadata``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import jsonschema
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from forecaster.base import Series
+from scaler.cli import main, render
+from scaler.policy import PolicyParams
+from scaler.replay import engine, families, variants
+from scaler.serve.workload import Workload
+from scaler.spec import parse_metadata
+from support.paths import FIXTURES
+
+T0 = 1_700_006_400  # a Wednesday 00:00 UTC
+DAY = 86400.0
+
+
+def schema() -> dict:
+    crd = yaml.safe_load((FIXTURES / "keda" / "keda.sh_scaledobjects.yaml").read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def invoke(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(main, list(args), input=stdin, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def run() -> engine.Result:
+    """Every selectable family once (one knob value each), on a daily cycle with a quiet night (20 req/s)."""
+    t = T0 + 60.0 * np.arange(int(3 * 1440))
+    hour = (t % DAY) / 3600
+    y = 20 + 173 / (1 + np.exp(-(hour - 8) * 6)) - 173 / (1 + np.exp(-(hour - 18) * 6))
+    s = engine.Settings(cold_start_seconds=600, qps_per_replica=10, model="naive", history_seconds=1.5 * DAY,
+                        span_seconds=1.5 * DAY, refit_seconds=7200, hpa_tolerance=0.05)
+    grid = variants.Grid(reactive_headroom=(1.1,), quantiles=(0.9,), level_corrections=(1800.0,), headroom=(1.1,),
+                         simple_quantiles=(0.9,), hybrid_floor_percentiles=(25.0,), envelope_windows=(3600.0,),
+                         anchor_margins=(1.2,), window_band_quantiles=(),
+                         families=(*families.SELECTABLE, "oracle"))
+    return engine.run(engine.Trace("daily", Series(t, y, 60.0), "synthetic", "memory"), s, variants.variants(grid, s))
+
+
+def test_every_familys_manifest_is_keda_valid_checks_and_means_its_knobs(run):
+    seen = set()
+    for p in run.points:
+        if not p.selectable:
+            continue
+        seen.add(p.policy)
+        md = render.metadata_for(p, run, server_address="http://prometheus:9090", query="sum(rate(x[2m]))")
+        doc = render.manifest_for(p, run, md, name="llm", namespace="serving")
+        text = render.manifest_yaml(doc, ["a comment"], notes=render.PLACEHOLDER_NOTES)
+        so = yaml.safe_load(text)
+        assert so == doc
+        jsonschema.validate(so, schema())  # KEDA's own CRD schema
+        # the emulated HPA's tolerance 0.05 is not Kubernetes' default: the manifest says it
+        assert so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["tolerance"] == "0.05"
+        r = invoke("check", "-", stdin=text)
+        assert r.exit_code == 0 and "trigger 0 (external): ok" in r.stdout, r.output
+        got = so["spec"]["triggers"][0]["metadata"]
+        spec, unknown = parse_metadata(got, name="llm", namespace="serving")
+        assert unknown == () and got["tuning"] == "off"
+        base = render.base_spec(run, server_address="http://prometheus:9090", query="sum(rate(x[2m]))")
+        base = replace(base, metric_name=spec.metric_name)  # derived from the ScaledObject's name
+        assert spec == families.to_spec(p.variant, base, tolerance=0.05, extra=p.extra)
+        # and the trigger block alone, already indented for spec.triggers, pastes into a ScaledObject
+        block = render.render_metadata(md, ["pasted"])
+        pasted = yaml.safe_load("spec:\n  scaleTargetRef: {name: llm}\n  triggers:\n" + block)
+        assert pasted["spec"]["triggers"][0]["metadata"] == md
+    assert seen == set(families.SELECTABLE)
+
+
+def test_the_hybrid_manifest_makes_the_server_decide_as_the_replay_did(run):
+    p = next(p for p in run.points if p.policy == "hybrid")
+    v = p.variant
+    # the floor: p25 of the history's rate is the 20 req/s night -> ceil(20 / 10) = 2 replicas of 10 req/s
+    assert p.extra["floorReplicas"] == 2 and p.extra["minReplicaCount"] == 2
+    md = render.metadata_for(p, run, server_address="http://prometheus:9090", query="q")
+    doc = render.manifest_for(p, run, md, name="llm")
+    assert doc["spec"]["minReplicaCount"] == 2 and md["floorReplicas"] == "2"
+    spec, _ = parse_metadata(doc["spec"]["triggers"][0]["metadata"], name="llm", namespace="serving")
+    wl = Workload("serving", "llm", spec, client=None, created=0.0, last_polled=0.0)
+    # what policies.base_values + finish replay for this variant: decide with the floor of 2 x 10 req/s added
+    assert wl.params() == PolicyParams(mode="forecastAndScale", lead_seconds=run.lead.seconds, quantile=v.quantile,
+                                       qps_per_replica=10.0, headroom=v.headroom, hpa_tolerance=0.05,
+                                       level_correction_seconds=v.level_correction_seconds, floor_qps=20.0)
+
+
+MIXED = """\
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: llm, namespace: serving}
+spec:
+  scaleTargetRef: {name: llm}
+  triggers:
+    - type: prometheus
+      metadata: {serverAddress: "http://prometheus:9090", query: "sum(rate(x[2m]))", threshold: "10"}
+    - type: external
+      metadata:
+        scalerAddress: "forescale.forescale.svc.cluster.local:6000"
+        serverAddress: "http://prometheus:9090"
+        query: "sum(rate(x[2m]))"
+        qpsPerReplica: "10"
+    - type: cron
+      metadata: {timezone: Etc/UTC, start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: "4"}
+    - type: external
+      metadata: {scalerAddress: "other-scaler.keda:9000", anything: "goes"}
+"""
+
+
+def test_check_reads_stdin_and_leaves_other_scalers_triggers_alone():
+    jsonschema.validate(yaml.safe_load(MIXED), schema())
+    r = invoke("check", "-", stdin=MIXED)
+    assert r.exit_code == 0, r.output
+    assert "<stdin>: ScaledObject serving/llm: trigger 1 (external): ok" in r.stdout
+    assert "trigger 3 (external): another external scaler's (scalerAddress other-scaler.keda:9000" in r.stdout
+    assert "trigger 0" not in r.output and "trigger 2" not in r.output  # prometheus and cron: KEDA's own
+
+
+def test_check_names_each_problems_document_and_path():
+    bad = MIXED.replace('qpsPerReplica: "10"', 'qpsPerReplica: "10"\n        quantile: "1.5"\n        colour: blue')
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + bad
+    r = invoke("check", "-", stdin=text)
+    assert r.exit_code == 2
+    assert ("<stdin>: ScaledObject serving/llm: trigger 1 (external): error parsing forescale metadata: metadata key "
+            "'quantile': got '1.5'; accepted: a number strictly between 0 and 1, e.g. 0.9 -- document 2, "
+            "spec.triggers[1].metadata.quantile") in r.stderr
+    assert "unknown to forescale, ignored -- document 2, spec.triggers[1].metadata.colour" in r.stderr
+    assert "1 of 1 trigger(s) or object(s) rejected" in r.stderr
+
+
+def test_floor_replicas_is_a_whole_number_of_replicas():
+    base = {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "10"}
+    assert parse_metadata({**base, "floorReplicas": "3"})[0].floor_replicas == 3
+    spec, _ = parse_metadata(base)
+    assert spec.floor_replicas == 0 and spec.tuning == "auto"
+    assert parse_metadata({**base, "floorReplicas": "3"})[0].tuning == "off"  # a policy knob: tuning off
+    for bad in ("1.5", "-1", "lots", "10001"):
+        with pytest.raises(ValueError, match="floorReplicas.*a whole number of replicas in \\[0, 10000\\]"):
+            parse_metadata({**base, "floorReplicas": bad})
