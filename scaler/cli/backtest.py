@@ -115,7 +115,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         echo("\n" + render.format_world(result))
     adv = None
     if world_opts["advise"]:
-        from ..replay.advice import advise, days_of
+        from ..replay.plan import plan
 
         target = world_opts["target_miss"]
         reactive = result.policies.get("reactive")
@@ -123,9 +123,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             fail(f"--target-miss {target} is relative to reactive's miss: add reactive to --policies, or give a "
                  f"fraction such as 0.005")
         miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
-        adv = advise(result.policies, result.scenario, world, target_miss=miss,
-                     days=days_of(result.scenario))
-        echo(render.format_advice(adv))
+        adv = plan(result, world, target_miss=miss)  # each option's knobs searched on this trace
+        echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
     if do_sweep:
         echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
         echo(render.format_frontier(result))
@@ -138,7 +137,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             doc["frontier"] = render.frontier_json(result)
         render.add_world_json(result, doc)
         if adv is not None:
-            doc["advice"] = render.advice_json(adv)
+            doc["advice"] = render.advice_json(adv, result, server_address=prometheus_url, query=query)
         write_json(json_path, doc)
         if not to_stdout(json_path):
             echo(f"wrote {json_path}")

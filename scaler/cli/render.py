@@ -358,24 +358,67 @@ def format_world(r: Result) -> str:
     return "\n".join(lines)
 
 
-def format_advice(adv) -> str:
-    """``backtest --advise``: the ranking and the paragraph."""
-    head = f"{'':2}{'option':<32}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  meets {adv.slo}"
-    lines = ["", "cost advice", head, "-" * len(head)]
+def advice_manifest(o, r: Result, *, server_address: str | None = None, query: str | None = None,
+                    name: str | None = None) -> dict | None:
+    """The ScaledObject that runs an advice option as it was replayed (``advice.Deploy``): a forescale trigger
+    through the family table, or KEDA cron windows; None for an option without one."""
+    from .tune import PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
+
+    d = o.deploy
+    if d is None:
+        return None
+    name = name or PLACEHOLDER_NAME
+    if d.variant is not None:
+        md = families.metadata(d.variant, base_spec(r, server_address=server_address or PLACEHOLDER_SERVER,
+                                                    query=query or PLACEHOLDER_QUERY),
+                               tolerance=r.tolerance, extra=dict(d.extra))
+        md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
+        return families.scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+                                      tolerance=r.tolerance)
+    doc = families.scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+                                 tolerance=r.tolerance)
+    doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
+                                                             "desiredReplicas": str(n)}} for a, b, n in d.cron]
+    return doc
+
+
+def format_advice(adv, r: Result | None = None, *, server_address: str | None = None,
+                  query: str | None = None) -> str:
+    """``backtest --advise``: the ranking (each option at its searched knobs), the paragraph, and the YAML of
+    the pick and of the runner-up (with ``r``)."""
+    head = f"{'':2}{'option':<24}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
+    lines = ["", f"cost advice (SLO: {adv.slo})", head, "-" * len(head)]
     for o in adv.options:
         mark = ">" if o is adv.pick else " "
         p95 = "-" if o.p95 is None else f"{o.p95:.2f}"
-        lines.append(f"{mark:<2}{o.policy:<32}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
-                     f"{'yes' if o.meets else 'no'}{('  ' + o.detail) if o.detail else ''}")
+        lines.append(f"{mark:<2}{o.policy:<24}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
+                     f"{'yes' if o.meets else 'no':<6}{o.detail}")
     lines += ["", adv.paragraph]
+    if r is not None:
+        ru = adv.runner_up if adv.pick is not None else None
+        for what, o in (("pick", adv.pick), ("runner-up", ru)):
+            doc = None if o is None else advice_manifest(o, r, server_address=server_address, query=query)
+            if doc is None:
+                continue
+            notes = {} if server_address else dict(PLACEHOLDER_NOTES)
+            lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {o.cost:.1f} {adv.unit}, "
+                                              f"missed {100 * o.miss:.3f} %" +
+                                              ("" if o.p95 is None else f", P95 {o.p95:.3g} s"),
+                                              "replace my-model with your Deployment's name"],
+                                        notes=notes).rstrip("\n")]
     return "\n".join(lines)
 
 
-def advice_json(adv) -> dict:
+def advice_json(adv, r: Result | None = None, *, server_address: str | None = None, query: str | None = None) -> dict:
+    def manifest(o):
+        return None if (o is None or r is None) else advice_manifest(o, r, server_address=server_address, query=query)
+
     return {"unit": adv.unit, "slo": adv.slo, "pick": adv.pick.policy if adv.pick else None,
+            "runner_up": adv.runner_up.policy if adv.runner_up else None,
             "options": [{"policy": o.policy, "cost": o.cost, "underprovisioned_fraction": o.miss,
                          "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
-                         "detail": o.detail} for o in adv.options],
+                         "detail": o.detail, "configurations_tried": o.tried, "manifest": manifest(o)}
+                        for o in adv.options],
             "paragraph": adv.paragraph}
 
 

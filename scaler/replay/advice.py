@@ -20,12 +20,25 @@ import numpy as np
 
 from .policies import fixed_pool
 from .scenario import DAY, Scenario
+from .variants import Variant
 from .world import World, live
 
 CANDIDATES = ("keep_alive", "scheduled", "hybrid", "reactive", "predictive")
 LABELS = {"keep_alive": "keep-alive hot pool", "scheduled": "scheduled peak/off-peak",
-          "hybrid": "hybrid hot floor + cold burst", "reactive": "reactive (KEDA as is)",
+          "hybrid": "hybrid hot floor + cold burst", "reactive": "reactive (the observed rate)",
           "predictive": "predictive (forescale)"}
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """What runs an option on a cluster: a forescale trigger running ``variant`` (with ``extra``: hybrid's floor),
+    or KEDA ``cron`` windows; and the ScaledObject's replica bounds."""
+
+    variant: Variant | None
+    min_replicas: int
+    max_replicas: int
+    extra: tuple[tuple[str, object], ...] = ()
+    cron: tuple[tuple[str, str, int], ...] = ()  # (start, end, desiredReplicas), cron expressions in UTC
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,8 @@ class Option:
     timed_out: float | None
     meets: bool
     detail: str = ""
+    deploy: Deploy | None = None  # set by ``plan`` (the searched knobs, ready to print)
+    tried: int = 1  # configurations of this option evaluated
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,11 @@ class Advice:
     options: list[Option]  # cheapest meeting the SLO first, then the others by cost
     pick: Option | None
     paragraph: str
+
+    @property
+    def runner_up(self) -> Option | None:
+        rest = [o for o in self.options if o is not self.pick]
+        return rest[0] if self.pick is not None and rest else None
 
 
 def _cost(world_metrics: Mapping, replica_hours: float) -> float:
