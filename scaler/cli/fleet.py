@@ -67,7 +67,7 @@ def fleet_options(command):
 def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
               qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
               hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **_ignored) -> None:
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **cluster) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
     from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
@@ -97,10 +97,14 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         (out_dir / ".write-test").unlink()
     except OSError as e:
         fail(f"--out {out_dir}: cannot write there ({e.strerror})")
+    from .options import CLUSTER_DEFAULTS, world_from_options
+
     cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})  # ranked in it
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                               world=world)
     try:
         settings.validate()
         if by:

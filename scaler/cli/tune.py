@@ -19,8 +19,9 @@ import click
 
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, replica_options,
-                      require_length, source_options, target_options, to_stdout, write_json)
+from .options import (CLUSTER_DEFAULTS, Duration, check_output, cluster_options, cold_start_value, fail, hpa_options,
+                      load_trace, replica_options, require_length, source_options, target_options, to_stdout,
+                      world_from_options, write_json)
 
 DEFAULT_SCALER_ADDRESS = "forescale.forescale.svc.cluster.local:6000"  # the scalerAddress printed: the one place
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
@@ -108,10 +109,11 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+@cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress) -> None:
+                 timeseries_path, progress, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -130,10 +132,12 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
     cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                           world=world)
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:

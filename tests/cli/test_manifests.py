@@ -207,3 +207,34 @@ def test_advise_searches_the_knobs_and_prints_the_pick_and_the_runner_up(tmp_pat
     # the why is this trace's numbers: its peak of 193 req/s = ceil(193 / 10) = 20 replicas of 10
     assert "the demand peaks at 193 req/s (20 replicas of 10)" in a["paragraph"]
     assert "its quiet hours run at 20 req/s" in a["paragraph"]
+
+
+# --------------------------------------------------------------------------- tune in the cluster's world
+
+
+def test_tune_with_a_node_pool_ranks_on_the_numbers_backtest_reports_in_that_pool(tmp_path):
+    from support.traces import write_daily
+
+    csv = write_daily(tmp_path / "daily.csv", days=3)
+    common = ["--model", "seasonal_naive", "--span", "1d", "--history", "1d", "--refit", "2h", "--qps-per-replica",
+              "10", "--cold-start", "600", "--no-progress", "--gpus-per-node", "4", "--node-provision-seconds", "300"]
+    r = invoke("tune", str(csv), *common, "--jobs", "1", "--target-miss", "0.01", "--json", str(tmp_path / "t.json"))
+    assert r.exit_code == 0, r.output
+    b = invoke("backtest", str(csv), *common, "--json", str(tmp_path / "b.json"))
+    assert b.exit_code == 0, b.output
+    tuned, bt = json.loads((tmp_path / "t.json").read_text()), json.loads((tmp_path / "b.json").read_text())
+    plain = invoke("tune", str(csv), *common[:-4], "--jobs", "1", "--target-miss", "0.01", "--json",
+                   str(tmp_path / "p.json"))
+    assert plain.exit_code == 0, plain.output
+    flat = json.loads((tmp_path / "p.json").read_text())
+    for fam in ("reactive", "predictive"):
+        # the family default of tune's frontier (the backtest's row) has the backtest's numbers in the same pool ...
+        world = next(d for d in tuned["frontier"] if d["policy"] == fam and d["default"])
+        assert world["underprovisioned_fraction"] == pytest.approx(bt["policies"][fam]["underprovisioned_fraction"])
+        # ... and a new node takes 300 s before the 600 s start: more is missed than in the plain replay
+        alone = next(d for d in flat["frontier"] if d["policy"] == fam and d["default"])
+        assert world["underprovisioned_fraction"] > alone["underprovisioned_fraction"]
+    sel = tuned["selection"]
+    chosen = next(d for d in tuned["frontier"] if d["label"] == sel["label"])
+    assert sel["underprovisioned_fraction"] == chosen["underprovisioned_fraction"]
+    assert sel["met"] is (sel["underprovisioned_fraction"] <= 0.01)
