@@ -165,17 +165,26 @@ def scaled_object(md: Mapping[str, str], *, name: str, namespace: str = "", min_
                   max_replicas: int = 100, tolerance: float | None = None) -> dict:
     """A whole ScaledObject (plain data, KEDA's schema) with one forescale trigger of metadata ``md``.
 
-    ``tolerance``: the HPA's scale-up tolerance, written as ``behavior.scaleUp.tolerance`` when it is not
-    Kubernetes' default (the replay's HPA is otherwise KEDA's and Kubernetes' defaults: polling every 30 s,
-    +max(4 pods, 100 %)/15 s up, 300 s down-stabilisation).
+    It spells out the HPA behaviour the replay runs (Kubernetes' defaults: +max(4 pods, 100 %) per 15 s up
+    without stabilisation, -100 % per 15 s down after a 300 s stabilisation window: ``manifest.UP_DEFAULT``...),
+    so that ``backtest --scaledobject`` and a cluster run what was ranked; ``tolerance``: the HPA's scale-up
+    tolerance, written when it is not Kubernetes' default (a beta field; the replay's default is the cluster's).
     """
-    spec: dict = {"scaleTargetRef": {"name": name}, "minReplicaCount": int(min_replicas),
-                  "maxReplicaCount": int(max_replicas), "triggers": [{"type": "external", "metadata": dict(md)}]}
     from ..policy import KUBERNETES_TOLERANCE
+    from .manifest import DOWN_DEFAULT, DOWN_WINDOW_SECONDS, UP_DEFAULT
 
+    def rules(window: int, policies: tuple) -> dict:
+        return {"stabilizationWindowSeconds": window, "selectPolicy": "Max",
+                "policies": [{"type": k, "value": int(v), "periodSeconds": int(p)} for k, v, p in policies]}
+
+    up = rules(0, UP_DEFAULT)
     if tolerance is not None and abs(tolerance - KUBERNETES_TOLERANCE.up) > 1e-12:
-        spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": {"scaleUp": {
-            "tolerance": format(float(tolerance), "g")}}}}
+        up["tolerance"] = format(float(tolerance), "g")
+    spec: dict = {"scaleTargetRef": {"name": name}, "minReplicaCount": int(min_replicas),
+                  "maxReplicaCount": int(max_replicas),
+                  "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                      "scaleUp": up, "scaleDown": rules(DOWN_WINDOW_SECONDS, DOWN_DEFAULT)}}},
+                  "triggers": [{"type": "external", "metadata": dict(md)}]}
     meta: dict = {"name": name}
     if namespace:
         meta["namespace"] = namespace
