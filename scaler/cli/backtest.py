@@ -149,7 +149,12 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     if report_dir is not None:
         from .report import write_report
 
-        index = write_report(result, report_dir, frontier=do_sweep)
+        pick = None
+        if adv is not None and adv.pick is not None:  # the advice's pick, as it deploys
+            doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
+            pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
+                                                                        f"({adv.pick.detail})"])
+        index = write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick)
         echo(f"wrote {index}")
     if timeseries_path is not None:
         from .report_html import write_timeseries

@@ -146,14 +146,14 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                                      query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
             path = out_dir / f"{fid}.yaml"
-            path.write_text(scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by),
-                            encoding="utf-8")
+            text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by)
+            path.write_text(text, encoding="utf-8")
             files.append(path.name)
             r = row(t)
             rows.append((fid, r))
             e.update(status="tuned", file=path.name, cached=t.cached, seconds=round(t.seconds, 3),
                      configurations=len(t.result.points),  # swept and searched, as `tune` counts them
-                     selection=render.selection_json(t.selection, t.result, md),
+                     selection=render.selection_json(t.selection, t.result, md, manifest),
                      figures=_figures(r, gpus_per_replica), notes=list(t.result.notes))
         entries.append(e)
     (out_dir / "kustomization.yaml").write_text(kustomization(files), encoding="utf-8")
@@ -282,8 +282,9 @@ def _epoch(text: str) -> float:
 
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
-                  placeholders: bool) -> str:
-    """One ScaledObject (YAML; every metadata value quoted as KEDA wants) running the workload's selection."""
+                  placeholders: bool) -> tuple[str, dict]:
+    """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
+    and the document."""
     from . import render
     from .tune import PASTE_NOTE
 
@@ -298,7 +299,7 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
     doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
     lo = int(p.extra.get("minReplicaCount", min_replicas))
     doc["spec"].update(minReplicaCount=lo, maxReplicaCount=max(int(max_replicas), lo))
-    return render.manifest_yaml(doc, comments, notes=notes)
+    return render.manifest_yaml(doc, comments, notes=notes), doc
 
 
 def kustomization(files: list[str]) -> str:

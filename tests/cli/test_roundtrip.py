@@ -82,3 +82,29 @@ def test_tunes_printed_scaledobject_replays_to_its_expected_line(tmp_path):
     row = json.loads(bt.read_text())["policies"][sel["manifest"]["metadata"]["name"]]
     assert row["replica_hours"] == sel["replica_hours"] and row["violation_minutes"] == sel["violation_minutes"]
     assert row["underprovisioned_fraction"] == pytest.approx(sel["underprovisioned_fraction"], rel=1e-12, abs=1e-15)
+
+
+def test_advices_printed_options_replay_to_the_numbers_it_ranked_them_by(tmp_path):
+    csv = write_daily(tmp_path / "daily.csv", days=3)
+    world = ("--service-seconds", "0.2")
+    out = tmp_path / "a.json"
+    res = CliRunner().invoke(main, ["backtest", str(csv), *ARGS, *world, "--advise", "--target-miss", "0.005",
+                                    "--json", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    opts = json.loads(out.read_text())["advice"]["options"]
+    docs = []
+    for o in opts:
+        o["manifest"]["metadata"]["name"] = f"advice-{o['policy'].replace('_', '-')}"
+        docs.append(yaml.safe_dump(o["manifest"]))
+    (tmp_path / "opts.yaml").write_text("---\n".join(docs))
+    bt = tmp_path / "b.json"
+    res = CliRunner().invoke(main, ["backtest", str(csv), *ARGS, *world, "--policies", "reactive", "--scaledobject",
+                                    str(tmp_path / "opts.yaml"), "--json", str(bt)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = json.loads(bt.read_text())["policies"]
+    for o in opts:
+        row = got[o["manifest"]["metadata"]["name"]]
+        # no node pool: the cost is GPU-hours = replica-hours (one GPU per replica)
+        assert (o["policy"], row["replica_hours"]) == (o["policy"], pytest.approx(o["cost"], rel=1e-12))
+        assert row["underprovisioned_fraction"] == pytest.approx(o["underprovisioned_fraction"], rel=1e-12, abs=1e-15)
+        assert row["p95_latency_seconds"] == pytest.approx(o["p95_latency_seconds"], rel=1e-9)
