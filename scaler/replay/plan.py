@@ -115,7 +115,7 @@ def plan(r: Result, world: World, *, target_miss: float) -> adv.Advice:
                                          o.cost))
 
     opts: list[adv.Option] = []
-    n, _ = adv.hot_pool(sc, world, target_miss, p95_target)
+    n, _ = adv.hot_pool(sc, world, target_miss, p95_target, seed=s.seed)
     opts.append(option("keep_alive", fixed_pool(sc, n),
                        adv.Deploy(Variant("reactive"), n, n), f"{n} replicas always ready", 1 + int(math.log2(max(n, 1)))))
     opts.append(best([scheduled(ctx, q, option) for q in SCHEDULE_QUANTILES]))
