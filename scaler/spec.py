@@ -93,8 +93,8 @@ KEYS: tuple[Key, ...] = (
     Key("floorReplicas", "0", "always-warm replicas under the forecast (hybrid): floorReplicas x qpsPerReplica is added to the "
                               "observed rate and to the forecast (in [0, 10000]); pair it with minReplicaCount of the same"),
     Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
-    Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
-                          "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule; "
+    Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom, "
+                          "hpaTolerance and floorReplicas itself from its own history (forescale tune's selection), on a slow schedule; "
                           "default auto, off when any of those keys is set"),
     Key("targetMiss", "0.25x", "with tuning auto: the largest acceptable fraction of requests above ready capacity "
                               "(0.005), or a multiple of reactive KEDA's on the same history (0.5x)"),
