@@ -16,6 +16,7 @@ from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families
+from ..replay.families import Family as F
 from .tune import DEFAULT_SCALER_ADDRESS
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
@@ -149,7 +150,7 @@ def frontier_json(r: Result) -> list[dict]:
             "label": p.variant.label(),
             "selectable": p.selectable,
             "default": p.default,
-            "reference": p.policy == "oracle",
+            "reference": p.policy == F.ORACLE,
             "scale_ups": o.scale_ups,
             "peak_replicas": o.peak_replicas,
         })
@@ -178,9 +179,9 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     head = f"{'':2}{'configuration':<44}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
     lines = [head, "-" * len(head)]
     for p in pts:
-        if only_pareto and not (p.pareto or p.policy == "oracle"):
+        if only_pareto and not (p.pareto or p.policy == F.ORACLE):
             continue
-        mark = "*" if p.pareto else ("o" if p.policy == "oracle" else " ")
+        mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
         lines.append(f"{mark:<2}{p.variant.label()[:43]:<44}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")

@@ -33,6 +33,7 @@ PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the s
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection."""
+    from ..replay.families import Family as F
     from ..replay.variants import ANCHORS
     from . import render
 
@@ -51,9 +52,9 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
                  f"replicas")
     refs = []
     for pt in r.points:
-        if pt.policy == "reactive" and pt.variant.headroom == 1.0 and not pt.variant.compensation:
+        if pt.policy == F.REACTIVE and pt.variant.headroom == 1.0 and not pt.variant.compensation:
             refs.append(("KEDA's Prometheus scaler", pt))
-        elif pt.policy == "predictive" and pt.default:
+        elif pt.policy == F.PREDICTIVE and pt.default:
             refs.append(("forescale's default", pt))
     for what, pt in refs:
         if pt is not p:

@@ -31,6 +31,7 @@ from forecaster.base import Series
 
 from ..misstarget import MissTarget
 from ..replay import engine, frontier, variants
+from ..replay.families import Family as F
 from ..replay.tune import tune
 from ..replay.scenario import DAY
 from .workloads import Key, Workload
@@ -176,11 +177,11 @@ class Row:
 def row(t: Tuned) -> Row:
     r, sel = t.result, t.selection
     p = sel.point
-    reactive = [q for q in r.points if q.policy == "reactive"]
+    reactive = [q for q in r.points if q.policy == F.REACTIVE]
     same = [q for q in reactive if q.miss <= p.miss + 1e-12]
     best = min(same, key=lambda q: (q.cost, q.miss)) if same else None
     keda = next((q for q in reactive if q.variant.headroom == 1.0 and not q.variant.compensation), None)
-    keep = next((q for q in r.points if q.policy == "keep_alive"), None)
+    keep = next((q for q in r.points if q.policy == F.KEEP_ALIVE), None)
     return Row(t.key, p.policy, p.variant.label(), sel.met, p.miss, p.cost_ratio, p.cost,
                None if best is None else best.cost, "" if best is None else best.variant.label(),
                None if keep is None else keep.cost, None if keda is None else keda.miss,

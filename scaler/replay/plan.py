@@ -32,6 +32,7 @@ from .forecasts import Packed, slice_series
 from .hpa import Hpa, poll_ticks, run_hpa
 from .policies import Context, base_values, finish, fixed_pool
 from .scenario import Scenario
+from .families import Family as F
 from .variants import Variant, default_variant
 from .world import World, live
 
@@ -116,20 +117,20 @@ def plan(r: Result, world: World, *, target_miss: float) -> adv.Advice:
 
     opts: list[adv.Option] = []
     n, _ = adv.hot_pool(sc, world, target_miss, p95_target, seed=s.seed)
-    opts.append(option("keep_alive", fixed_pool(sc, n),
-                       adv.Deploy(Variant("reactive"), n, n), f"{n} replicas always ready", 1 + int(math.log2(max(n, 1)))))
+    opts.append(option(F.KEEP_ALIVE, fixed_pool(sc, n),
+                       adv.Deploy(Variant(F.REACTIVE), n, n), f"{n} replicas always ready", 1 + int(math.log2(max(n, 1)))))
     opts.append(best([scheduled(ctx, q, option) for q in SCHEDULE_QUANTILES]))
     packed = None
     if s.model in r.models and r.models[s.model].curves:
         packed = Packed.from_curves(s.model, r.models[s.model].curves)
     hpa_fams: list[tuple[str, list[Variant]]] = []
     comps = (False, True) if s.hpa_tolerance > 0 else (False,)
-    hpa_fams.append(("reactive", [Variant("reactive", headroom=h, compensation=c) for h in HEADROOMS for c in comps]))
+    hpa_fams.append((F.REACTIVE, [Variant(F.REACTIVE, headroom=h, compensation=c) for h in HEADROOMS for c in comps]))
     if packed is not None:
-        dv = default_variant("predictive", s)
-        hpa_fams.append(("hybrid", [Variant("hybrid", dv.model, dv.quantile, dv.level_correction_seconds, h,
+        dv = default_variant(F.PREDICTIVE, s)
+        hpa_fams.append((F.HYBRID, [Variant(F.HYBRID, dv.model, dv.quantile, dv.level_correction_seconds, h,
                                             dv.compensation, f) for f in FLOOR_PERCENTILES for h in HEADROOMS]))
-        hpa_fams.append(("predictive", [Variant("predictive", dv.model, dv.quantile, dv.level_correction_seconds, h,
+        hpa_fams.append((F.PREDICTIVE, [Variant(F.PREDICTIVE, dv.model, dv.quantile, dv.level_correction_seconds, h,
                                                 dv.compensation) for h in HEADROOMS]))
     for fam, vs in hpa_fams:
         cands = []
@@ -154,7 +155,7 @@ def describe(v: Variant, extra: dict) -> str:
     if v.floor_percentile is not None:
         parts.append(f"floor {extra.get('floorReplicas', 0)} replicas (p{v.floor_percentile:g} of the history)")
     parts.append(f"headroom {v.headroom:g}")
-    if v.policy == "reactive":
+    if v.policy == F.REACTIVE:
         parts.append("dead band compensated" if v.compensation else "dead band as KEDA has it")
     return ", ".join(parts)
 
@@ -182,7 +183,7 @@ def scheduled(ctx: Context, q: float, option: Callable) -> adv.Option:
         start = (h * 60 - lead_min) % 1440
         cron.append((f"{start % 60} {start // 60} * * *", f"0 {(h + 1) % 24} * * *", int(need[h])))
     lo = ctx.hpa.min_replicas
-    return option("scheduled", tl, adv.Deploy(None, lo, max(ctx.hpa.max_replicas, lo), (), tuple(cron)),
+    return option(F.SCHEDULED, tl, adv.Deploy(None, lo, max(ctx.hpa.max_replicas, lo), (), tuple(cron)),
                   f"hourly q{q:g} of the history, {int(need.min())}..{int(need.max())} replicas, "
                   f"{lead_min} min early", len(SCHEDULE_QUANTILES))
 
@@ -201,22 +202,22 @@ def paragraph(opts: list[adv.Option], pick: adv.Option | None, f: Facts, unit: s
                 f"({closest.detail if closest else ''}: missed {100 * closest.miss if closest else 0:.3f} %). Loosen "
                 f"the SLO or shorten the cold start (--prepull, a node cache).")
     why = {
-        "keep_alive": (f"a fixed pool of {pick.detail.split()[0]} replicas is cheaper than any scaling option here: the "
+        F.KEEP_ALIVE: (f"a fixed pool of {pick.detail.split()[0]} replicas is cheaper than any scaling option here: the "
                        f"peak is only {f.peak / max(f.quiet, 1e-9):.3g}x the quiet hours"),
-        "scheduled": (f"the days repeat closely enough that a fixed schedule ({pick.detail}) meets it without "
+        F.SCHEDULED: (f"the days repeat closely enough that a fixed schedule ({pick.detail}) meets it without "
                       f"following the load"),
-        "hybrid": (f"its floor ({pick.detail}) keeps the quiet-hour load of {f.quiet:.4g} req/s warm and absorbs "
+        F.HYBRID: (f"its floor ({pick.detail}) keeps the quiet-hour load of {f.quiet:.4g} req/s warm and absorbs "
                    f"the forecast's misses, while the {f.rise:.4g} req/s rises are started a lead time ahead"),
-        "reactive": (f"the load's largest rise within a lead time, {f.rise_replicas} replicas, is small enough for "
+        F.REACTIVE: (f"the load's largest rise within a lead time, {f.rise_replicas} replicas, is small enough for "
                      f"following the observed rate ({pick.detail})"),
-        "predictive": (f"the forecast starts the {f.rise_replicas} replicas a lead-time rise needs before it arrives "
+        F.PREDICTIVE: (f"the forecast starts the {f.rise_replicas} replicas a lead-time rise needs before it arrives "
                        f"({pick.detail})"),
     }[pick.policy]
-    ka = by.get("keep_alive")
-    if pick.policy != "keep_alive" and ka is not None and ka.cost > 0:
+    ka = by.get(F.KEEP_ALIVE)
+    if pick.policy != F.KEEP_ALIVE and ka is not None and ka.cost > 0:
         why += f"; {100 * (1 - pick.cost / ka.cost):.0f} % less than a hot pool of {ka.detail.split()[0]} replicas"
-    react = by.get("reactive")
-    if pick.policy != "reactive" and react is not None and not react.meets:
+    react = by.get(F.REACTIVE)
+    if pick.policy != F.REACTIVE and react is not None and not react.meets:
         why += (f"; reactive, even at its best searched setting ({react.detail}), misses "
                 f"{100 * react.miss:.3f} %" + (f" with P95 {react.p95:.3g} s" if react.p95 is not None else ""))
     runner = [o for o in opts if o is not pick]
