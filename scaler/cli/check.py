@@ -10,8 +10,9 @@ scaler accepts. Every bad key is reported (the parser stops at the first; here a
 optional key is dropped and a bad required one replaced by a valid stand-in, then the
 parse is repeated). Unknown keys are warnings, as in the server's log. Each problem
 names its file, its document (1-based, in the stream) and its path in it
-(``spec.triggers[1].metadata.quantile``). Exit 0 when every trigger parses, 2
-otherwise (and for unreadable files or YAML).
+(``spec.triggers[1].metadata.quantile``). Exit 0 when every forescale trigger parses
+(a ScaledObject with none, only KEDA's own triggers, is said and accepted), 2
+otherwise (and for unreadable files or YAML, or input without a ScaledObject).
 """
 
 from __future__ import annotations
@@ -112,11 +113,13 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
     file, the ScaledObject, the trigger, the key, the value and what is accepted, then the
     document and the path in it).
     """
-    bad = checked = 0
+    bad = checked = objects = 0
     for path in files:
         for n, doc in _documents(path):
             if doc.get("kind") != "ScaledObject" or not str(doc.get("apiVersion", "")).startswith("keda.sh/"):
                 continue
+            objects += 1
+            before = checked
             meta = doc.get("metadata") or {}
             name, ns = str(meta.get("name", "")), str(meta.get("namespace", "default"))
             where = f"{_name(path)}: ScaledObject {ns}/{name}"
@@ -147,10 +150,13 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                 bad += bool(errors)
                 if not errors and not quiet:
                     click.echo(f"{label}: ok")
-    if checked == 0:
-        click.echo(f"Error: no external trigger of a keda.sh ScaledObject that is forescale's (its scalerAddress names "
-                   f"forescale, or it has forescale's keys such as qpsPerReplica) in "
-                   f"{', '.join(_name(f) for f in files)}", err=True)
+            if checked == before and not quiet:
+                kinds = sorted({str(t.get("type")) for t in spec.get("triggers") or [] if isinstance(t, dict)})
+                click.echo(f"{where}: no forescale trigger ({', '.join(kinds) or 'no triggers'}): KEDA's alone, "
+                           f"nothing to check -- document {n}")
+    if objects == 0:
+        click.echo(f"Error: no external trigger of a keda.sh ScaledObject: no ScaledObject (apiVersion keda.sh/..., "
+                   f"kind ScaledObject) in {', '.join(_name(f) for f in files)}", err=True)
         raise SystemExit(2)
     if bad:
         click.echo(f"{bad} of {checked} trigger(s) or object(s) rejected", err=True)

@@ -238,3 +238,12 @@ def test_tune_with_a_node_pool_ranks_on_the_numbers_backtest_reports_in_that_poo
     chosen = next(d for d in tuned["frontier"] if d["label"] == sel["label"])
     assert sel["underprovisioned_fraction"] == chosen["underprovisioned_fraction"]
     assert sel["met"] is (sel["underprovisioned_fraction"] <= 0.01)
+
+
+def test_check_accepts_a_scaledobject_with_only_kedas_triggers_and_says_so():
+    only_keda = MIXED.split("    - type: external\n      metadata:\n        scalerAddress: \"forescale")[0]
+    r = invoke("check", "-", stdin=only_keda)
+    assert r.exit_code == 0, r.output
+    assert "ScaledObject serving/llm: no forescale trigger (prometheus): KEDA's alone, nothing to check" in r.stdout
+    r = invoke("check", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert r.exit_code == 2 and "no ScaledObject" in r.stderr

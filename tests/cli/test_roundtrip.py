@@ -96,6 +96,8 @@ def test_advices_printed_options_replay_to_the_numbers_it_ranked_them_by(tmp_pat
     for o in opts:
         o["manifest"]["metadata"]["name"] = f"advice-{o['policy'].replace('_', '-')}"
         docs.append(yaml.safe_dump(o["manifest"]))
+        chk = CliRunner().invoke(main, ["check", "-"], input=docs[-1], catch_exceptions=False)
+        assert chk.exit_code == 0, chk.output  # the cron-only schedule too: KEDA's triggers, nothing to reject
     (tmp_path / "opts.yaml").write_text("---\n".join(docs))
     bt = tmp_path / "b.json"
     res = CliRunner().invoke(main, ["backtest", str(csv), *ARGS, *world, "--policies", "reactive", "--scaledobject",
