@@ -247,3 +247,28 @@ def test_check_accepts_a_scaledobject_with_only_kedas_triggers_and_says_so():
     assert "ScaledObject serving/llm: no forescale trigger (prometheus): KEDA's alone, nothing to check" in r.stdout
     r = invoke("check", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert r.exit_code == 2 and "no ScaledObject" in r.stderr
+
+
+def test_a_fleets_files_are_keda_valid_scaledobjects_that_check_accepts(tmp_path):
+    t = T0 + 60 * np.arange(int(2.5 * 1440))
+    h = (t % DAY) / 3600
+    qps = 20 + 173 / (1 + np.exp(-(h - 8) * 6)) - 173 / (1 + np.exp(-(h - 18) * 6))
+    with open(tmp_path / "fleet.csv", "w") as f:
+        f.write("timestamp,service,qps\n")
+        for name, scale in (("chat", 1.0), ("embed", 3.0)):
+            f.writelines(f"{a},{name},{scale * b:.3f}\n" for a, b in zip(t, qps))
+    out = tmp_path / "out"
+    r = invoke("tune", str(tmp_path / "fleet.csv"), "--series-column", "service", "--out", str(out), "--model",
+               "seasonal_naive", "--target-miss", "0.005", "--span", "12h", "--history", "1d", "--refit", "2h",
+               "--qps-per-replica", "10", "--jobs", "1", "--no-progress")
+    assert r.exit_code == 0, r.output
+    entries = json.loads((out / "fleet.json").read_text())["workloads"]
+    assert [e["status"] for e in entries] == ["tuned", "tuned"]
+    for e in entries:
+        text = (out / e["file"]).read_text()
+        so = yaml.safe_load(text)
+        jsonschema.validate(so, schema())
+        assert so == e["selection"]["manifest"]  # fleet.json carries each file's ScaledObject
+        assert so["spec"]["triggers"][0]["metadata"]["tuning"] == "off"
+        chk = invoke("check", "-", stdin=text)
+        assert chk.exit_code == 0 and "trigger 0 (external): ok" in chk.stdout, chk.output
