@@ -33,14 +33,17 @@ def _documents(path: Path) -> list[tuple[int, dict]]:
     keep their list's number."""
     import yaml
 
+    from .scaledobjects import MAX_MANIFEST_BYTES
+
     try:
-        if str(path) == "-":
-            with click.open_file("-", "r", encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            text = path.read_text(encoding="utf-8")
+        with click.open_file(str(path), "r", encoding="utf-8") as fh:  # "-": stdin
+            text = fh.read(MAX_MANIFEST_BYTES + 1)
     except (OSError, UnicodeDecodeError) as e:
-        raise click.BadParameter(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})", param_hint="FILE")
+        raise click.BadParameter(f"{_name(path)}: cannot read ({getattr(e, 'strerror', None) or e})",
+                                 param_hint="FILE")
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise click.BadParameter(f"{_name(path)}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; ScaledObject "
+                                 f"manifests are a few KiB each", param_hint="FILE")
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as e:
