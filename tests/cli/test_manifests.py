@@ -247,6 +247,9 @@ def test_check_accepts_a_scaledobject_with_only_kedas_triggers_and_says_so():
     assert "ScaledObject serving/llm: no forescale trigger (prometheus): KEDA's alone, nothing to check" in r.stdout
     r = invoke("check", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert r.exit_code == 2 and "no ScaledObject" in r.stderr
+    # a bounded read: megabytes on stdin are refused by size, not parsed (4 MiB + 1 byte here)
+    r = invoke("check", "-", stdin="#" * (4 * 1024 * 1024 + 1))
+    assert r.exit_code == 2 and "<stdin>: larger than 4 MiB" in r.stderr and "Traceback" not in r.output
 
 
 def test_a_fleets_files_are_keda_valid_scaledobjects_that_check_accepts(tmp_path):
@@ -272,6 +275,3 @@ def test_a_fleets_files_are_keda_valid_scaledobjects_that_check_accepts(tmp_path
         assert so["spec"]["triggers"][0]["metadata"]["tuning"] == "off"
         chk = invoke("check", "-", stdin=text)
         assert chk.exit_code == 0 and "trigger 0 (external): ok" in chk.stdout, chk.output
-    # a bounded read: megabytes on stdin are refused by size, not parsed (4 MiB + 1 byte here)
-    r = invoke("check", "-", stdin="#" * (4 * 1024 * 1024 + 1))
-    assert r.exit_code == 2 and "<stdin>: larger than 4 MiB" in r.stderr and "Traceback" not in r.output
