@@ -83,6 +83,7 @@ class PolicyParams:
     hpa_tolerance: float = KUBERNETES_TOLERANCE.up  # 0 = no dead-band compensation
     level_correction_seconds: float = 0.0  # residual half-life; 0 = off
     absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
+    floor_qps: float = 0.0  # a warm floor (req/s) added to the observed rate and to the forecast before the max
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,12 @@ def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> f
     return max(value, (math.floor(edge_m + 1e-6) + 1) / 1000.0)
 
 
+def shifted(forecast: Forecast, qps: float) -> Forecast:
+    """The curve (mean and every band) raised by ``qps``: a warm floor under the forecast."""
+    return Forecast(forecast.t, forecast.mean + qps, {q: v + qps for q, v in forecast.quantiles.items()},
+                    forecast.model)
+
+
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
            unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False) -> Decision:
     """The planned request rate for ``now``.
@@ -134,10 +141,20 @@ def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now
     ``forecast``: the precomputed curve, or None; ``unusable`` says why when
     the caller already knows the forecast must not be used.
     ``history_max``: the max of the fitted history, for the absurdity check.
+    ``params.floor_qps``: a warm floor added to the observed rate and to the
+    curve (before level correction, which the shift leaves unchanged, and
+    the absurdity check, whose history max rises by it too), so that
+    ``base = floor + max(observed, forecast peak)``.
     ``with_mean``: also give the max of the mean over the window (``forecast_mean_peak``, for the
     server's metrics; the replay, which decides millions of times, does not ask for it).
     """
     observed = max(0.0, observed) if math.isfinite(observed) else 0.0
+    if params.floor_qps > 0:
+        observed += params.floor_qps
+        if forecast is not None:
+            forecast = shifted(forecast, params.floor_qps)
+        if history_max is not None:
+            history_max += params.floor_qps
     peak: float | None = None
     mean_peak: float | None = None
     reason: Reason

@@ -6,8 +6,7 @@ KEDA's Prometheus scaler it has the same name and form. Every error names the
 key, the value received and the accepted form; unknown keys are returned so the
 caller can log them once, they are never fatal.
 
-``KEYS`` is the single table of the vocabulary: the generated reference (docs/reference.md) is
-checked against it by a test.
+The vocabulary itself (``KEYS``, each key's default and meaning) is ``scaler.keys``, re-exported here.
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
 from .policy import KUBERNETES_TOLERANCE
+# the vocabulary (scaler.keys), re-exported: callers import it from here
+from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
 
-MODES = ("forecastAndScale", "forecastOnly", "reactive")
-MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
 SECRET_HINT = "<redacted>"
 
 
@@ -51,72 +50,6 @@ def check_size(md: Mapping[str, str]) -> None:
         key, shown, accepted = over
         raise MetadataError(key, None, accepted, shown=shown)
 
-
-GRPC_PORT = 6000  # the scaler's gRPC port: serve --port, the chart, the printed scalerAddress (not 9090: Prometheus')
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    default: str | None  # as the reference shows it; None = required or derived
-    doc: str
-
-
-# The vocabulary, in the reference's order. ``default`` is the documented default.
-KEYS: tuple[Key, ...] = (
-    Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
-    Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
-    Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, in [0.001, 1e9])"),
-    Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
-    Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
-    Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
-    Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
-    Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
-    Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),
-    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
-    Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
-    Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
-    Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),
-    Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds; "
-                             "a value making the lead exceed 1d is FAILED_PRECONDITION"),
-    Key("coldStartFrom", "metadata", "metadata (coldStartQuery, else coldStartSeconds) | cluster: the pods' start-ups, else those"),
-    Key("coldStartWorkload", "", "with coldStartFrom cluster: Deployment/NAME or StatefulSet/NAME in the ScaledObject's namespace"),
-    Key("coldStartSelector", "", "with coldStartFrom cluster, instead of coldStartWorkload: label matchers on kube_pod_labels"),
-    Key("coldStartQuantile", "0.9", "with coldStartFrom cluster: T_cold is this quantile of created->ready, in (0, 1)"),
-    Key("coldStartWindow", "7d", "with coldStartFrom cluster: the start-ups looked at (duration, 1h to 30d)"),
-    Key("coldStartMinSamples", "10", "with coldStartFrom cluster: starts needed, else the fallback with its reason (1 to 10000)"),
-    Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
-    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
-    Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
-    Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
-                                                "L = T_cold + T_buffer is at most 1d"),
-    Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
-    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
-    Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
-    Key("quantile", "0.8", "forecast quantile to provision for, in (0, 1)"),
-    Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),
-    Key("step", "60s", "resolution of the history and the forecast (duration, 1s to 1h)"),
-    Key("refitInterval", "30m", "how often the forecast is refitted (duration, 10s to 1d); the forecast horizon, 2 x refitInterval + "
-                                      "the lead, is at most 50,000 steps"),
-    Key("minHistory", "1d", "history needed before forecasts are trusted (duration, at most history)"),
-    Key("headroom", "1.0", "multiplier on the planned rate, in [1, 100]"),
-    Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
-    Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom and "
-                          "hpaTolerance itself from its own history (forescale tune's selection), on a slow schedule; "
-                          "default auto, off when any of those keys is set"),
-    Key("targetMiss", "0.25x", "with tuning auto: the largest acceptable fraction of requests above ready capacity "
-                              "(0.005), or a multiple of reactive KEDA's on the same history (0.5x)"),
-    Key("maxCostRatio", "1.3", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight "
-                               "oracle's (in (0, 1000]; none: no cap)"),
-    Key("tuningMinHistory", "7d", "with tuning auto: history needed before the first selection (duration, 4h to history)"),
-    Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
-                               "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
-    Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
-)
-DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
-TUNING = ("off", "auto")
-TUNED_KEYS = ("mode", "model", "quantile", "levelCorrection", "headroom", "hpaTolerance")  # what tuning replaces
-KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
@@ -197,6 +130,7 @@ class ScalerSpec:
     tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
     cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstart)
+    floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
@@ -367,6 +301,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
     level = r.duration("levelCorrection", maximum=30 * 86400.0)
     headroom = r.number("headroom", lo=1, hi=100, accepted="a number in [1, 100], e.g. 1.1")
+    floor = r.get("floorReplicas", _replicas, "a whole number of replicas in [0, 10000], e.g. \"2\"")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
     explicit = any(r.raw(k) is not None for k in TUNED_KEYS)  # a user's own policy is not tuned unless asked
@@ -419,6 +354,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         tuning_min_history_seconds=tuning_history,
         refresh_seconds=refresh,
         cold_start_cluster=cluster,
+        floor_replicas=floor,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown
@@ -434,6 +370,13 @@ def _redacted_url(v: str) -> str:
     except ValueError:
         return "an unparseable URL"
     return _cut(repr(f"{u.scheme}://<user:password hidden>@{host}{u.path}"))
+
+
+def _replicas(v: str) -> int:
+    x = float(v)
+    if not (math.isfinite(x) and x == int(x) and 0 <= x <= 10000):
+        raise ValueError(v)
+    return int(x)
 
 
 def _credential_name(v: str) -> str:
@@ -487,6 +430,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "quantile": _number(spec.quantile), "history": _seconds(spec.history_seconds),
         "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
         "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
+        "floorReplicas": str(int(spec.floor_replicas)),
         "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
         "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),

@@ -132,3 +132,27 @@ def test_compensated_value_survives_keda_rounding():
         value = clear_dead_band(planned, 10.0, 0.1)
         r = math.ceil(to_milli(planned) / 10_000)  # the replicas the HPA reads from the rounded value
         assert to_milli(value) / (10_000 * (r - 1)) > 1.1
+
+
+def test_warm_floor_adds_to_observed_and_forecast():
+    # floor 15 req/s. forecast q0.9 = 40 everywhere, observed 10: base = 15 + max(10, 40) = 55.
+    fc = curve(lambda dt: 40.0)
+    d = decide(10.0, fc, params(floor_qps=15.0), NOW, history_max=100.0)
+    assert d.reason is Reason.FORECAST
+    assert d.base == 55.0 and d.forecast_peak == 55.0 and d.observed == 25.0
+    # observed 70 above the forecast: base = 15 + 70 = 85, the observed floor wins.
+    d = decide(70.0, fc, params(floor_qps=15.0), NOW, history_max=100.0)
+    assert (d.reason, d.base) == (Reason.OBSERVED_FLOOR, 85.0)
+    # no forecast at all: the floor still holds, 15 + 0 (negative observed floored first) = 15.
+    d = decide(-4.0, None, params(floor_qps=15.0), NOW)
+    assert (d.reason, d.planned) == (Reason.NO_FORECAST_YET, 15.0)
+    # the absurdity check compares floor + peak with absurd_factor x (floor + history max):
+    # peak 40 + 15 = 55 > 10 x (4 + 15) = 190? no -> trusted; without the floor 40 > 10 x max(4, 10 qps) = 100? no.
+    # peak 150 + 15 = 165 vs 10 x (12 + 15) = 270 -> trusted with the floor; without it 150 > 10 x 12 = 120 -> absurd.
+    big = curve(lambda dt: 150.0)
+    assert decide(10.0, big, params(floor_qps=15.0), NOW, history_max=12.0).reason is Reason.FORECAST
+    assert decide(10.0, big, params(), NOW, history_max=12.0).reason is Reason.FORECAST_ABSURD
+    # level correction is unchanged by the floor: residual = (obs + 15) - (mean + 15) = obs - mean.
+    lc = params(level_correction_seconds=3600.0)
+    lc_floor = params(level_correction_seconds=3600.0, floor_qps=15.0)
+    assert decide(60.0, fc, lc_floor, NOW).base == pytest.approx(decide(60.0, fc, lc, NOW).base + 15.0)

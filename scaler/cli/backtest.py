@@ -134,7 +134,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         echo("\n" + render.format_world(result))
     adv = None
     if world_opts["advise"]:
-        from ..replay.advice import advise, days_of
+        from ..replay.plan import plan
 
         target = world_opts["target_miss"]
         reactive = result.policies.get("reactive")
@@ -142,9 +142,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             fail(f"--target-miss {target} is relative to reactive's miss: add reactive to --policies, or give a "
                  f"fraction such as 0.005")
         miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
-        adv = advise(result.policies, result.scenario, world, target_miss=miss,
-                     days=days_of(result.scenario))
-        echo(render.format_advice(adv))
+        adv = plan(result, world, target_miss=miss)  # each option's knobs searched on this trace
+        echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
     if do_sweep:
         echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
         echo(render.format_frontier(result))
@@ -159,14 +158,19 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         if sample is not None:
             doc["cold_starts"] = sample.summary()
         if adv is not None:
-            doc["advice"] = render.advice_json(adv)
+            doc["advice"] = render.advice_json(adv, result, server_address=prometheus_url, query=query)
         write_json(json_path, doc)
         if not to_stdout(json_path):
             echo(f"wrote {json_path}")
     if report_dir is not None:
         from .report import write_report
 
-        index = write_report(result, report_dir, frontier=do_sweep)
+        pick = None
+        if adv is not None and adv.pick is not None:  # the advice's pick, as it deploys
+            doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
+            pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
+                                                                        f"({adv.pick.detail})"])
+        index = write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick)
         echo(f"wrote {index}")
     if timeseries_path is not None:
         from .report_html import write_timeseries

@@ -1,12 +1,18 @@
-"""``forescale check FILE.yaml...``: lint ScaledObjects offline with the scaler's own parser.
+"""``forescale check FILE.yaml...|-``: lint ScaledObjects offline with the scaler's own parser.
 
-Every ``external``/``external-push`` trigger of every ScaledObject in the files
-(multi-document YAML, ``kind: List`` too) goes through ``scaler.spec.parse_metadata``,
+Every forescale trigger (an ``external``/``external-push`` trigger whose
+``scalerAddress`` names forescale or whose keys are forescale's; other
+scalers' triggers, ``prometheus``, ``cron``, another external scaler, are
+left alone) of every ScaledObject in the files or on stdin (``-``;
+multi-document YAML, ``kind: List`` too) goes through ``scaler.spec.parse_metadata``,
 the function the server runs on each KEDA call, so what passes here is what the
 scaler accepts. Every bad key is reported (the parser stops at the first; here a bad
 optional key is dropped and a bad required one replaced by a valid stand-in, then the
-parse is repeated). Unknown keys are warnings, as in the server's log. Exit 0 when
-every trigger parses, 2 otherwise (and for unreadable files or YAML).
+parse is repeated). Unknown keys are warnings, as in the server's log. Each problem
+names its file, its document (1-based, in the stream) and its path in it
+(``spec.triggers[1].metadata.quantile``). Exit 0 when every forescale trigger parses
+(a ScaledObject with none, only KEDA's own triggers, is said and accepted), 2
+otherwise (and for unreadable files or YAML, or input without a ScaledObject).
 """
 
 from __future__ import annotations
@@ -17,29 +23,60 @@ import click
 
 STAND_IN = {"serverAddress": "http://stand-in:9090", "query": "vector(1)", "qpsPerReplica": "1"}
 FORESCALE_TYPES = ("external", "external-push")
+# keys an external trigger of another scaler may well have too: they alone do not make it forescale's
+SHARED_KEYS = ("scalerAddress", "serverAddress", "query", "threshold", "activationThreshold", "ignoreNullValues",
+               "queryParameters", "customHeaders", "unsafeSsl", "timeout", "metricName")
 
 
-def _documents(path: Path) -> list:
+def _documents(path: Path) -> list[tuple[int, dict]]:
+    """(1-based document number, document) for every mapping in ``path`` (``-``: stdin); a List's items
+    keep their list's number."""
     import yaml
 
+    from .scaledobjects import MAX_MANIFEST_BYTES
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with click.open_file(str(path), "r", encoding="utf-8") as fh:  # "-": stdin
+            text = fh.read(MAX_MANIFEST_BYTES + 1)
     except (OSError, UnicodeDecodeError) as e:
-        raise click.BadParameter(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})", param_hint="FILE")
+        raise click.BadParameter(f"{_name(path)}: cannot read ({getattr(e, 'strerror', None) or e})",
+                                 param_hint="FILE")
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise click.BadParameter(f"{_name(path)}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; ScaledObject "
+                                 f"manifests are a few KiB each", param_hint="FILE")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise click.BadParameter(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})",
+        raise click.BadParameter(f"{_name(path)}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})",
                                  param_hint="FILE")
     out = []
-    for d in docs:
+    for n, d in enumerate(docs, start=1):
         if isinstance(d, dict) and d.get("kind") == "List":
-            out.extend(i for i in d.get("items") or [] if isinstance(i, dict))
+            out.extend((n, i) for i in d.get("items") or [] if isinstance(i, dict))
         elif isinstance(d, dict):
-            out.append(d)
+            out.append((n, d))
     return out
+
+
+def _name(path: Path) -> str:
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def is_forescale(trig: dict) -> bool:
+    """Whether a trigger is forescale's: external(-push), and its scalerAddress names forescale or one of its
+    metadata keys is forescale's own (not one KEDA's Prometheus scaler shares)."""
+    from ..spec import KNOWN
+
+    if not isinstance(trig, dict) or trig.get("type") not in FORESCALE_TYPES:
+        return False
+    md = trig.get("metadata")
+    if not isinstance(md, dict):
+        return True  # malformed: reported as forescale's, never skipped silently
+    if "forescale" in str(md.get("scalerAddress", "")).lower():
+        return True
+    return any(k in KNOWN and k not in SHARED_KEYS for k in md)
 
 
 def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]:
@@ -78,46 +115,71 @@ def keda_metric_note(md: dict, name: str, namespace: str, index: int) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
 def check_command(files: tuple[Path, ...], quiet: bool) -> None:
-    """Lint the forescale triggers of ScaledObjects in FILE.yaml... offline, with the scaler's own parser.
+    """Lint the forescale triggers of ScaledObjects in FILE.yaml... (- reads stdin) offline, with the scaler's
+    own parser; other scalers' triggers are left alone.
 
-    Exit 0 when every trigger is accepted, 2 when any is not (messages name the
-    file, the ScaledObject, the trigger, the key, the value and what is accepted).
+    Exit 0 when every forescale trigger is accepted, 2 when any is not (messages name the
+    file, the ScaledObject, the trigger, the key, the value and what is accepted, then the
+    document and the path in it).
     """
-    bad = checked = 0
+    bad = checked = objects = 0
     for path in files:
-        for doc in _documents(path):
+        for n, doc in _documents(path):
             if doc.get("kind") != "ScaledObject" or not str(doc.get("apiVersion", "")).startswith("keda.sh/"):
                 continue
+            objects += 1
+            before = checked
             meta = doc.get("metadata") or {}
             name, ns = str(meta.get("name", "")), str(meta.get("namespace", "default"))
-            where = f"{path}: ScaledObject {ns}/{name}"
+            where = f"{_name(path)}: ScaledObject {ns}/{name}"
             spec = doc.get("spec") or {}
             lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
             if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-                click.echo(f"{where}: minReplicaCount {lo} is greater than maxReplicaCount {hi}", err=True)
+                click.echo(f"{where}: minReplicaCount {lo} is greater than maxReplicaCount {hi} "
+                           f"-- document {n}, spec.minReplicaCount", err=True)
                 bad += 1
             for i, trig in enumerate(spec.get("triggers") or []):
-                if not isinstance(trig, dict) or trig.get("type") not in FORESCALE_TYPES:
+                if not is_forescale(trig):
+                    if isinstance(trig, dict) and trig.get("type") in FORESCALE_TYPES and not quiet:
+                        click.echo(f"{where}: trigger {i} ({trig.get('type')}): another external scaler's "
+                                   f"(scalerAddress {str((trig.get('metadata') or {}).get('scalerAddress', '-'))[:80]}"
+                                   f", no forescale key): left alone")
                     continue
                 checked += 1
                 label = f"{where}: trigger {i} ({trig.get('type')}{', ' + trig['name'] if trig.get('name') else ''})"
+                at = f"document {n}, spec.triggers[{i}]"
                 errors, warnings = trigger_errors(trig.get("metadata"), name, ns)
                 if spec.get("fallback") and trig.get("metricType", "AverageValue") != "AverageValue":
                     errors.append(f"metricType '{trig.get('metricType')}': KEDA's fallback needs AverageValue")
                 for w in warnings:
                     if not quiet:
-                        click.echo(f"{label}: warning: {w}", err=True)
+                        click.echo(f"{label}: warning: {w} -- {at}{_path(w)}", err=True)
                 for e in errors:
-                    click.echo(f"{label}: error parsing forescale metadata: {e}", err=True)
+                    click.echo(f"{label}: error parsing forescale metadata: {e} -- {at}{_path(e)}", err=True)
                 bad += bool(errors)
                 if not errors and not quiet:
                     click.echo(f"{label}: ok{keda_metric_note(trig.get('metadata'), name, ns, i)}")
-    if checked == 0:
-        click.echo(f"Error: no external trigger of a keda.sh ScaledObject in {', '.join(map(str, files))}", err=True)
+            if checked == before and not quiet:
+                kinds = sorted({str(t.get("type")) for t in spec.get("triggers") or [] if isinstance(t, dict)})
+                click.echo(f"{where}: no forescale trigger ({', '.join(kinds) or 'no triggers'}): KEDA's alone, "
+                           f"nothing to check -- document {n}")
+    if objects == 0:
+        click.echo(f"Error: no external trigger of a keda.sh ScaledObject: no ScaledObject (apiVersion keda.sh/..., "
+                   f"kind ScaledObject) in {', '.join(_name(f) for f in files)}", err=True)
         raise SystemExit(2)
     if bad:
         click.echo(f"{bad} of {checked} trigger(s) or object(s) rejected", err=True)
         raise SystemExit(2)
+
+
+def _path(message: str) -> str:
+    """The path below the trigger a message is about (its key), e.g. ``.metadata.quantile``."""
+    import re
+
+    m = re.match(r"(metadata key|metricType) '([^']*)'", message)
+    if m is None:
+        return ".metadata"
+    return f".metadata.{m.group(2)}" if m.group(1) == "metadata key" else ".metricType"

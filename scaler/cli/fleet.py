@@ -67,7 +67,7 @@ def fleet_options(command):
 def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
               qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
               hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **_ignored) -> None:
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **cluster) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
     from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
@@ -97,10 +97,14 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         (out_dir / ".write-test").unlink()
     except OSError as e:
         fail(f"--out {out_dir}: cannot write there ({e.strerror})")
+    from .options import CLUSTER_DEFAULTS, world_from_options
+
     cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})  # ranked in it
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                               world=world)
     try:
         settings.validate()
         if by:
@@ -142,14 +146,14 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                                      query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
             path = out_dir / f"{fid}.yaml"
-            path.write_text(scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by),
-                            encoding="utf-8")
+            text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by)
+            path.write_text(text, encoding="utf-8")
             files.append(path.name)
             r = row(t)
             rows.append((fid, r))
             e.update(status="tuned", file=path.name, cached=t.cached, seconds=round(t.seconds, 3),
                      configurations=len(t.result.points),  # swept and searched, as `tune` counts them
-                     selection=render.selection_json(t.selection, t.result, md),
+                     selection=render.selection_json(t.selection, t.result, md, manifest),
                      figures=_figures(r, gpus_per_replica), notes=list(t.result.notes))
         entries.append(e)
     (out_dir / "kustomization.yaml").write_text(kustomization(files), encoding="utf-8")
@@ -278,9 +282,11 @@ def _epoch(text: str) -> float:
 
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
-                  placeholders: bool) -> str:
-    """One ScaledObject (YAML; every value quoted as KEDA wants) running the workload's selection."""
+                  placeholders: bool) -> tuple[str, dict]:
+    """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
+    and the document."""
     from . import render
+    from .tune import PASTE_NOTE
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
@@ -288,19 +294,12 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
                 f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
-                f"(T_cold {r.lead.cold_start_seconds:g} s)"]
-    notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"} \
-        if placeholders else {}
-    block = render.render_metadata(md, notes=notes)
-    lines = [f"# {c}" for c in comments]
-    lines += ["apiVersion: keda.sh/v1alpha1", "kind: ScaledObject", "metadata:", f"  name: {json.dumps(name)}"]
-    if namespace:
-        lines.append(f"  namespace: {json.dumps(namespace)}")
-    lines += ["spec:", "  scaleTargetRef:", f"    name: {json.dumps(name)}  # {SCALED_OBJECT_NOTE}",
-              f"  minReplicaCount: {int(p.extra.get('minReplicaCount', min_replicas))}",
-              f"  maxReplicaCount: {int(max_replicas)}", "  triggers:"]
-    lines += ["    " + line for line in block.splitlines()]
-    return "\n".join(lines) + "\n"
+                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE]
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
+    doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
+    lo = int(p.extra.get("minReplicaCount", min_replicas))
+    doc["spec"].update(minReplicaCount=lo, maxReplicaCount=max(int(max_replicas), lo))
+    return render.manifest_yaml(doc, comments, notes=notes), doc
 
 
 def kustomization(files: list[str]) -> str:

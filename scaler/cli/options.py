@@ -276,13 +276,11 @@ def write_json(path: Path, doc: dict) -> None:
 # scenarios, advice): backtest only; every default leaves the replay as it is without them
 
 
-def world_options(f):
-    """--scheduling-seconds ... --advise: the options of ``world_from_options`` (defaults: off)."""
+def _cluster_option_list() -> list:
     from ..replay.cluster import Pool
-    from ..replay.scenarios import FORM
 
     pool = Pool()
-    return _compose(
+    return [
         click.option("--scheduling-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      help="Cold-start phase: scheduling (part of T_cold). [default: the probe's with "
                           "--cold-start-from, else 0]"),
@@ -306,16 +304,36 @@ def world_options(f):
         click.option("--overprovision-gpus", type=click.IntRange(min=0), default=0, show_default=True,
                      help="With --gpus-per-node: placeholder pods of a low PriorityClass always holding this "
                           "many GPUs (real pods preempt them)."),
-        click.option("--placeholder-policy", is_flag=True,
-                     help="With --gpus-per-node: add the `placeholder` row: predictive plus a placeholder "
-                          "Deployment driven by the forecast at lead T_node + T_cold + T_buffer."),
         click.option("--service-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      help="Latency of one request on a free replica; turns on the latency columns. [default: the "
                           "probe's steady p50 with --cold-start-from, else 0 (queueing delay only)]"),
         click.option("--timeout", "timeout_seconds", type=click.FloatRange(min=0, min_open=True), default=None,
                      metavar="SECONDS", help="Client timeout: a request waiting longer has failed (timed_out_fraction)."),
         click.option("--p95-target", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                     help="P95 latency target: the scenarios' P95 check and the SLO of --advise."),
+                     help="P95 latency target: the scenarios' P95 check, the SLO of --advise, and what tune may pick."),
+    ]
+
+
+CLUSTER_DEFAULTS = {"placeholder_policy": False, "scenario_specs": (), "flat_load": None, "advise": False}
+
+
+def cluster_options(f):
+    """The cluster and queue options of ``world_options`` (for ``tune``: it ranks in that world; without them
+    the plain replay). ``world_from_options`` takes them with ``CLUSTER_DEFAULTS`` for the others."""
+    return _compose(*_cluster_option_list())(f)
+
+
+def world_options(f):
+    """--scheduling-seconds ... --advise: the options of ``world_from_options`` (defaults: off)."""
+    from ..replay.scenarios import FORM
+
+    cluster = _cluster_option_list()
+    return _compose(
+        *cluster[:-3],
+        click.option("--placeholder-policy", is_flag=True,
+                     help="With --gpus-per-node: add the `placeholder` row: predictive plus a placeholder "
+                          "Deployment driven by the forecast at lead T_node + T_cold + T_buffer."),
+        *cluster[-3:],
         click.option("--scenario", "scenario_specs", multiple=True, metavar="SPEC",
                      help=f"A test before going live (repeatable): {FORM}."),
         click.option("--flat-load", type=click.FloatRange(min=0, min_open=True), default=None, metavar="REQ/S",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -14,9 +15,10 @@ import numpy as np
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
-from ..replay.variants import is_selectable
-from ..spec import format_duration
-from ..spec import DEFAULTS, parse_duration
+from ..replay import families
+from ..replay.families import Family as F
+from .tune import DEFAULT_SCALER_ADDRESS
+from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
 
 def _num(x: float) -> float | None:
@@ -148,14 +150,15 @@ def frontier_json(r: Result) -> list[dict]:
             "label": p.variant.label(),
             "selectable": p.selectable,
             "default": p.default,
-            "reference": p.policy == "oracle",
+            "reference": p.policy == F.ORACLE,
             "scale_ups": o.scale_ups,
             "peak_replicas": o.peak_replicas,
         })
     return out
 
 
-def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None) -> dict:
+def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = None,
+                   manifest: Mapping | None = None) -> dict:
     p = sel.point
     d: dict = {"target_miss": sel.target_miss, "reactive_miss": r.reactive_miss, "max_cost_ratio": sel.max_cost_ratio,
                "met": sel.met, "message": sel.message}
@@ -165,6 +168,8 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
                  replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
     if md is not None:
         d["metadata"] = dict(md)
+    if manifest is not None:
+        d["manifest"] = dict(manifest)  # the whole ScaledObject printed
     return d
 
 
@@ -174,9 +179,9 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     head = f"{'':2}{'configuration':<44}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
     lines = [head, "-" * len(head)]
     for p in pts:
-        if only_pareto and not (p.pareto or p.policy == "oracle"):
+        if only_pareto and not (p.pareto or p.policy == F.ORACLE):
             continue
-        mark = "*" if p.pareto else ("o" if p.policy == "oracle" else " ")
+        mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
         lines.append(f"{mark:<2}{p.variant.label()[:43]:<44}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")
@@ -186,51 +191,84 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     return "\n".join(lines)
 
 
-def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
-                 scaler_address: str = "forescale.forescale.svc:6000") -> dict[str, str]:
-    """Trigger metadata (all strings) that makes the scaler run configuration ``p``."""
+PLACEHOLDER_NOTES = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
+
+
+def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
+    """The workload's trigger as the replay saw it (metric, replica size, lead, history), no policy knobs yet."""
     s = r.settings
-    v = p.variant
-    if not is_selectable(v):
-        raise ValueError(f"{v.policy} is not expressible as forescale trigger metadata")
-    md: dict[str, str] = {"scalerAddress": scaler_address, "serverAddress": server_address, "query": query,
-                          "qpsPerReplica": f"{r.qps_per_replica:g}",
-                          "coldStartSeconds": f"{r.lead.cold_start_seconds:g}"}
+    md = {"serverAddress": server_address, "query": query, "qpsPerReplica": f"{r.qps_per_replica!r}",
+          "coldStartSeconds": f"{r.lead.cold_start_seconds!r}"}
     if s.buffer_seconds is not None:
-        md["bufferSeconds"] = f"{s.buffer_seconds:g}"
-    if v.policy == "reactive":
-        md["mode"] = "reactive"
-    elif v.policy == "envelope":  # the servable model at its fixed window; no level correction, as replayed
-        md["mode"] = "forecastAndScale"
-        md["model"] = "envelope"
-        md["levelCorrection"] = "0s"
-    else:
-        md["mode"] = "forecastAndScale"
-        md["model"] = str(v.model)
-        md["quantile"] = f"{v.quantile:g}"
-        md["levelCorrection"] = format_duration(float(v.level_correction_seconds or 0.0))
+        md["bufferSeconds"] = f"{s.buffer_seconds!r}"
     if s.history_seconds != parse_duration(DEFAULTS["history"]):
         md["history"] = format_duration(s.history_seconds)
-    md["headroom"] = f"{v.headroom:g}"
-    md["hpaTolerance"] = f"{r.tolerance:g}" if v.compensation else "0"
-    return md
+    if s.refit_seconds != parse_duration(DEFAULTS["refitInterval"]):
+        md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
+    return parse_metadata(md)[0]
+
+
+def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
+                 scaler_address: str = DEFAULT_SCALER_ADDRESS) -> dict[str, str]:
+    """Trigger metadata (all strings) that makes the scaler run configuration ``p`` (``families.metadata``)."""
+    md = families.metadata(p.variant, base_spec(r, server_address=server_address, query=query),
+                           tolerance=r.tolerance, extra=p.extra)
+    return {"scalerAddress": scaler_address, **md}
+
+
+def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
+    """The whole ScaledObject running ``p`` (``families.scaled_object``): hybrid's floor as minReplicaCount too."""
+    lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
+    return families.scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
+                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance)
+
+
+def _scalar(v, quote: bool = True) -> str:
+    if not quote and isinstance(v, str) and re.fullmatch(r"[A-Za-z][\w./-]*", v) and v.lower() not in (
+            "true", "false", "yes", "no", "on", "off", "null", "y", "n"):
+        return v  # a plain word reads back as itself
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    return json.dumps(str(v))  # a double-quoted YAML string (KEDA's metadata values are strings)
+
+
+def _yaml(obj, pad: str, notes: Mapping[str, str], quote: bool = False) -> list[str]:
+    lines: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append(f"{pad}{k}:")
+                inner = quote or k == "metadata" and "type" in obj  # a trigger's metadata: every value quoted
+                lines += _yaml(v, pad + "  ", notes, inner)
+            else:
+                note = f"  # {notes[k]}" if quote and k in notes else ""
+                text = _scalar(v, quote) if not isinstance(v, (dict, list)) else json.dumps(v)
+                lines.append(f"{pad}{k}: {text}{note}")
+    else:
+        for item in obj:
+            sub = (_yaml(item, pad + "  ", notes, quote) if isinstance(item, (dict, list))
+                   else [f"{pad}  {_scalar(item, quote)}"])
+            sub[0] = f"{pad}- {sub[0][len(pad) + 2:]}"
+            lines += sub
+    return lines
+
+
+def manifest_yaml(doc: Mapping, comments: Sequence[str] = (), *, notes: Mapping[str, str] | None = None) -> str:
+    """A whole ScaledObject as YAML to ``kubectl apply`` (values of trigger metadata double-quoted);
+    ``comments`` go above it, ``notes`` at the end of a trigger metadata key's line."""
+    lines = [f"# {c}" for c in comments] + _yaml(dict(doc), "", dict(notes or {}))
+    return "\n".join(lines) + "\n"
 
 
 def render_metadata(md: Mapping[str, str], comments: Sequence[str] = (), *, notes: Mapping[str, str] | None = None,
-                    min_replicas: int | None = None) -> str:
-    """A YAML block to paste under ``spec.triggers`` of a ScaledObject (values quoted: KEDA wants strings).
-
-    ``comments`` go above the block, ``notes`` at the end of a key's line.
-    """
-    notes = notes or {}
-    lines = [f"# {c}" for c in comments]
-    if min_replicas is not None:
-        lines.append(f"# and in the ScaledObject's spec: minReplicaCount: {min_replicas}  (the always-warm floor)")
-    lines += ["- type: external", "  metadata:"]
-    for k, v in md.items():
-        note = f"  # {notes[k]}" if k in notes else ""
-        lines.append(f"    {k}: {json.dumps(str(v))}{note}")
-    return "\n".join(lines) + "\n"
+                    indent: int = 4) -> str:
+    """A trigger block to paste under ``spec.triggers`` of a ScaledObject, already indented there (``indent``
+    spaces: under ``  triggers:``), values quoted (KEDA wants strings); ``comments`` above it."""
+    pad = " " * indent
+    body = _yaml([{"type": "external", "metadata": dict(md)}], pad, dict(notes or {}))
+    return "\n".join([f"{pad}# {c}" for c in comments] + body) + "\n"
 
 
 def progress_bar(desc: str, enabled: bool | None, unit: str = "fit"):
@@ -323,24 +361,67 @@ def format_world(r: Result) -> str:
     return "\n".join(lines)
 
 
-def format_advice(adv) -> str:
-    """``backtest --advise``: the ranking and the paragraph."""
-    head = f"{'':2}{'option':<32}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  meets {adv.slo}"
-    lines = ["", "cost advice", head, "-" * len(head)]
+def advice_manifest(o, r: Result, *, server_address: str | None = None, query: str | None = None,
+                    name: str | None = None) -> dict | None:
+    """The ScaledObject that runs an advice option as it was replayed (``advice.Deploy``): a forescale trigger
+    through the family table, or KEDA cron windows; None for an option without one."""
+    from .tune import PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
+
+    d = o.deploy
+    if d is None:
+        return None
+    name = name or PLACEHOLDER_NAME
+    if d.variant is not None:
+        md = families.metadata(d.variant, base_spec(r, server_address=server_address or PLACEHOLDER_SERVER,
+                                                    query=query or PLACEHOLDER_QUERY),
+                               tolerance=r.tolerance, extra=dict(d.extra))
+        md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
+        return families.scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+                                      tolerance=r.tolerance)
+    doc = families.scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+                                 tolerance=r.tolerance)
+    doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
+                                                             "desiredReplicas": str(n)}} for a, b, n in d.cron]
+    return doc
+
+
+def format_advice(adv, r: Result | None = None, *, server_address: str | None = None,
+                  query: str | None = None) -> str:
+    """``backtest --advise``: the ranking (each option at its searched knobs), the paragraph, and the YAML of
+    the pick and of the runner-up (with ``r``)."""
+    head = f"{'':2}{'option':<24}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
+    lines = ["", f"cost advice (SLO: {adv.slo})", head, "-" * len(head)]
     for o in adv.options:
         mark = ">" if o is adv.pick else " "
         p95 = "-" if o.p95 is None else f"{o.p95:.2f}"
-        lines.append(f"{mark:<2}{o.policy:<32}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
-                     f"{'yes' if o.meets else 'no'}{('  ' + o.detail) if o.detail else ''}")
+        lines.append(f"{mark:<2}{o.policy:<24}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
+                     f"{'yes' if o.meets else 'no':<6}{o.detail}")
     lines += ["", adv.paragraph]
+    if r is not None:
+        ru = adv.runner_up if adv.pick is not None else None
+        for what, o in (("pick", adv.pick), ("runner-up", ru)):
+            doc = None if o is None else advice_manifest(o, r, server_address=server_address, query=query)
+            if doc is None:
+                continue
+            notes = {} if server_address else dict(PLACEHOLDER_NOTES)
+            lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {o.cost:.1f} {adv.unit}, "
+                                              f"missed {100 * o.miss:.3f} %" +
+                                              ("" if o.p95 is None else f", P95 {o.p95:.3g} s"),
+                                              "replace my-model with your Deployment's name"],
+                                        notes=notes).rstrip("\n")]
     return "\n".join(lines)
 
 
-def advice_json(adv) -> dict:
+def advice_json(adv, r: Result | None = None, *, server_address: str | None = None, query: str | None = None) -> dict:
+    def manifest(o):
+        return None if (o is None or r is None) else advice_manifest(o, r, server_address=server_address, query=query)
+
     return {"unit": adv.unit, "slo": adv.slo, "pick": adv.pick.policy if adv.pick else None,
+            "runner_up": adv.runner_up.policy if adv.runner_up else None,
             "options": [{"policy": o.policy, "cost": o.cost, "underprovisioned_fraction": o.miss,
                          "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
-                         "detail": o.detail} for o in adv.options],
+                         "detail": o.detail, "configurations_tried": o.tried, "manifest": manifest(o)}
+                        for o in adv.options],
             "paragraph": adv.paragraph}
 
 

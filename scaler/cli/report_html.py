@@ -125,8 +125,9 @@ def charts_html(r: Result, selection=None, sweep: bool = False) -> str:
 def yaml_html(block: str | None) -> str:
     if not block:
         return ""
-    return ("<h2>Trigger metadata to paste</h2><p>Paste under <code>spec.triggers</code> of your ScaledObject "
-            "(check it with <code>forescale check</code>):</p>"
+    return ("<h2>The ScaledObject to apply</h2><p>A whole KEDA ScaledObject: replace the names marked, "
+            "<code>kubectl apply -f</code> it (check it first with <code>forescale check -</code>); it runs what was "
+            "replayed (<code>backtest --scaledobject</code> replays it):</p>"
             f'<pre id="metadata-yaml">{html.escape(block)}</pre>')
 
 

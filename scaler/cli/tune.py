@@ -19,16 +19,21 @@ import click
 
 from ..spec import DEFAULTS, GRPC_PORT, MODELS
 from .fleet import fleet_options
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
-                      replica_options, require_length, source_options, target_options, to_stdout, write_json)
+from .options import (CLUSTER_DEFAULTS, Duration, check_output, cluster_options, cold_start_value, fail, hpa_options,
+                      load_trace, model_option, replica_options, require_length, source_options, target_options,
+                      to_stdout, world_from_options, write_json)
 
-DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the one printed scalerAddress
+DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the scalerAddress printed: the one place
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
+PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
+PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
+              "history after tuningMinHistory (these run until then)")
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection."""
+    from ..replay.families import Family as F
     from ..replay.variants import ANCHORS
     from . import render
 
@@ -47,9 +52,9 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
                  f"replicas")
     refs = []
     for pt in r.points:
-        if pt.policy == "reactive" and pt.variant.headroom == 1.0 and not pt.variant.compensation:
+        if pt.policy == F.REACTIVE and pt.variant.headroom == 1.0 and not pt.variant.compensation:
             refs.append(("KEDA's Prometheus scaler", pt))
-        elif pt.policy == "predictive" and pt.default:
+        elif pt.policy == F.PREDICTIVE and pt.default:
             refs.append(("forescale's default", pt))
     for what, pt in refs:
         if pt is not p:
@@ -65,15 +70,15 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
     md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
-    notes = {}
-    if placeholders:
-        notes = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                "paste under spec.triggers of your ScaledObject; the scaler keeps these knobs (setting them turns "
-                "tuning off) unless you add tuning: \"auto\", which re-chooses them on its own history"]
-    block = render.render_metadata(md, comments, notes=notes, min_replicas=p.extra.get("minReplicaCount"))
+                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+    if p.extra.get("floorReplicas"):
+        comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
+                        f"warm under the forecast, as replayed")
+    block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
     return "\n".join(lines), block
 
 
@@ -105,10 +110,11 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+@cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress) -> None:
+                 timeseries_path, progress, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -117,7 +123,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     WorldCup98 trace. The figures are those of the same KEDA/HPA emulation
     as `forescale backtest`, on the last --span of the traffic.
     """
-    from ..replay import engine, frontier, variants
+    from ..replay import engine
+    from ..replay.tune import tune
     from . import render
 
     t0 = time.perf_counter()
@@ -126,22 +133,21 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
     cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                           world=world)
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:
-        grid = variants.Grid()
-        r = engine.run(tr, settings, variants.variants(grid, settings),
-                       score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick,
-                       target_miss=target_miss)
+        tuning = tune(tr, settings, target_miss, max_cost_ratio, jobs=jobs, progress=tick)
     except engine.ReplayError as e:
         fail(str(e))
     finally:
         close()
-    sel = frontier.select(r.points, r.target_miss, max_cost_ratio)
+    r, sel = tuning.result, tuning.selection
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
     n_searched = sum(p.variant.searched for p in r.points)
@@ -164,12 +170,13 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
         doc = render.to_json(r)
-        md = None
+        md = manifest = None
         if sel.point is not None:
             md = render.metadata_for(sel.point, r, server_address=prometheus_url or PLACEHOLDER_SERVER,
-                                    query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
+                                     query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
+            manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME)
         doc["frontier"] = render.frontier_json(r)
-        doc["selection"] = render.selection_json(sel, r, md)
+        doc["selection"] = render.selection_json(sel, r, md, manifest)
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         if not to_stdout(json_path):

@@ -1,8 +1,8 @@
 """One workload's tuning job, its input hash, the result cache and the fleet totals (pure but for the cache files).
 
-A job is exactly what ``forescale tune`` does for one series: ``engine.run``
-over the sweep's variants (``variants.variants(Grid)``) and
-``frontier.select`` at the target miss, in one process (``jobs=1``: the fleet
+A job is exactly what ``forescale tune`` does for one series: ``replay.tune.tune``
+(the sweep over ``variants.variants(Grid)``, the headroom search, ``frontier.select`` at the
+target miss), in one process (``jobs=1``: the fleet
 parallelises over workloads). It crosses a process (or Ray) boundary as plain
 data, and comes back as a ``Tuned``: the ``engine.Result`` without its bulky
 parts (timelines, curves, the trace's points) and the ``Selection``.
@@ -31,12 +31,14 @@ from forecaster.base import Series
 
 from ..misstarget import MissTarget
 from ..replay import engine, frontier, variants
+from ..replay.families import Family as F
+from ..replay.tune import tune
 from ..replay.scenario import DAY
 from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 3  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 4  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:
@@ -102,12 +104,10 @@ def tune_one(job: Job) -> Tuned:
     t0 = time.perf_counter()
     trace = engine.Trace(job.title, Series(job.t, job.y, job.step), job.hygiene, "fleet")
     try:
-        r = engine.run(trace, job.settings, variants.variants(job.grid, job.settings),
-                       score=variants.accuracy_models(job.settings, job.grid.families), jobs=1,
-                       target_miss=job.target_miss)  # the targeted headroom search, as tune runs it
+        tuning = tune(trace, job.settings, job.target_miss, job.max_cost_ratio, grid=job.grid, jobs=1)
     except engine.ReplayError as e:
         return Tuned(job.key, None, None, str(e), time.perf_counter() - t0, _rss_mib())
-    sel = frontier.select(r.points, r.target_miss, job.max_cost_ratio)
+    r, sel = tuning.result, tuning.selection
     slim = replace(r, trace=replace(trace, series=Series(np.empty(0), np.empty(0), job.step)), scenario=None,
                    models={}, policies={})
     return Tuned(job.key, slim, sel, None, time.perf_counter() - t0, _rss_mib(), timing=dict(r.timing))
@@ -177,11 +177,11 @@ class Row:
 def row(t: Tuned) -> Row:
     r, sel = t.result, t.selection
     p = sel.point
-    reactive = [q for q in r.points if q.policy == "reactive"]
+    reactive = [q for q in r.points if q.policy == F.REACTIVE]
     same = [q for q in reactive if q.miss <= p.miss + 1e-12]
     best = min(same, key=lambda q: (q.cost, q.miss)) if same else None
     keda = next((q for q in reactive if q.variant.headroom == 1.0 and not q.variant.compensation), None)
-    keep = next((q for q in r.points if q.policy == "keep_alive"), None)
+    keep = next((q for q in r.points if q.policy == F.KEEP_ALIVE), None)
     return Row(t.key, p.policy, p.variant.label(), sel.met, p.miss, p.cost_ratio, p.cost,
                None if best is None else best.cost, "" if best is None else best.variant.label(),
                None if keep is None else keep.cost, None if keda is None else keda.miss,

@@ -8,8 +8,8 @@ from typing import Sequence
 import numpy as np
 
 from .scenario import Outcome
-from ..spec import format_duration
-from .variants import HPA_FAMILIES, SELECTABLE, Variant, is_selectable
+from . import families
+from .variants import SELECTABLE, Variant, is_selectable
 
 COST_TIE = 0.005  # costs within 0.5 % count as equal in the selection
 
@@ -42,26 +42,8 @@ class Point:
         return is_selectable(self.variant)
 
     def knobs(self, tolerance: float) -> dict:
-        """The knob values in the trigger metadata's vocabulary (JSON-able)."""
-        v = self.variant
-        k: dict = {}
-        if v.model is not None:
-            k["model"] = v.model
-        if v.window_seconds is not None:
-            k["model"] = "envelope"
-            k["envelopeWindow"] = format_duration(v.window_seconds)
-            k["levelCorrection"] = "0s"
-        if v.quantile is not None:
-            k["quantile"] = v.quantile
-        if v.level_correction_seconds is not None:
-            k["levelCorrection"] = format_duration(v.level_correction_seconds)
-        if v.policy in HPA_FAMILIES:
-            k["headroom"] = v.headroom
-            k["hpaTolerance"] = tolerance if v.compensation else 0.0
-        if v.floor_percentile is not None:
-            k["floorPercentile"] = v.floor_percentile
-        k.update(self.extra)
-        return k
+        """The knob values in the trigger metadata's vocabulary (JSON-able; ``families.knobs``)."""
+        return families.knobs(self.variant, tolerance, self.extra)
 
 
 def pareto_flags(miss: Sequence[float], cost: Sequence[float]) -> list[bool]:

@@ -76,18 +76,16 @@ class Planned:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve], *,
-                   observed_offset: float = 0.0) -> Planned:
+def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve]) -> Planned:
     """Call the server's ``decide`` at every KEDA poll with the curve in force then.
 
     ``curves`` sorted by ``since``; at a poll at time t the latest curve with
     ``since <= t`` is used (none yet: ``decide`` falls back to observed).
-    ``observed_offset`` is added to the observed rate (hybrid's warm floor,
-    whose curves carry the same offset).
+    Hybrid's warm floor is ``params.floor_qps``.
     """
     idx = poll_ticks(sc.n, hpa, sc.tick)
     times = sc.t0 + sc.tick * idx
-    obs = sc.observed[idx] + observed_offset
+    obs = sc.observed[idx]
     since = np.array([c.since for c in curves], dtype=np.float64)
     which = np.searchsorted(since, times + EPS, side="right") - 1
     out = np.empty(len(idx), dtype=np.float64)
@@ -128,11 +126,12 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         floor_qps = float(np.percentile(y, v.floor_percentile)) if y.size else 0.0
         floor = int(math.ceil(floor_qps / qps - 1e-9)) if floor_qps > 0 else 0
         shift = floor * qps
-        pv = planned_values(sc, hpa, params, packed.curves(shift), observed_offset=shift)
+        pv = planned_values(sc, hpa, replace(params, floor_qps=shift), packed.curves())
         h2 = replace(hpa, min_replicas=max(hpa.min_replicas, floor), max_replicas=max(hpa.max_replicas, floor))
         note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
                 f"+ predictive above them")
-        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor)}
+        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor),
+                                                 "floorReplicas": floor}
     if v.band == "window":
         curves, fell_back = calibration.calibrated(sc, packed.curves(), params)
         pv = planned_values(sc, hpa, params, curves)

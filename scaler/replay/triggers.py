@@ -96,7 +96,8 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
         assert s is not None
         params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
                               qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
-                              level_correction_seconds=s.level_correction_seconds)
+                              level_correction_seconds=s.level_correction_seconds,
+                              floor_qps=s.floor_replicas * s.qps_per_replica)  # floorReplicas, as the server has it
         pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else ())
         return pv.values, pv.reasons
     if trig.kind == "prometheus":

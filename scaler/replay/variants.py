@@ -30,21 +30,14 @@ from typing import TYPE_CHECKING, Sequence
 from forecaster.models.envelope import DEFAULT_WINDOW as ENVELOPE_WINDOW
 
 from ..spec import format_duration
+from .families import (ANCHORS, FAMILIES, FORECAST_FAMILIES, HPA_FAMILIES, POLICIES, SELECTABLE, TABLE,  # noqa: F401
+                       Family, family)
+from .families import Family as F
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Settings
 
-ANCHORS = ("envelope", "aws_like", "mimir_like")  # published autoscalers, re-implemented (``anchors``)
-FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive",
-            "oracle")
-# the families of the backtest table (``--policies``), in its order
-POLICIES = ("reactive", "linear_trend", "predictive", "hybrid", *ANCHORS, "scheduled", "keep_alive", "oracle")
-# what a ScaledObject with forescale can express (hybrid through minReplicaCount; envelope as ``model: envelope``
-# at its servable window only, see ``is_selectable``), simplest first: the selection prefers the simpler of two
-# configurations of equal cost
-SELECTABLE = ("reactive", "linear_trend", "seasonal_naive", "predictive", "hybrid", "envelope")
-HPA_FAMILIES = SELECTABLE + ANCHORS[1:]  # the families whose value goes through KEDA and the HPA
-FORECAST_FAMILIES = {"linear_trend": "linear_trend", "seasonal_naive": "seasonal_naive"}  # family -> fixed model
+# the families, their knobs and what each maps to: the table in ``families`` (re-exported here)
 ACCURACY_BASELINES = ("seasonal_naive", "linear_trend")  # scored next to the settings' model
 
 
@@ -86,11 +79,14 @@ class Variant:
     band: str | None = None  # None: the model's pointwise quantile; "window": window-max calibration (``calibration``)
     searched: bool = False  # found by ``tune``'s targeted search along headroom (``search``), not a grid point
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", family(self.policy))  # a Family (equal to its name)
+
     def label(self) -> str:
         parts = [self.policy]
         if self.window_seconds is not None:
             parts.append(f"w {format_duration(self.window_seconds)}")
-        if self.policy in ("predictive", "hybrid") and self.model:
+        if self.policy in (F.PREDICTIVE, F.HYBRID) and self.model:
             parts.append(self.model)
         if self.floor_percentile is not None:
             parts.append(f"floor p{self.floor_percentile:g}")
@@ -98,9 +94,9 @@ class Variant:
             parts.append(f"q{self.quantile:g}")
         if self.band is not None:
             parts.append(f"{self.band}-max band")
-        if self.level_correction_seconds is not None and self.policy in ("predictive", "hybrid"):
+        if self.level_correction_seconds is not None and self.policy in (F.PREDICTIVE, F.HYBRID):
             parts.append(f"lc {format_duration(self.level_correction_seconds)}")
-        if self.policy not in ("scheduled", "keep_alive", "oracle"):
+        if self.policy not in (F.SCHEDULED, F.KEEP_ALIVE, F.ORACLE):
             parts.append(f"x{self.headroom:g}")
             if not self.compensation:
                 parts.append("no dead-band comp.")
@@ -113,22 +109,22 @@ def default_variant(family: str, settings: "Settings") -> Variant:
     """The configuration ``forescale backtest`` runs for ``family`` (the settings' knobs)."""
     s = settings
     comp = s.hpa_tolerance > 0
-    if family == "reactive":
-        return Variant("reactive", compensation=False)  # what KEDA's Prometheus scaler does
+    if family == F.REACTIVE:
+        return Variant(F.REACTIVE, compensation=False)  # what KEDA's Prometheus scaler does
     if family in FORECAST_FAMILIES:
         return Variant(family, FORECAST_FAMILIES[family], s.quantile, s.level_correction_seconds, s.headroom, comp)
-    if family == "predictive":
-        return Variant("predictive", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp)
-    if family == "hybrid":
-        return Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp,
+    if family == F.PREDICTIVE:
+        return Variant(F.PREDICTIVE, s.model, s.quantile, s.level_correction_seconds, s.headroom, comp)
+    if family == F.HYBRID:
+        return Variant(F.HYBRID, s.model, s.quantile, s.level_correction_seconds, s.headroom, comp,
                        s.hybrid_floor_percentile)
-    if family == "envelope":
-        return Variant("envelope", headroom=1.0, compensation=comp, window_seconds=ENVELOPE_WINDOW)
+    if family == F.ENVELOPE:
+        return Variant(F.ENVELOPE, headroom=1.0, compensation=comp, window_seconds=ENVELOPE_WINDOW)
     if family in ANCHORS:
         return Variant(family, headroom=1.0, compensation=False)  # as published: no dead-band compensation
-    if family == "scheduled":
-        return Variant("scheduled", quantile=s.quantile)
-    if family in ("keep_alive", "oracle"):
+    if family == F.SCHEDULED:
+        return Variant(F.SCHEDULED, quantile=s.quantile)
+    if family in (F.KEEP_ALIVE, F.ORACLE):
         return Variant(family)
     raise ValueError(f"unknown policy family {family!r}; accepted: {', '.join(FAMILIES)}")
 
@@ -137,15 +133,15 @@ def defaults(settings: "Settings", families: Sequence[str] | None = None) -> lis
     """One default configuration per family (``settings.policies`` unless given), and always the oracle."""
     fams = tuple(settings.policies if families is None else families)
     out = [default_variant(f, settings) for f in fams]
-    if "oracle" not in fams:
-        out.append(Variant("oracle"))  # the cost reference
+    if F.ORACLE not in fams:
+        out.append(Variant(F.ORACLE))  # the cost reference
     return out
 
 
 def accuracy_models(settings: "Settings", families: Sequence[str] | None = None) -> tuple[str, ...]:
     """The models of the accuracy table: the settings' model and the baselines (none for a sweep of
     ``families`` without a forecast of the settings' model: no predictive, no hybrid)."""
-    if families is not None and not {"predictive", "hybrid"} & set(families):
+    if families is not None and not {F.PREDICTIVE, F.HYBRID} & set(families):
         return ()
     return tuple(dict.fromkeys((settings.model, *ACCURACY_BASELINES)))
 
@@ -162,44 +158,44 @@ def variants(grid: Grid, settings: "Settings") -> list[Variant]:
             out.append(v)
 
     fams = grid.families
-    if "reactive" in fams:
-        add(default_variant("reactive", s))
+    if F.REACTIVE in fams:
+        add(default_variant(F.REACTIVE, s))
         for h in grid.reactive_headroom:
             for c in comps or (False,):
-                add(Variant("reactive", headroom=h, compensation=c))
+                add(Variant(F.REACTIVE, headroom=h, compensation=c))
     for fam, model in FORECAST_FAMILIES.items():
-        if fam in fams and not ("predictive" in fams and s.model == model):
+        if fam in fams and not (F.PREDICTIVE in fams and s.model == model):
             add(default_variant(fam, s))
             for q in grid.simple_quantiles:
                 for h in grid.headroom:
                     add(Variant(fam, model, q, s.level_correction_seconds, h, comp_default))
             for q in grid.window_band_quantiles:
                 add(Variant(fam, model, q, s.level_correction_seconds, 1.0, comp_default, band="window"))
-    if "predictive" in fams:
-        add(default_variant("predictive", s))
+    if F.PREDICTIVE in fams:
+        add(default_variant(F.PREDICTIVE, s))
         for q in grid.quantiles:
             for lc in grid.level_corrections:
                 for h in grid.headroom:
-                    add(Variant("predictive", s.model, q, lc, h, comp_default))
+                    add(Variant(F.PREDICTIVE, s.model, q, lc, h, comp_default))
         for q in grid.window_band_quantiles:
-            add(Variant("predictive", s.model, q, s.level_correction_seconds, 1.0, comp_default, band="window"))
-    if "hybrid" in fams:
-        add(default_variant("hybrid", s))
+            add(Variant(F.PREDICTIVE, s.model, q, s.level_correction_seconds, 1.0, comp_default, band="window"))
+    if F.HYBRID in fams:
+        add(default_variant(F.HYBRID, s))
         for p in grid.hybrid_floor_percentiles:
-            add(Variant("hybrid", s.model, s.quantile, s.level_correction_seconds, s.headroom, comp_default, p))
+            add(Variant(F.HYBRID, s.model, s.quantile, s.level_correction_seconds, s.headroom, comp_default, p))
     for fam in ANCHORS:
         if fam in fams:
             add(default_variant(fam, s))
-            for w in (grid.envelope_windows if fam == "envelope" else (None,)):
+            for w in (grid.envelope_windows if fam == F.ENVELOPE else (None,)):
                 for h in grid.anchor_margins:
                     add(Variant(fam, headroom=h, compensation=comp_default, window_seconds=w))
-    if "scheduled" in fams:
-        add(default_variant("scheduled", s))
+    if F.SCHEDULED in fams:
+        add(default_variant(F.SCHEDULED, s))
         for q in grid.scheduled_quantiles:
-            add(Variant("scheduled", quantile=q))
-    if "keep_alive" in fams:
-        add(Variant("keep_alive"))
-    add(Variant("oracle"))  # always: the cost reference
+            add(Variant(F.SCHEDULED, quantile=q))
+    if F.KEEP_ALIVE in fams:
+        add(Variant(F.KEEP_ALIVE))
+    add(Variant(F.ORACLE))  # always: the cost reference
     return out
 
 
@@ -207,9 +203,9 @@ def is_selectable(v: Variant) -> bool:
     """Whether the scaler can run ``v`` (trigger metadata): the envelope only at its servable window."""
     if v.band is not None:
         return False  # the server computes pointwise bands only
-    if v.policy == "envelope":
+    if v.policy == F.ENVELOPE:
         return v.window_seconds is not None and abs(v.window_seconds - ENVELOPE_WINDOW) < 1e-6
-    return v.policy in SELECTABLE
+    return TABLE[v.policy].selectable
 
 
 def is_default(v: Variant, settings: "Settings") -> bool:

@@ -53,8 +53,8 @@ MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the serv
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
 MIN_WAIT_SECONDS = 600.0  # at least between two looks at a history still too short
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
-# seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor is
-# minReplicaCount, not trigger metadata. envelope: ``model: envelope`` (its servable window), whose curve
+# seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor needs
+# minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
 # at fit time is exact for the next period.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
 
@@ -111,7 +111,8 @@ def run_job(job: TuningJob) -> dict:
     """Sweep and select (in the worker process). Returns plain data."""
     from forecaster.base import Series
 
-    from ..replay import engine, frontier, variants
+    from ..replay import engine, variants
+    from ..replay.tune import tune
 
     t0 = time.perf_counter()
     trace = engine.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
@@ -119,24 +120,13 @@ def run_job(job: TuningJob) -> dict:
                                buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
-    grid = variants.Grid(families=job.families)
-    r = engine.run(trace, settings, variants.variants(grid, settings),
-                   score=variants.accuracy_models(settings, grid.families), jobs=1, target_miss=job.target_miss)
-    sel = frontier.select(r.points, r.target_miss, job.max_cost_ratio)
-    if sel.point is None:
-        raise ValueError(sel.message)
+    tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio, grid=variants.Grid(families=job.families))
+    r, sel = tuning.result, tuning.selection
+    settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
     v = p.variant
-    settings_out: dict = {"headroom": v.headroom, "hpa_tolerance": job.tolerance if v.compensation else 0.0}
-    if v.policy == "reactive":
-        settings_out["mode"] = "reactive"
-    elif v.policy == "envelope":
-        settings_out.update(mode="forecastAndScale", model="envelope", level_correction_seconds=0.0)
-    else:
-        settings_out.update(mode="forecastAndScale", model=v.model, quantile=v.quantile,
-                            level_correction_seconds=v.level_correction_seconds)
     return {
-        "label": v.label(), "policy": v.policy, "settings": settings_out, "met": sel.met, "message": sel.message,
+        "label": v.label(), "policy": str(v.policy), "settings": settings_out, "met": sel.met, "message": sel.message,
         "miss": p.miss, "cost_ratio": p.cost_ratio, "violation_minutes": p.outcome.violation_minutes,
         "replica_hours": p.cost, "points": len(r.points), "pareto": sum(q.pareto for q in r.points),
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,

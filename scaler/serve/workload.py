@@ -51,7 +51,7 @@ class ForecastState:
 
 
 # What ``tuning: auto`` may change: the value's knobs, never the metric (qpsPerReplica, metricName) nor the series.
-TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance")
+TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance", "floor_replicas")
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,7 @@ class Workload:
             headroom=self.spec.headroom,
             hpa_tolerance=self.spec.hpa_tolerance,
             level_correction_seconds=self.spec.level_correction_seconds,
+            floor_qps=self.spec.floor_replicas * self.spec.qps_per_replica,  # floorReplicas: hybrid as replayed
         )
 
 

@@ -241,6 +241,6 @@ def test_tune_report_shows_the_yaml_it_selected(tmp_path, browser):
     block = yaml.safe_load(shown)
     printed = r.stdout[r.stdout.index("# forescale tune"):].split("\n\n")[0].split("\nwrote ")[0]
     assert block == yaml.safe_load(printed)
-    parse_metadata(block[0]["metadata"])
+    parse_metadata(block["spec"]["triggers"][0]["metadata"])  # tune prints a whole ScaledObject
     assert browser.execute_script("return document.getElementById('chart-frontier').data"
                                   ".some(t => t.name === 'chosen');")

@@ -38,14 +38,17 @@ def test_tune_prints_metadata_the_parser_accepts_and_json(tmp_path):
     assert r.exit_code == 0, r.output
     assert "target met" in r.stdout and "Pareto-optimal" in r.stdout
     doc = yaml.safe_load(_block(r.stdout))
-    md = doc[0]["metadata"]
-    assert doc[0]["type"] == "external" and all(isinstance(v, str) for v in md.values())
-    assert re.search(r'^    \w+: "', _block(r.stdout), re.M)  # every value quoted in the text itself
+    assert doc["kind"] == "ScaledObject"  # the whole object, ready to apply
+    trigger = doc["spec"]["triggers"][0]
+    md = trigger["metadata"]
+    assert trigger["type"] == "external" and all(isinstance(v, str) for v in md.values())
+    assert re.search(r'^        \w+: "', _block(r.stdout), re.M)  # every value quoted in the text itself
     spec, unknown = parse_metadata(md, name="llm", namespace="serving")
     assert unknown == () and spec.qps_per_replica == 10 and spec.lead.cold_start_seconds == 600
     assert spec.mode == "forecastAndScale"  # the ramp: a forecast family wins
     j = json.loads(out.read_text())
     assert j["selection"]["met"] is True and j["selection"]["metadata"] == md
+    assert j["selection"]["manifest"] == doc  # the JSON carries the ScaledObject printed
     assert j["selection"]["underprovisioned_fraction"] <= 0.005
     assert {"policy", "knobs", "underprovisioned_fraction", "replica_hours", "cost_ratio", "pareto"} <= set(j["frontier"][0])
     assert {"trace", "settings", "forecast", "policies"} <= set(j)
@@ -64,7 +67,7 @@ def test_tune_says_clearly_when_nothing_meets_the_target(tmp_path):
     assert sel["target_miss"] == 0.0 and sel["reactive_miss"] > 0
     assert re.search(r"target    missed requests <= 0\.000 %: the asked multiple of reactive KEDA's "
                      rf"{100 * sel['reactive_miss']:.3f} %", r.stdout)
-    parse_metadata(yaml.safe_load(_block(r.stdout))[0]["metadata"])  # still a usable block
+    parse_metadata(yaml.safe_load(_block(r.stdout))["spec"]["triggers"][0]["metadata"])  # still a usable block
 
 
 def test_tune_rejects_bad_input(tmp_path):

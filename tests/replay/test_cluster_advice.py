@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from scaler.replay import advice
+from scaler.replay import advice, engine, plan, variants
 from scaler.replay import scenarios as scn
 from scaler.replay.cluster import Pool
 from scaler.replay.policies import fixed_pool
@@ -23,8 +21,12 @@ def flat_scenario(rate: float = 6.0, hours: float = 3.0):
     return scenario(s.t, s.y, 60.0, start, start + hours * HOUR, cold_start_seconds=180.0, qps_per_replica=1.0)
 
 
-def run_of(sc, replicas: int, world_metrics: dict) -> SimpleNamespace:
-    return SimpleNamespace(outcome=evaluate(sc, fixed_pool(sc, replicas)), world=world_metrics)
+def flat_run(world: World, rate: float = 6.0, hours: float = 3.0) -> engine.Result:
+    """``rate`` req/s flat for 2 h of history and ``hours`` simulated, 1 req/s per replica, T_cold 180 s."""
+    s = scn.flat(rate, (hours + 2) * HOUR, step=60.0)
+    st = engine.Settings(cold_start_seconds=180.0, qps_per_replica=1.0, model="naive", history_seconds=2 * HOUR,
+                         span_seconds=hours * HOUR, refit_seconds=HOUR, world=world)
+    return engine.run(engine.Trace("flat", s, "synthetic", "memory"), st, variants.defaults(st))
 
 
 def test_the_hot_pool_is_the_smallest_that_meets_the_slo():
@@ -38,27 +40,31 @@ def test_the_hot_pool_is_the_smallest_that_meets_the_slo():
 
 
 def test_the_cheapest_option_that_meets_the_slo_is_picked_and_explained():
-    sc = flat_scenario()
     world = World(service_seconds=0.2)
-    # reactive is cheaper (5 replicas) but misses 1/6; predictive meets it at 6 replicas of GPU-hours = 18
-    # (3 h), hybrid at 7 replicas = 21; keep-alive's searched pool is 6 replicas = 18 as well
-    pols = {"reactive": run_of(sc, 5, {"p95_latency_seconds": 30.0}),
-            "predictive": run_of(sc, 6, {"p95_latency_seconds": 0.2}),
-            "hybrid": run_of(sc, 7, {"p95_latency_seconds": 0.2})}
-    adv = advice.advise(pols, sc, world, target_miss=0.005, days=advice.days_of(sc))
+    adv = plan.plan(flat_run(world), world, target_miss=0.005)
     assert adv.unit == "GPU-hours" and adv.slo == "missed requests <= 0.5 %"
-    ranked = [(o.policy, o.meets, o.cost) for o in adv.options]
-    assert ranked[-1] == ("reactive", False, pytest.approx(15.0))
-    assert {p for p, ok, _ in ranked if ok} == {"keep_alive", "predictive", "hybrid"}
+    by = {o.policy: o for o in adv.options}
+    assert set(by) == {"keep_alive", "scheduled", "hybrid", "reactive", "predictive"}
+    # 6 req/s at 1 req/s per replica, flat: 6 replicas for 3 h = 18 GPU-hours meets it with nothing missed,
+    # whether kept (keep-alive), scheduled (every hour's profile is 6), followed (reactive) or forecast
+    for name in ("keep_alive", "scheduled", "reactive", "predictive"):
+        assert (name, by[name].cost, by[name].miss, by[name].meets) == (name, pytest.approx(18.0), 0.0, True)
+    # hybrid's floor (p10 of the history = 6 req/s = 6 replicas) sits under the forecast: 6 + 6 = 12 req/s, which
+    # the dead-band compensation pushes past 1.1 x 11 replicas (12.101 req/s): 13 replicas for 3 h = 39
+    assert by["hybrid"].cost == pytest.approx(39.0) and by["hybrid"].detail.startswith("floor 6 replicas")
+    assert by["keep_alive"].detail == "6 replicas always ready"
     assert adv.pick is not None and adv.pick.cost == pytest.approx(18.0)
-    assert adv.pick.policy in ("keep_alive", "predictive")  # a tie at 18 GPU-hours: either is the cheapest
-    assert "pick " in adv.paragraph and "18.0 GPU-hours" in adv.paragraph
+    assert adv.runner_up is not None and adv.runner_up.cost == pytest.approx(18.0)
+    assert "the demand peaks at 6 req/s (6 replicas of 1)" in adv.paragraph
+    assert "pick " in adv.paragraph and "18.0 GPU-hours" in adv.paragraph and "Runner-up: " in adv.paragraph
+    # each option is deployable: a forescale trigger, the hot pool (min = max = 6) or the schedule's cron windows
+    assert by["keep_alive"].deploy.min_replicas == by["keep_alive"].deploy.max_replicas == 6
+    assert len(by["scheduled"].deploy.cron) == 24 and {n for _, _, n in by["scheduled"].deploy.cron} == {6}
 
 
 def test_no_option_meets_the_slo_says_so():
-    sc = flat_scenario()
     world = World(service_seconds=0.2, p95_target_seconds=0.1)  # below the service time: nobody can meet it
-    pols = {"predictive": run_of(sc, 6, {"p95_latency_seconds": 0.2})}
-    adv = advice.advise(pols, sc, world, target_miss=0.005, days=advice.days_of(sc))
-    assert adv.pick is None and "none of the candidates meets P95 latency <= 0.1 s" in adv.paragraph
-    assert np.isclose(advice.days_of(sc), 3 / 24)
+    r = flat_run(world)
+    adv = plan.plan(r, world, target_miss=0.005)
+    assert adv.pick is None and "None of the candidates meets P95 latency <= 0.1 s" in adv.paragraph
+    assert np.isclose(advice.days_of(r.scenario), 3 / 24)

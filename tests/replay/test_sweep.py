@@ -215,6 +215,10 @@ def test_parallel_sweep_is_deterministic_and_equal_to_in_process():
 # --------------------------------------------------------------------------- output
 
 
+def spec_floor(md) -> int:
+    return parse_metadata(md)[0].floor_replicas
+
+
 def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
     """Every selectable point renders to YAML that parses and means exactly its knobs."""
     seen = set()
@@ -223,11 +227,16 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
             continue
         seen.add(p.policy)
         md = render.metadata_for(p, daily, server_address="http://prometheus:9090", query="sum(rate(x[2m]))")
-        text = render.render_metadata(md, ["a comment"], notes={"query": "replace"},
-                                     min_replicas=p.extra.get("minReplicaCount"))
+        text = render.manifest_yaml(render.manifest_for(p, daily, md, name="llm"), ["a comment"],
+                                    notes={"query": "replace"})
         doc = yaml.safe_load(text)
-        got = doc[0]["metadata"]
-        assert doc[0]["type"] == "external" and all(isinstance(v, str) for v in got.values())
+        trig = doc["spec"]["triggers"][0]
+        got = trig["metadata"]
+        assert trig["type"] == "external" and all(isinstance(v, str) for v in got.values())
+        assert got["tuning"] == "off"  # what is pasted runs as replayed
+        assert doc["spec"]["minReplicaCount"] == p.extra.get("minReplicaCount", 0)
+        if p.policy == "hybrid":
+            assert spec_floor(got) == p.extra["floorReplicas"] > 0
         spec, unknown = parse_metadata(got, name="llm", namespace="serving")
         assert unknown == ()
         v = p.variant
@@ -242,8 +251,9 @@ def test_printed_metadata_is_accepted_by_the_scalers_parser(daily):
         else:
             assert (spec.mode, spec.model, spec.quantile) == ("forecastAndScale", v.model, v.quantile)
             assert spec.level_correction_seconds == v.level_correction_seconds
-        # the server re-predicts linear_trend from every step's newest points, as simulated: no special refit
-        assert (spec.refit_interval_seconds, spec.history_seconds) == (1800.0, 1.5 * DAY)
+        # the refit cadence replayed (7200 s here, not the server's default 1800 s) is the one printed, so that the
+        # manifest runs, and replays, as ranked; the history window likewise
+        assert (spec.refit_interval_seconds, spec.history_seconds) == (7200.0, 1.5 * DAY)
     assert seen == {"reactive", "linear_trend", "predictive", "hybrid", "envelope"}
 
 

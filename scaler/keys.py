@@ -1,0 +1,83 @@
+"""The trigger metadata's vocabulary: every key forescale reads, its documented default and its meaning.
+
+``KEYS`` is the single table of it: ``scaler.spec`` parses by it, the generated reference
+(docs/reference.md, ``python -m scaler.cli.docref``) is made from it and checked against it by a test.
+Each default is declared here once (``DEFAULTS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .policy import KUBERNETES_TOLERANCE
+
+MODES = ("forecastAndScale", "forecastOnly", "reactive")
+MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
+
+GRPC_PORT = 6000  # the scaler's gRPC port: serve --port, the chart, the printed scalerAddress (not 9090: Prometheus')
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: str | None  # as the reference shows it; None = required or derived
+    doc: str
+
+
+# The vocabulary, in the reference's order. ``default`` is the documented default.
+KEYS: tuple[Key, ...] = (
+    Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
+    Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
+    Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, in [0.001, 1e9])"),
+    Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
+    Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
+    Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
+    Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
+    Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
+    Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),
+    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
+    Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
+    Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
+    Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),
+    Key("coldStartQuery", "", "PromQL returning T_cold in seconds (the probe's metric); overrides coldStartSeconds; "
+                             "a value making the lead exceed 1d is FAILED_PRECONDITION"),
+    Key("coldStartFrom", "metadata", "metadata (coldStartQuery, else coldStartSeconds) | cluster: the pods' start-ups, else those"),
+    Key("coldStartWorkload", "", "with coldStartFrom cluster: Deployment/NAME or StatefulSet/NAME in the ScaledObject's namespace"),
+    Key("coldStartSelector", "", "with coldStartFrom cluster, instead of coldStartWorkload: label matchers on kube_pod_labels"),
+    Key("coldStartQuantile", "0.9", "with coldStartFrom cluster: T_cold is this quantile of created->ready, in (0, 1)"),
+    Key("coldStartWindow", "7d", "with coldStartFrom cluster: the start-ups looked at (duration, 1h to 30d)"),
+    Key("coldStartMinSamples", "10", "with coldStartFrom cluster: starts needed, else the fallback with its reason (1 to 10000)"),
+    Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
+    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
+    Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
+    Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
+                                                "L = T_cold + T_buffer is at most 1d"),
+    Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
+    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
+    Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
+    Key("quantile", "0.8", "forecast quantile to provision for, in (0, 1)"),
+    Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),
+    Key("step", "60s", "resolution of the history and the forecast (duration, 1s to 1h)"),
+    Key("refitInterval", "30m", "how often the forecast is refitted (duration, 10s to 1d); the forecast horizon, 2 x refitInterval + "
+                                      "the lead, is at most 50,000 steps"),
+    Key("minHistory", "1d", "history needed before forecasts are trusted (duration, at most history)"),
+    Key("headroom", "1.0", "multiplier on the planned rate, in [1, 100]"),
+    Key("floorReplicas", "0", "always-warm replicas under the forecast (hybrid): floorReplicas x qpsPerReplica is added to the "
+                              "observed rate and to the forecast (in [0, 10000]); pair it with minReplicaCount of the same"),
+    Key("hpaTolerance", f"{KUBERNETES_TOLERANCE.up:g}", "the HPA's tolerance; the value is pushed past its dead band (0 turns that off)"),
+    Key("tuning", "auto", "off | auto: the scaler picks mode, model, quantile, levelCorrection, headroom, "
+                          "hpaTolerance and floorReplicas itself from its own history (forescale tune's selection), on a slow schedule; "
+                          "default auto, off when any of those keys is set"),
+    Key("targetMiss", "0.25x", "with tuning auto: the largest acceptable fraction of requests above ready capacity "
+                              "(0.005), or a multiple of reactive KEDA's on the same history (0.5x)"),
+    Key("maxCostRatio", "1.3", "with tuning auto: the largest acceptable cost, replica-hours / a perfect-foresight "
+                               "oracle's (in (0, 1000]; none: no cap)"),
+    Key("tuningMinHistory", "7d", "with tuning auto: history needed before the first selection (duration, 4h to history)"),
+    Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
+                               "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
+    Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
+)
+DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
+TUNING = ("off", "auto")
+TUNED_KEYS = ("mode", "model", "quantile", "levelCorrection", "headroom", "hpaTolerance", "floorReplicas")  # what tuning replaces
+KNOWN = {k.name for k in KEYS} | {"scalerAddress"}  # scalerAddress is KEDA's own key

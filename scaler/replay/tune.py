@@ -1,0 +1,95 @@
+"""THE "tune one series" pipeline: the sweep, the targeted headroom search, the selection.
+
+``forescale tune`` (``scaler.cli.tune``), the fleet (``scaler.fleet.jobs``) and the server's
+``tuning: auto`` (``scaler.serve.tuning``) all call ``tune``; what they print, write or apply comes from
+its ``Tuning`` through the family table (``families.to_spec`` -> ``spec.to_metadata``).
+
+With a world in the settings (a node pool, cold-start phases, a queue: ``world.World``), every point is
+replayed once more in it (``in_world``: the same KEDA/HPA values, the cluster's delays on top) and ranked on
+those numbers, as ``backtest --advise`` ranks its options; with a P95 target only the points meeting it
+may be selected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from ..misstarget import MissTarget
+from . import engine, families, frontier, variants
+from .forecasts import Packed
+from .hpa import run_hpa
+from .plan import context_of
+from .policies import base_values, baseline, finish
+from .world import live
+
+
+@dataclass(frozen=True)
+class Tuning:
+    result: engine.Result
+    selection: frontier.Selection
+
+    @property
+    def point(self) -> frontier.Point | None:
+        return self.selection.point
+
+    def deployment(self) -> dict:
+        """The ``ScalerSpec`` fields of the selection (``families.deployment``); ValueError when there is none."""
+        p = self.selection.point
+        if p is None:
+            raise ValueError(self.selection.message)
+        return families.deployment(p.variant, tolerance=self.result.tolerance, extra=p.extra)
+
+
+def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | MissTarget,
+         max_cost_ratio: float | None = None, *, grid: variants.Grid | None = None, jobs: int | None = 1,
+         progress: engine.Progress | None = None, families_allowed: Sequence[str] = families.SELECTABLE) -> Tuning:
+    """Sweep every family of ``grid`` over its knobs on ``trace``, search each one's headroom for the cheapest
+    value meeting ``target_miss`` and select the cheapest configuration meeting it within ``max_cost_ratio``
+    (``frontier.select``). Raises ``engine.ReplayError`` for bad input."""
+    grid = grid or variants.Grid()
+    r = engine.run(trace, settings, variants.variants(grid, settings),
+                   score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
+                   target_miss=target_miss)
+    pool = r.points
+    if settings.world.active:
+        pts, p95 = in_world(r)
+        r = replace(r, points=pts)
+        target = settings.world.p95_target_seconds
+        pool = [p for p in pts if target is None or (p95.get(id(p)) is not None and p95[id(p)] <= target + 1e-9)]
+    sel = frontier.select(pool or r.points, r.target_miss, max_cost_ratio, families=families_allowed)
+    return Tuning(r, sel)
+
+
+def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | None]]:
+    """``r``'s points replayed in its world (same values, the cluster and queue on top): the points with the
+    world's outcomes (Pareto flags and cost ratios recomputed) and each one's P95 latency (by ``id``)."""
+    W, sc, s = r.settings.world, r.scenario, r.settings
+    ctx = context_of(r)
+    packs = {m: Packed.from_curves(m, mr.curves) for m, mr in r.models.items() if mr.curves}
+    stage1: dict = {}
+    lived = []
+    for p in r.points:
+        v = p.variant
+        if families.TABLE[v.policy].hpa:
+            k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds,
+                  v.band)
+            if k1 not in stage1:
+                stage1[k1] = base_values(ctx, v, packs.get(v.model) if v.model is not None else None)
+            base, _, hpa, _, _ = stage1[k1]
+            tl = run_hpa(sc, finish(base, ctx.qps, v.headroom, ctx.tolerance if v.compensation else 0.0), hpa)
+        else:
+            tl = baseline(ctx, v, True).timeline
+        lv = live(W, sc, tl, seed=s.seed)
+        lived.append((p, lv.outcome, lv.latency.p95_seconds if lv.latency is not None else None))
+    oracle_h = next((o.replica_hours for p, o, _ in lived if p.policy == families.Family.ORACLE), 0.0)
+    ranked = [(p, o) for p, o, _ in lived if p.policy != families.Family.ORACLE]
+    flags = dict(zip((id(p) for p, _ in ranked), frontier.pareto_flags([o.underprovisioned_fraction for _, o in ranked],
+                                                                       [o.replica_hours for _, o in ranked])))
+    out, p95 = [], {}
+    for p, o, lat in lived:
+        q = replace(p, outcome=o, cost_ratio=(o.replica_hours / oracle_h) if oracle_h > 0 else None,
+                    pareto=flags.get(id(p), False))
+        out.append(q)
+        p95[id(q)] = lat
+    return out, p95
