@@ -17,6 +17,7 @@ view of it on arrays of length 1, and so are ``to_milli`` and
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping
@@ -154,28 +155,37 @@ class Decisions:
 MILLI_MAX = float(2 ** 50)  # milli-quantities are held here (rates above ~1.1e12 req/s): integers stay exact
 
 
-def to_milli_array(value: np.ndarray) -> np.ndarray:
-    """The values as KEDA hands them to the HPA: milli-quantities of ``"%.3f"`` (NaN/Inf/negative -> 0), as floats.
+def to_milli(value: float) -> int:
+    """The value as KEDA hands it to the HPA: a milli-quantity of ``"%.3f"`` (NaN/Inf/negative -> 0).
 
-    ``"%.3f"`` rounds the exact binary value half to even. ``rint(value *
-    1000)`` agrees wherever the product is more than its own rounding error
-    away from a half; the few values that close to a tie go through the
-    format itself. Values at or above ``MILLI_MAX`` milli are held there.
+    This is the definition; ``to_milli_array`` evaluates it on arrays.
+    Values at or above ``MILLI_MAX`` milli are held there.
+    """
+    if not math.isfinite(value) or value <= 0:
+        return 0
+    if value * 1000.0 >= MILLI_MAX:
+        return int(MILLI_MAX)
+    return int(round(float(f"{value:.3f}") * 1000))
+
+
+def to_milli_array(value: np.ndarray) -> np.ndarray:
+    """``to_milli`` of every value, as floats (exact integers).
+
+    ``"%.3f"`` rounds the exact binary value half to even, so ``rint(value x
+    1000)`` is the same integer wherever the product is further than its own
+    rounding error (half a unit in its last place) from a half: then the exact
+    product and the rounded one lie on the same side of it. The few values
+    that close to a tie go through ``to_milli`` itself.
     """
     x = np.asarray(value, dtype=np.float64)
     ok = np.isfinite(x) & (x > 0)
     p = np.where(ok, x, 0.0) * 1000.0
-    out = np.rint(p)
-    frac = p - np.floor(p)
-    near = ok & (np.abs(frac - 0.5) <= 2 * np.spacing(p)) & (p < MILLI_MAX)
-    for i in np.flatnonzero(near):
-        out.flat[i] = int(round(float(f"{float(x.flat[i]):.3f}") * 1000))
-    return np.minimum(out, MILLI_MAX)
-
-
-def to_milli(value: float) -> int:
-    """``to_milli_array`` of one value."""
-    return int(to_milli_array(np.array([value], dtype=np.float64))[0])
+    out = np.where(ok, np.minimum(np.rint(p), MILLI_MAX), 0.0)
+    near = ok & (np.abs(p - np.floor(p) - 0.5) <= 2 * np.spacing(p)) & (p < MILLI_MAX)
+    if near.any():
+        for i in np.flatnonzero(near):
+            out.flat[i] = to_milli(float(x.flat[i]))
+    return out
 
 
 def clear_dead_band_array(value: np.ndarray, qps_per_replica: float, tolerance: float) -> np.ndarray:
