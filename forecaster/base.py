@@ -63,13 +63,13 @@ class Series:
         """The last ``seconds`` of the series."""
         if not len(self):
             return self
-        keep = self.t > self.t[-1] - seconds
-        return Series(self.t[keep], self.y[keep], self.step)
+        a = int(np.searchsorted(self.t, self.t[-1] - seconds, side="right"))  # t is increasing: a slice (a view)
+        return Series(self.t[a:], self.y[a:], self.step)
 
     def until(self, t_end: float) -> "Series":
         """Points with timestamp < ``t_end`` (for no-peeking backtests)."""
-        keep = self.t < t_end
-        return Series(self.t[keep], self.y[keep], self.step)
+        b = int(np.searchsorted(self.t, t_end, side="left"))
+        return Series(self.t[:b], self.y[:b], self.step)
 
 
 @dataclass(frozen=True)
