@@ -105,7 +105,11 @@ def bench(name: str, what: str, args: list[str], base: Path, reps: int, timeout:
             tree = base if kind == "old" else HERE
             wall, doc, err = run(tree, args, Path(d) / f"{kind}.json", timeout)
             if doc is None:
-                print(f"  {name} {what}: the {kind} tree failed: {err.strip()}")
+                other = HERE if kind == "old" else base
+                if run(other, args, Path(d) / "other.json", timeout)[1] is None:
+                    print(f"{name:22s} {what:8s} skipped: both trees refuse it: {err.strip()[:200]}")
+                else:
+                    print(f"{name:22s} {what:8s} the {kind} tree failed: {err.strip()}")
                 return
             walls[kind].append(wall)
             docs[kind] = doc
