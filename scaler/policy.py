@@ -120,7 +120,8 @@ class Curves:
 
     @staticmethod
     def of(forecast: Forecast) -> "Curves":
-        return Curves(forecast.t[None, :], forecast.mean[None, :], {q: v[None, :] for q, v in forecast.quantiles.items()})
+        return Curves(forecast.t[None, :], forecast.mean[None, :],
+                      {q: v[None, :] for q, v in forecast.quantiles.items()})
 
     def rows(self, k: np.ndarray, shift: float = 0.0) -> "Curves":
         """Rows ``k`` (one per poll), every band raised by ``shift`` (a warm floor)."""
@@ -263,14 +264,16 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
         for a in range(0, len(use), CHUNK):
             k = use[a:a + CHUNK]
             pk, ok, mk = _window(curves, rows[k], obs[k], now[k], params, floor, with_mean)  # type: ignore[arg-type]
-            q = params.qps_per_replica
-            absurd = ok & (~np.isfinite(pk) | (pk < 0) | (pk > params.absurd_factor * np.where(q > hmax[k], q, hmax[k])))
+            q, h = params.qps_per_replica, hmax[k]
+            # max(history_max, qps) as Python's max: NaN (no history max) gives NaN, and the comparison False
+            absurd = ok & (~np.isfinite(pk) | (pk < 0) | (pk > params.absurd_factor * np.where(q > h, q, h)))
             good = ok & ~absurd
             if params.mode == "forecastOnly":
                 code = np.full(len(k), _CODE[Reason.MODE_FORECAST_ONLY])
             else:
                 code = np.where(pk > obs[k], _CODE[Reason.FORECAST], _CODE[Reason.OBSERVED_FLOOR])
-            reason[k] = np.where(good, code, np.where(absurd, _CODE[Reason.FORECAST_ABSURD], _CODE[Reason.FORECAST_STALE]))
+            bad_code = np.where(absurd, _CODE[Reason.FORECAST_ABSURD], _CODE[Reason.FORECAST_STALE])
+            reason[k] = np.where(good, code, bad_code)
             peak[k] = np.where(good, pk, np.nan)
             if with_mean:
                 mean_peak[k] = np.where(good, mk, np.nan)

@@ -307,7 +307,8 @@ def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecast
     Prophet prepares the model inputs (scaling, changepoints, features); the
     Stan call is made here rather than through ``Prophet.fit`` because
     cmdstanpy serialises the data with a per-element Python JSON encoder,
-    which took ~70 % of a warm fit; ``stan_json`` is ~200x faster. Stan's files go to a temporary directory removed afterwards.
+    which took ~70 % of a warm fit; ``stan_json`` is much faster. Stan's files go to a temporary
+    directory removed afterwards.
     """
     _silence()
     import pandas as pd
