@@ -12,6 +12,7 @@ import click
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
+from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
 from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, policies_option,
                       replica_options, require_length, source_options, to_stdout, world_from_options, world_options,
                       write_json)
@@ -49,10 +50,11 @@ from .options import (Duration, check_output, cold_start_value, fail, hpa_option
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="With --sweep: worker processes. [default: usable cores, <= 4]")
 @world_options
+@scaledobject_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
-                     do_sweep, jobs, **world_opts) -> None:
+                     do_sweep, jobs, scaledobject_files, trigger_series, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -97,15 +99,19 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
+    plans = load_plans(scaledobject_files)
+    series_by_trigger = fetch_missing(plans, load_series(trigger_series), prometheus_url, tr)
+    check_series(plans, series_by_trigger)
     tick, close = render.progress_bar("sweep" if do_sweep else "fits", progress)
     try:
         if do_sweep:
             grid = variants.Grid()
             result = engine.run(tr, settings, variants.variants(grid, settings),
-                                score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick)
+                                score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=tick,
+                                scaled_objects=plans, trigger_series=series_by_trigger)
         else:
             result = engine.run(tr, settings, variants.defaults(settings), score=variants.accuracy_models(settings),
-                                progress=tick)
+                                progress=tick, scaled_objects=plans, trigger_series=series_by_trigger)
     except engine.ReplayError as e:
         fail(str(e))
     finally:

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -260,7 +260,8 @@ def _chunks(batch: list, size: int) -> list[list]:
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
-        executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None) -> Result:
+        executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
+        scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None) -> Result:
     """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
@@ -270,6 +271,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
 
     ``jobs`` worker processes (None: ``default_jobs()``; 1 = in this process).
     ``progress(done, total)`` is called as fits and variants finish.
+    ``scaled_objects``: ``manifest.Plan``s (``manifest.plans(documents)``), each replayed as KEDA and the HPA
+    run it and added to the table as a policy named by its ``metadata.name`` (``triggers``);
+    ``trigger_series``: a prometheus trigger's series by trigger name (``(t, y)`` arrays or ``"observed"``).
     """
     settings.validate()
     t_all = time.perf_counter()
@@ -326,6 +330,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     tick = (lambda n: progress(n, total)) if progress is not None else (lambda n: None)
     timing: dict[str, float] = {}
     runs: dict[str, ModelRun] = {}
+    packs: dict[str, object] = {}  # each model's packed curves (the ScaledObjects' forescale triggers reuse them)
     done: list[Evaluated] = []
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     if executor is None and jobs <= 1:
@@ -335,6 +340,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             mr, packed = fit_task(series, m, start, end, fit_kw[m])
             tick(refits)
             runs[m] = restore(mr, packed)
+            packs[m] = packed
             timing[f"forecast_{m}_seconds"] = mr.seconds
             for qq, batch in by_model.get(m, {}).items():
                 done += evaluate_batch(ctx, batch, packed.only([qq]), target_miss)
@@ -356,6 +362,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
                         mr, packed = f.result()
                         tick(refits)
                         runs[what] = restore(mr, packed)
+                        packs[what] = packed
                         timing[f"forecast_{what}_seconds"] = mr.seconds
                         for qq, batch in by_model.get(what, {}).items():
                             part = packed.only([qq])
@@ -387,10 +394,23 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         if e.timeline is not None and p in settings.policies and p not in pol:
             pol[p] = PolicyRun(p, e.timeline, e.outcome, e.note, e.reasons)
     pol = {k: pol[k] for k in POLICIES if k in pol}
+    used = replace(settings, policies=tuple(pol) or settings.policies)
+    if scaled_objects:
+        from .triggers import replay_scaled_objects
+
+        try:
+            replayed = replay_scaled_objects(su.scenario, series, start, end, scaled_objects, trigger_series or {},
+                                             settings, fit_kw, packs)
+        except KeyError as e:
+            raise ReplayError(str(e.args[0])) from None
+        for name, (tl, why, note) in replayed.items():
+            if name in pol or name in POLICIES or name == world.PLACEHOLDER:
+                raise ReplayError(f"ScaledObject {name!r} has the name of a policy of the table; rename it "
+                                  f"(metadata.name): {', '.join(POLICIES + (world.PLACEHOLDER,))} are taken")
+            pol[name] = PolicyRun(name, tl, evaluate(su.scenario, tl), note, why)
     checks = in_world(settings, su, pol, runs) if W.active else []
     timing["total_seconds"] = time.perf_counter() - t_all
     timing["variants"] = float(len(vs))
-    used = replace(settings, policies=tuple(pol) or settings.policies)
     return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, start, end, runs, pol, su.notes, timing,
                   points, settings.hpa_tolerance, checks, target_miss, reactive_miss)
 

@@ -1,8 +1,11 @@
-"""KEDA + HPA, emulated on the scenario's ticks. Pure and deterministic.
+"""KEDA + HPA, emulated on the scenario's ticks: the settings and the HPA's rules. Pure and deterministic.
 
 The backtest replays a request trace through this emulation and compares
 scaling policies on SLO misses and GPU cost. Nothing here reads a clock, a
-file or the environment; every input is an argument.
+file or the environment; every input is an argument. The sequential loop that
+composes the rules tick by tick is ``hpaloop.run_loop``; KEDA's layer over it
+(several triggers, activation, fallback, scalingModifiers, idle replicas) is
+``keda``; ``run_hpa`` below is the one-metric case every policy family uses.
 
 Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 
@@ -18,24 +21,38 @@ Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 * A pod created at tick ``c`` is ready from tick ``c + ceil(T_cold / tick)``.
 * Capacity during tick ``i`` = ready pods x ``qps_per_replica``.
 
-HPA rules (Kubernetes' replica calculator and behavior defaults, external
-metric with an AverageValue target, as KEDA creates it), one pure function
-each returning ``(replicas, HpaReason)``; ``run_hpa`` composes them per sync
-as Kubernetes does: bounds, then recommendation, stabilisation, rate limit, bounds:
+HPA rules (Kubernetes' replica calculator and ``behavior``, external metrics
+as KEDA creates them), one pure function each returning ``(replicas,
+HpaReason)``; the loop composes them per sync as Kubernetes does: bounds,
+then the largest recommendation over the metrics, stabilisation, rate limit, bounds:
 
 * KEDA hands the value and the target to the HPA as milli-quantities
   (``"%.3f"``); the HPA compares integers of milli-units.
-* ratio = value / (target x current replicas); nothing changes while
-  ``1 - tol_down <= ratio <= 1 + tol_up`` (``policy.Tolerance``, by default
-  ``KUBERNETES_TOLERANCE``: 0.1 each; ``behavior.scaleUp.tolerance`` makes the
-  upper one configurable), else the recommendation is ``ceil(value / target)``
-  (``replica_recommendation``).
-* Stabilisation: scale-down goes to the highest recommendation of the last
-  ``scale_down_window`` seconds (300 s); scale-up window 0 (``stabilize``).
-* Scale-up rate: at most ``max(start + 4, ceil(start x 2))`` where ``start`` is
-  the replica count at the beginning of the ``scale_up_period`` (15 s)
-  (``period_start``, ``scale_up_limit``); scale-down rate: at least
-  ``int(start x (1 - percent/100))``, 0 at the default 100 % (``scale_down_limit``).
+* ``AverageValue``: ratio = value / (target x current); ``Value``: ratio =
+  value / target. Nothing changes while ``1 - tol_down <= ratio <= 1 + tol_up``
+  (``policy.Tolerance``, by default ``KUBERNETES_TOLERANCE``: 0.1 each;
+  ``behavior.scaleUp/scaleDown.tolerance``), else the recommendation is
+  ``ceil(value / target)`` (AverageValue) or ``ceil(ratio x current)`` (Value)
+  (``recommend``). Several metrics: the largest recommendation; a metric the
+  HPA cannot read makes it skip the sync when all fail or the others would
+  scale down (``computeReplicasForMetrics``).
+* Stabilisation: the current count raised to the lowest recommendation of the
+  scale-up window, then lowered to the highest of the scale-down window
+  (``stabilize``; defaults 0 s and 300 s).
+* Rate limits (``behavior.scaleUp/scaleDown.policies``): each policy limits from
+  the replica count at the start of its own ``periodSeconds``
+  (``period_start``: current - added + removed within the period). Scale-up:
+  ``Pods`` start + value, ``Percent`` ceil(start x (1 + value/100)); ``selectPolicy``
+  Max takes the largest proposal, Min the smallest, Disabled forbids scaling
+  up; never below current (``scale_up_rate_limit``). Scale-down: ``Pods``
+  start - value, ``Percent`` int(start x (1 - value/100)) (Go truncates); Max
+  takes the smallest (the biggest change), Min the largest, Disabled forbids;
+  never above current (``scale_down_rate_limit``). Defaults: up Pods 4 / 15 s
+  and Percent 100 / 15 s, Max; down Percent 100 / 15 s, Max.
+* No ``behavior`` at all (``Hpa.legacy``; KEDA passes none and Kubernetes fills
+  none in): the controller's legacy path, the highest recommendation not older
+  than 300 s (``legacy_stabilize``) and at most max(2 x current, 4), no
+  scale-down rate limit (``legacy_limit``).
 * HPA min replicas = max(minReplicaCount, 1); max = maxReplicaCount (100)
   (``bounds``); outside them the calculator is skipped and the count clamped.
 * minReplicaCount 0: at 0 replicas the HPA is disabled; KEDA activates 0 -> 1
@@ -44,6 +61,18 @@ as Kubernetes does: bounds, then recommendation, stabilisation, rate limit, boun
 * Scale-down removes the newest pods first, so not-yet-ready pods go first
   (Kubernetes' ReplicaSet deletion ranking).
 
+Why compiled (issue 26): the rules are plain functions compiled by numba
+(``@njit``) and ``hpaloop.run_loop`` calls them in a compiled loop. Measured
+before choosing (cProfile of the old loop on the bundled trace): the time
+went to per-tick interpreter overhead (deques of tuples, calls, the
+milli-quantity string formatting per poll), which a vectorised window cannot
+remove because each sync depends on the count the previous one left. numba
+keeps the rules as they are (named, pure, callable from Python and from the
+loop) and compiles the loop: 15x end to end on 28 days at 15 s ticks, the loop
+itself ~35x (tests/bench/bench_hpa.py; docs/manifest-replay.md), with the
+milli-quantities vectorised (``keda.milli_values``) and the result identical tick
+for tick to the old loop (tests/replay/test_hpa_equivalence.py).
+
 The oracle is not an HPA: it knows the demand and starts every pod exactly
 T_cold before it is needed (the lower bound on cost at zero misses).
 """
@@ -51,20 +80,75 @@ T_cold before it is needed (the lower bound on cost at zero misses).
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
+from numba import njit
 
-from ..policy import KUBERNETES_TOLERANCE, Tolerance, to_milli
+from ..policy import KUBERNETES_TOLERANCE, Tolerance
 from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
+
+
+
+def compiled(f):
+    """``f`` compiled by numba, cached on disk where numba finds a writable place (next to the module, or
+    ``NUMBA_CACHE_DIR``); on a read-only image without one, compiled once per process instead of failing."""
+    try:
+        return njit(cache=True)(f)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return njit(f)
+
+
+# --------------------------------------------------------------------------- settings
+
+PODS, PERCENT = 0, 1  # HPAScalingPolicy type
+SELECT = {"Max": 0, "Min": 1, "Disabled": 2}  # HPAScalingRules selectPolicy
+SELECT_MAX, SELECT_MIN, SELECT_DISABLED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """One ``HPAScalingPolicy``: ``kind`` Pods or Percent, its value, its period."""
+
+    kind: str
+    value: float
+    period_seconds: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("Pods", "Percent"):
+            raise ValueError(f"scaling policy type {self.kind!r}: accepted are Pods, Percent")
+        if not self.value > 0 or not self.period_seconds > 0:
+            raise ValueError(f"scaling policy {self.kind} {self.value:g}/{self.period_seconds:g}s: value and "
+                             f"periodSeconds must be > 0")
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    """One direction of ``behavior`` (``HPAScalingRules``), all defaults filled in."""
+
+    window_seconds: float
+    select: str = "Max"
+    policies: tuple[ScalingPolicy, ...] = ()
+    tolerance: float = KUBERNETES_TOLERANCE.up
+
+    def __post_init__(self) -> None:
+        if self.select not in SELECT:
+            raise ValueError(f"selectPolicy {self.select!r}: accepted are {', '.join(SELECT)}")
+        if self.window_seconds < 0:
+            raise ValueError(f"stabilizationWindowSeconds {self.window_seconds:g}: accepted is >= 0")
+        if not self.policies and self.select != "Disabled":
+            raise ValueError("a scaling direction needs at least one policy (or selectPolicy: Disabled)")
 
 
 @dataclass(frozen=True)
 class Hpa:
-    """KEDA ScaledObject + HPA settings that matter for the emulation (defaults = Kubernetes/KEDA defaults)."""
+    """KEDA ScaledObject + HPA settings that matter for the emulation (defaults = Kubernetes/KEDA defaults).
+
+    ``scale_up``/``scale_down`` (``ScalingRules``), when given, replace the
+    flat ``scale_up_*``/``scale_down_*`` fields (which describe the defaults'
+    shape: up Pods + Percent over one period, down one Percent policy).
+    """
 
     target: float  # qps per replica: the AverageValue target
     min_replicas: int = 0  # KEDA minReplicaCount
@@ -83,6 +167,11 @@ class Hpa:
     activation_threshold: float = 0.0  # IsActive = value > activation_threshold
     cooldown_seconds: float = 300.0  # KEDA cooldownPeriod (scale to zero)
     milli: bool = True  # KEDA's milli-quantity rounding of value and target
+    idle_replicas: int | None = None  # KEDA idleReplicaCount (KEDA supports 0 only)
+    initial_cooldown_seconds: float = 0.0  # KEDA initialCooldownPeriod: no scale to zero before it
+    scale_up: ScalingRules | None = field(default=None)  # behavior.scaleUp in full
+    scale_down: ScalingRules | None = field(default=None)  # behavior.scaleDown in full
+    legacy: bool = False  # no behavior at all: the controller's legacy path (legacy_stabilize, legacy_limit)
 
     def __post_init__(self) -> None:
         if not self.target > 0:
@@ -97,51 +186,82 @@ class Hpa:
     def tolerance(self) -> Tolerance:
         return Tolerance(up=self.tolerance_up, down=self.tolerance_down)
 
+    def up_rules(self) -> ScalingRules:
+        if self.scale_up is not None:
+            return self.scale_up
+        pols = [ScalingPolicy(kind, v, self.scale_up_period_seconds)
+                for kind, v in (("Pods", self.scale_up_pods), ("Percent", self.scale_up_percent)) if v > 0]
+        return ScalingRules(self.scale_up_window_seconds, "Max" if pols else "Disabled", tuple(pols),
+                            self.tolerance_up)
+
+    def down_rules(self) -> ScalingRules:
+        if self.scale_down is not None:
+            return self.scale_down
+        return ScalingRules(self.scale_down_window_seconds, "Max",
+                            (ScalingPolicy("Percent", self.scale_down_percent, self.scale_down_period_seconds),),
+                            self.tolerance_down)
+
 
 # --------------------------------------------------------------------------- the HPA's rules, one function each
 
 
-class HpaReason(str, Enum):
+class HpaReason(IntEnum):
     """Why a rule returned its replica count (Kubernetes' condition reason where it has one)."""
 
-    WITHIN_TOLERANCE = "within tolerance"  # ratio inside the dead band: stay at current
-    METRIC = "ceil(value / target)"  # ratio outside the band
-    RECOMMENDATION = "recommendation"  # stabilisation leaves the recommendation as it is
-    SCALE_UP_STABILIZED = "ScaleUpStabilized"  # held down by the lowest recommendation of the scale-up window
-    SCALE_DOWN_STABILIZED = "ScaleDownStabilized"  # held up by the highest recommendation of the scale-down window
-    DESIRED_WITHIN_RANGE = "DesiredWithinRange"  # no rate limit or bound binds
-    SCALE_UP_LIMIT = "ScaleUpLimit"
-    SCALE_DOWN_LIMIT = "ScaleDownLimit"
-    TOO_MANY_REPLICAS = "TooManyReplicas"  # above max replicas
-    TOO_FEW_REPLICAS = "TooFewReplicas"  # below the HPA's min replicas
+    WITHIN_TOLERANCE = 0  # ratio inside the dead band: stay at current
+    METRIC = 1  # ratio outside the band: ceil(value / target)
+    RECOMMENDATION = 2  # stabilisation leaves the recommendation as it is
+    SCALE_UP_STABILIZED = 3  # held down by the lowest recommendation of the scale-up window
+    SCALE_DOWN_STABILIZED = 4  # held up by the highest recommendation of the scale-down window
+    DESIRED_WITHIN_RANGE = 5  # no rate limit or bound binds
+    SCALE_UP_LIMIT = 6
+    SCALE_DOWN_LIMIT = 7
+    TOO_MANY_REPLICAS = 8  # above max replicas
+    TOO_FEW_REPLICAS = 9  # below the HPA's min replicas
+
+
+@compiled
+def recommend(value_m, target_m, current, tol_up, tol_down, milli, per_pod):
+    """The replica calculator for one external metric: ``(replicas, reason code)``.
+
+    ``value_m``, ``target_m``: KEDA's milli-quantities when ``milli`` (whole
+    numbers), else the raw values (then ``ceil`` forgives ``EPS`` of float
+    noise). ``current`` >= 1. ``per_pod``: an AverageValue target (ratio
+    value / (target x current), ceil(value / target)); else a Value target
+    (ratio value / target, ceil(ratio x current)).
+    """
+    if per_pod:
+        ratio = value_m / (target_m * current)
+    else:
+        ratio = value_m / target_m
+    if 1.0 - tol_down <= ratio <= 1.0 + tol_up:
+        return current, 0
+    x = value_m / target_m if per_pod else ratio * current
+    return (math.ceil(x) if milli else math.ceil(x - EPS)), 1
 
 
 def replica_recommendation(value_m: float, target_m: float, current: int, tolerance: Tolerance,
                            milli: bool = True) -> tuple[int, HpaReason]:
-    """The replica calculator for an external metric with an AverageValue target.
+    """``recommend`` for an AverageValue target with a ``Tolerance``."""
+    r, why = recommend(float(value_m), float(target_m), int(current), tolerance.up, tolerance.down, milli, True)
+    return int(r), HpaReason(why)
 
-    ``value_m``, ``target_m``: KEDA's milli-quantities (``to_milli``, integers)
-    when ``milli``, else the raw values (then ``ceil`` forgives ``EPS`` of float
-    noise). ``current`` >= 1. The usage ratio is ``value / (target x current)``.
+
+@compiled
+def stabilize_records(recommendation, current, rec_t, rec_v, lo, hi, now, up_window, down_window):
+    """Kubernetes' ``stabilizeRecommendationWithBehaviors`` over the records ``rec_t/rec_v[lo:hi]``.
+
+    A record ``now - tick`` ticks old is inside a window when ``now - tick <
+    window`` (windows in ticks, from ``window_ticks``). The result is
+    ``current`` raised to the lowest recommendation of the scale-up window,
+    then lowered to the highest of the scale-down window (the new
+    recommendation counts in both).
     """
-    if tolerance.is_within(value_m / (target_m * current)):
-        return current, HpaReason.WITHIN_TOLERANCE
-    return (math.ceil(value_m / target_m) if milli else math.ceil(value_m / target_m - EPS)), HpaReason.METRIC
-
-
-def stabilize(recommendation: int, current: int, records: Iterable[tuple[int, int]], now: int,
-              up_window: float, down_window: float) -> tuple[int, HpaReason]:
-    """Kubernetes' ``stabilizeRecommendationWithBehaviors``.
-
-    ``records``: the ``(tick, recommendation)`` of earlier syncs. A record
-    ``now - tick`` ticks old is inside a window when ``now - tick < window``
-    (windows in ticks, from ``window_ticks``). The result is ``current`` raised
-    to the lowest recommendation of the scale-up window, then lowered to the
-    highest of the scale-down window (the new recommendation counts in both).
-    """
-    up_rec = down_rec = recommendation
-    for j, r in records:
-        age = now - j
+    up_rec = recommendation
+    down_rec = recommendation
+    for k in range(lo, hi):
+        age = now - rec_t[k]
+        r = rec_v[k]
         if age < up_window and r < up_rec:
             up_rec = r
         if age < down_window and r > down_rec:
@@ -152,64 +272,168 @@ def stabilize(recommendation: int, current: int, records: Iterable[tuple[int, in
     if stab > down_rec:
         stab = down_rec
     if stab == recommendation:
-        return stab, HpaReason.RECOMMENDATION
-    return stab, HpaReason.SCALE_UP_STABILIZED if recommendation > current else HpaReason.SCALE_DOWN_STABILIZED
+        return stab, 2
+    return stab, (3 if recommendation > current else 4)
 
 
-def period_start(current: int, ups: Iterable[tuple[int, int]], downs: Iterable[tuple[int, int]], now: int,
-                 period: float) -> int:
+def stabilize(recommendation: int, current: int, records, now: int, up_window: float,
+              down_window: float) -> tuple[int, HpaReason]:
+    """``stabilize_records`` with the records as ``(tick, recommendation)`` pairs."""
+    rs = list(records)
+    t = np.array([j for j, _ in rs], dtype=np.int64)
+    v = np.array([r for _, r in rs], dtype=np.int64)
+    s, why = stabilize_records(int(recommendation), int(current), t, v, 0, len(rs), int(now), float(up_window),
+                               float(down_window))
+    return int(s), HpaReason(why)
+
+
+@compiled
+def period_start_events(current, ev_t, ev_add, ev_rem, lo, hi, now, period):
     """The replica count at the beginning of a rate-limit period: current - added + removed within it.
 
-    ``ups``/``downs``: ``(tick, replicas added/removed)`` events; an event is
-    inside the period when ``now - tick < period`` (ticks, from ``window_ticks``).
+    Events ``ev_t/ev_add/ev_rem[lo:hi]`` (tick, replicas added, replicas
+    removed); an event is inside the period when ``now - tick < period``
+    (ticks, from ``window_ticks``; Kubernetes' ``getReplicasChangePerPeriod``).
     """
-    return (current - sum(k for j, k in ups if now - j < period)
-            + sum(k for j, k in downs if now - j < period))
+    start = current
+    for k in range(lo, hi):
+        if now - ev_t[k] < period:
+            start += ev_rem[k] - ev_add[k]
+    return start
+
+
+def period_start(current: int, ups, downs, now: int, period: float) -> int:
+    """``period_start_events`` with the additions and removals as ``(tick, replicas)`` pairs."""
+    ev = [(j, k, 0) for j, k in ups] + [(j, 0, k) for j, k in downs]
+    t = np.array([e[0] for e in ev], dtype=np.int64)
+    return int(period_start_events(int(current), t, np.array([e[1] for e in ev], dtype=np.int64),
+                                   np.array([e[2] for e in ev], dtype=np.int64), 0, len(ev), int(now), float(period)))
+
+
+@compiled
+def scale_up_rate_limit(desired, current, starts, kinds, values, select):
+    """Kubernetes' ``calculateScaleUpLimitWithScalingRules`` and its cap: ``(replicas, reason code)``.
+
+    ``starts[k]``: the count at the start of policy ``k``'s period. Pods:
+    start + value; Percent: ceil(start x (1 + value/100)) (less ``EPS`` of
+    float noise). Max: the largest proposal; Min: the smallest; Disabled: no
+    scale-up. Never below ``current``.
+    """
+    if select == 2:
+        limit = current
+    else:
+        limit = -(1 << 62) if select == 0 else (1 << 62)
+        for k in range(len(kinds)):
+            if kinds[k] == 0:
+                p = starts[k] + int(values[k])
+            else:
+                p = math.ceil(starts[k] * (1.0 + values[k] / 100.0) - EPS)
+            if (select == 0 and p > limit) or (select == 1 and p < limit):
+                limit = p
+        if limit < current:
+            limit = current
+    if desired > limit:
+        return limit, 6
+    return desired, 5
+
+
+@compiled
+def scale_down_rate_limit(desired, current, starts, kinds, values, select):
+    """Kubernetes' ``calculateScaleDownLimitWithBehaviors`` and its cap: ``(replicas, reason code)``.
+
+    Pods: start - value; Percent: int(start x (1 - value/100)) (truncated, as
+    Go's int32 conversion). Max (the biggest change): the smallest proposal;
+    Min: the largest; Disabled: no scale-down. Never above ``current``.
+    """
+    if select == 2:
+        limit = current
+    else:
+        limit = (1 << 62) if select == 0 else -(1 << 62)
+        for k in range(len(kinds)):
+            if kinds[k] == 0:
+                p = starts[k] - int(values[k])
+            else:
+                p = int(starts[k] * (1.0 - values[k] / 100.0))
+            if (select == 0 and p < limit) or (select == 1 and p > limit):
+                limit = p
+        if limit > current:
+            limit = current
+    if desired < limit:
+        return limit, 7
+    return desired, 5
+
+
+@compiled
+def legacy_stabilize(recommendation, rec_t, rec_v, lo, hi, now, window):
+    """Without ``behavior``: Kubernetes' ``stabilizeRecommendation``, the highest recommendation not older
+    than the downscale window (``age <= window``: ``!Before(cutoff)``), this one included; it may exceed the
+    current count."""
+    best = recommendation
+    for k in range(lo, hi):
+        if now - rec_t[k] <= window and rec_v[k] > best:
+            best = rec_v[k]
+    return best
+
+
+@compiled
+def legacy_limit(desired, current, min_replicas, max_replicas):
+    """Without ``behavior``: ``convertDesiredReplicasWithRules``, up to ``max(2 x current, 4)`` and the bounds;
+    no scale-down rate limit: ``(replicas, reason code)``."""
+    up = max(2 * current, 4)
+    if desired < min_replicas:
+        return min_replicas, 9
+    if desired > min(up, max_replicas):
+        return min(up, max_replicas), (6 if max_replicas > up else 8)
+    return desired, 5
 
 
 def scale_up_limit(desired: int, current: int, start: int, pods: int, percent: float) -> tuple[int, HpaReason]:
-    """At most ``max(start + pods, ceil(start x (1 + percent/100)))``, never below ``current``."""
-    limit = max(start + pods, math.ceil(start * (1.0 + percent / 100.0) - EPS))
-    if limit < current:
-        limit = current
-    if desired > limit:
-        return limit, HpaReason.SCALE_UP_LIMIT
-    return desired, HpaReason.DESIRED_WITHIN_RANGE
+    """The default scale-up shape: at most ``max(start + pods, ceil(start x (1 + percent/100)))``."""
+    r, why = scale_up_rate_limit(int(desired), int(current), np.array([start, start], dtype=np.int64),
+                                 np.array([PODS, PERCENT], dtype=np.int64), np.array([pods, percent], dtype=np.float64),
+                                 SELECT_MAX)
+    return int(r), HpaReason(why)
 
 
 def scale_down_limit(desired: int, current: int, start: int, percent: float) -> tuple[int, HpaReason]:
-    """At least ``int(start x (1 - percent/100))`` (Kubernetes truncates), never above ``current``."""
-    limit = int(start * (1.0 - percent / 100.0))
-    if limit > current:
-        limit = current
-    if desired < limit:
-        return limit, HpaReason.SCALE_DOWN_LIMIT
-    return desired, HpaReason.DESIRED_WITHIN_RANGE
+    """The default scale-down shape: at least ``int(start x (1 - percent/100))``."""
+    r, why = scale_down_rate_limit(int(desired), int(current), np.array([start], dtype=np.int64),
+                                   np.array([PERCENT], dtype=np.int64), np.array([percent], dtype=np.float64),
+                                   SELECT_MAX)
+    return int(r), HpaReason(why)
+
+
+@compiled
+def clamp(replicas, min_replicas, max_replicas):
+    """Clamp to the HPA's ``[min_replicas, max_replicas]``: ``(replicas, reason code)``."""
+    if replicas > max_replicas:
+        return max_replicas, 8
+    if replicas < min_replicas:
+        return min_replicas, 9
+    return replicas, 5
 
 
 def bounds(replicas: int, min_replicas: int, max_replicas: int) -> tuple[int, HpaReason]:
-    """Clamp to the HPA's ``[min_replicas, max_replicas]`` (its min is ``max(minReplicaCount, 1)``)."""
-    if replicas > max_replicas:
-        return max_replicas, HpaReason.TOO_MANY_REPLICAS
-    if replicas < min_replicas:
-        return min_replicas, HpaReason.TOO_FEW_REPLICAS
-    return replicas, HpaReason.DESIRED_WITHIN_RANGE
+    """``clamp`` (the HPA's min is ``max(minReplicaCount, 1)``)."""
+    r, why = clamp(int(replicas), int(min_replicas), int(max_replicas))
+    return int(r), HpaReason(why)
 
 
-# --------------------------------------------------------------------------- KEDA + HPA
+# --------------------------------------------------------------------------- KEDA + HPA, one metric
 
 
 def poll_count(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> int:
     """How many KEDA polls happen in ``n_ticks`` ticks (poll ``k`` is at tick ``k * poll_every``)."""
-    every = _every(hpa.polling_seconds, tick)
+    every = every_ticks(hpa.polling_seconds, tick)
     return (n_ticks + every - 1) // every
 
 
 def poll_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
-    return np.arange(0, n_ticks, _every(hpa.polling_seconds, tick))
+    return np.arange(0, n_ticks, every_ticks(hpa.polling_seconds, tick))
 
 
-def _every(seconds: float, tick: float) -> int:
+def every_ticks(seconds: float, tick: float) -> int:
+    """A cadence of ``seconds`` in whole ticks (at least 1)."""
     return max(1, int(round(seconds / tick)))
 
 
@@ -223,126 +447,17 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
 
 
 def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
-    """Replay KEDA + HPA over the scenario with the value KEDA gets at each poll.
+    """Replay KEDA + HPA over the scenario with the value KEDA gets at each poll (one AverageValue metric).
 
     ``values[k]`` is the value at poll ``k`` (length ``poll_count``). The
     initial state is steady: ``initial_replicas`` (default: what the first
     value asks for, within the bounds), all ready.
     """
-    n, tick = sc.n, sc.tick
+    from .keda import Metric, replay
+
     values = np.asarray(values, dtype=np.float64)
-    need_polls = poll_count(n, hpa, tick)
-    if values.shape[0] < need_polls:
-        raise ValueError(f"need {need_polls} poll values for {n} ticks, got {values.shape[0]}")
-    poll_every = _every(hpa.polling_seconds, tick)
-    sync_every = _every(hpa.sync_seconds, tick)
-    cold = sc.cold_ticks
-    milli = hpa.milli
-    tgt_m = to_milli(hpa.target) if milli else hpa.target
-    if tgt_m <= 0:
-        raise ValueError(f"target {hpa.target} is 0 as a milli-quantity")
-    hpa_min = max(hpa.min_replicas, 1)
-    hpa_max = hpa.max_replicas
-    tol = hpa.tolerance
-    down_w = window_ticks(hpa.scale_down_window_seconds, tick)
-    up_w = window_ticks(hpa.scale_up_window_seconds, tick)
-    up_period = window_ticks(hpa.scale_up_period_seconds, tick)
-    down_period = window_ticks(hpa.scale_down_period_seconds, tick)
-    cooldown_ticks = hpa.cooldown_seconds / tick
-    act = hpa.activation_threshold
-    up_pods, up_percent, down_percent = hpa.scale_up_pods, hpa.scale_up_percent, hpa.scale_down_percent
-
-    v0 = float(values[0])
-    if initial_replicas is None:
-        if hpa.min_replicas == 0 and not v0 > act:
-            initial_replicas = 0
-        else:
-            m0 = to_milli(v0) if milli else v0
-            initial_replicas = min(max(math.ceil(m0 / tgt_m - (0 if milli else EPS)), hpa_min), hpa_max)
-    created: list[int] = [-(cold + 1)] * int(initial_replicas)  # creation tick per live pod, oldest first
-    born = np.zeros(n + 1, dtype=np.int64)  # pods created at tick i (or alive at 0)
-    died = np.zeros(n + 1, dtype=np.int64)  # pods deleted at tick i
-    ready_on = np.zeros(n + cold + 2, dtype=np.int64)  # pods becoming ready at tick i
-    ready_off = np.zeros(n + 1, dtype=np.int64)  # ready pods deleted at tick i
-    born[0] = len(created)
-    ready_on[0] = len(created)
-    held = np.empty(n, dtype=np.float64)
-
-    recs: deque[tuple[int, int]] = deque()  # (tick, unstabilised recommendation)
-    ups: deque[tuple[int, int]] = deque()  # (tick, replicas added by the HPA)
-    downs: deque[tuple[int, int]] = deque()  # (tick, replicas removed by the HPA)
-    keep = max(down_w, up_w)
-    keep_ev = max(up_period, down_period)
-    last_active = 0 if v0 > act else -math.inf
-    value = v0
-    vm = to_milli(v0) if milli else v0
-
-    def add(i: int, k: int) -> None:
-        created.extend([i] * k)
-        born[i] += k
-        ready_on[i + cold] += k
-
-    def remove(i: int, k: int) -> None:
-        for _ in range(k):
-            c = created.pop()
-            died[i] += 1
-            if c + cold <= i:
-                ready_off[i] += 1
-            else:
-                ready_on[c + cold] -= 1
-
-    def scale(i: int, cur: int, new: int) -> None:
-        if new > cur:
-            add(i, new - cur)
-            ups.append((i, new - cur))
-        elif new < cur:
-            remove(i, cur - new)
-            downs.append((i, cur - new))
-
-    memo_vm, memo_cur, rec = math.nan, 0, 0  # the last recommendation's inputs (the value is held between polls)
-    for i in range(n):
-        polled = i % poll_every == 0
-        if polled:
-            value = float(values[i // poll_every])
-            vm = to_milli(value) if milli else value
-        held[i] = value
-        if created and i % sync_every == 0:  # one HPA reconcile
-            cur = len(created)
-            if cur > hpa_max or cur < hpa_min:  # outside the bounds the calculator is skipped
-                scale(i, cur, bounds(cur, hpa_min, hpa_max)[0])
-            else:
-                if vm != memo_vm or cur != memo_cur:
-                    memo_vm, memo_cur = vm, cur
-                    rec = replica_recommendation(vm, tgt_m, cur, tol, milli)[0]
-                if not recs:  # maybeInitScaleDownStabilizationWindow
-                    recs.append((i, cur))
-                while recs and i - recs[0][0] >= keep:
-                    recs.popleft()
-                if rec == cur:  # fast path: the stabilised value is then always cur
-                    recs.append((i, rec))
-                else:
-                    new = stabilize(rec, cur, recs, i, up_w, down_w)[0]
-                    recs.append((i, rec))
-                    if new != cur:
-                        while ups and i - ups[0][0] >= keep_ev:
-                            ups.popleft()
-                        while downs and i - downs[0][0] >= keep_ev:
-                            downs.popleft()
-                        if new > cur:
-                            new = scale_up_limit(new, cur, period_start(cur, ups, downs, i, up_period),
-                                                 up_pods, up_percent)[0]
-                        else:
-                            new = scale_down_limit(new, cur, period_start(cur, ups, downs, i, down_period),
-                                                   down_percent)[0]
-                        scale(i, cur, bounds(new, hpa_min, hpa_max)[0])
-        if polled:  # KEDA acts on IsActive after the HPA's sync of the same tick
-            if value > act:
-                last_active = i
-                if not created:
-                    add(i, max(hpa.min_replicas, 1))  # activation 0 -> 1
-            elif created and hpa.min_replicas == 0 and i - last_active > cooldown_ticks:
-                remove(i, len(created))  # scale to zero after cooldownPeriod
-
-    replicas = np.cumsum(born[:n] - died[:n])
-    ready = np.cumsum(ready_on[:n] - ready_off[:n])
-    return Timeline(replicas=replicas, ready=ready, value=held)
+    need = poll_count(sc.n, hpa, sc.tick)
+    if values.shape[0] < need:
+        raise ValueError(f"need {need} poll values for {sc.n} ticks, got {values.shape[0]}")
+    active = values[:need] > hpa.activation_threshold
+    return replay(sc, hpa, [Metric(values[:need], hpa.target)], active, initial_replicas=initial_replicas)

@@ -1,0 +1,152 @@
+"""``backtest --scaledobject FILE.yaml`` and ``--trigger-series NAME=CSV``: manifests and series read for the replay."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from .options import fail
+
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a ScaledObject file is a few KiB; refuse megabytes of YAML
+
+
+def scaledobject_options(f):
+    """--scaledobject and --trigger-series."""
+    for opt in reversed((
+        click.option("--scaledobject", "scaledobject_files", multiple=True, metavar="FILE.yaml",
+                     help="Also replay each KEDA ScaledObject in this file (several documents are fine, other kinds "
+                          "are skipped; - for stdin) exactly as KEDA and the HPA run it, as a policy named by its "
+                          "metadata.name. Repeatable."),
+        click.option("--trigger-series", "trigger_series", multiple=True, metavar="NAME=CSV",
+                     help="A prometheus trigger's series for --scaledobject: NAME is the trigger's name (or "
+                          "SCALEDOBJECT/TRIGGER), CSV a file with a header timestamp,value; NAME=observed uses "
+                          "the trace's own rate over 2 min. With --prometheus, a trigger without one has its own query fetched from "
+                          "there. Repeatable."),
+    )):
+        f = opt(f)
+    return f
+
+
+def load_plans(files: tuple[str, ...]) -> list:
+    """The ScaledObjects of the files as ``manifest.Plan``s; exits 2 naming the file, document and field."""
+    import yaml
+
+    from ..replay.manifest import ManifestError, plans
+
+    docs = []
+    for name in files:
+        try:
+            if name == "-":
+                text = sys.stdin.read(MAX_MANIFEST_BYTES + 1)
+                label = "stdin"
+            else:
+                p = Path(name)
+                if not p.is_file():
+                    fail(f"--scaledobject {name}: no such file (a YAML file holding KEDA ScaledObjects)")
+                if p.stat().st_size > MAX_MANIFEST_BYTES:
+                    fail(f"--scaledobject {name}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; a "
+                         f"ScaledObject manifest is a few KiB")
+                text, label = p.read_text(encoding="utf-8", errors="replace"), name
+            if len(text) > MAX_MANIFEST_BYTES:
+                fail(f"--scaledobject {name}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB")
+            for i, doc in enumerate(yaml.safe_load_all(text)):
+                docs.append((f"{label} document {i + 1}", doc))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            fail(f"--scaledobject {name}:{where}: not valid YAML ({getattr(e, 'problem', None) or 'parse error'})")
+    try:
+        out = plans(docs)
+    except ManifestError as e:
+        fail(str(e))
+    from ..replay.variants import POLICIES
+    from ..replay.world import PLACEHOLDER
+
+    for p in out:
+        if p.name in POLICIES or p.name == PLACEHOLDER:
+            fail(f"{p.where}: ScaledObject {p.name!r} has the name of a policy of the table; rename it "
+                 f"(metadata.name): {', '.join(POLICIES + (PLACEHOLDER,))} are taken")
+    if files and not out:
+        fail(f"--scaledobject {', '.join(files)}: no ScaledObject (apiVersion keda.sh/v1alpha1, kind ScaledObject) "
+             f"in {len(docs)} document(s)")
+    return out
+
+
+def load_series(items: tuple[str, ...]) -> dict[str, object]:
+    """``NAME=CSV`` / ``NAME=observed`` pairs as ``{name: (t, y) or "observed"}``; exits 2 on bad input."""
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, src = item.partition("=")
+        if not sep or not name or not src:
+            fail(f"--trigger-series {item[:80]!r}: accepted is NAME=FILE.csv or NAME=observed")
+        if src == "observed":
+            out[name] = "observed"
+            continue
+        p = Path(src)
+        if not p.is_file():
+            fail(f"--trigger-series {name}: {src} is not a file (a CSV with a header timestamp,value)")
+        try:
+            data = np.genfromtxt(p, delimiter=",", names=True, dtype=None, encoding="utf-8", max_rows=5_000_000)
+            cols = data.dtype.names or ()
+            if len(cols) < 2:
+                raise ValueError("need two columns")
+            t = _times(data[cols[0]])
+            y = np.asarray(data[cols[1]], dtype=np.float64)
+        except (ValueError, TypeError) as e:
+            fail(f"--trigger-series {name}: {src}: expected a CSV with a header timestamp,value (epoch seconds or "
+                 f"ISO-8601, a number or empty for a failed poll): {str(e)[:120]}")
+        order = np.argsort(t, kind="stable")
+        out[name] = (t[order], y[order])
+    return out
+
+
+def check_series(plans: list, series: dict[str, object]) -> None:
+    """Every prometheus trigger has its series before any fit starts, and every series a prometheus trigger;
+    else exit 2 naming it."""
+    known = {k for p in plans for t in p.triggers if t.kind == "prometheus" for k in (t.name, f"{p.name}/{t.name}")}
+    for name in series:
+        if name not in known:
+            fail(f"--trigger-series {name}: no prometheus trigger of the --scaledobject files has that name; "
+                 f"accepted: {', '.join(sorted(known)) or '(no prometheus trigger)'}")
+    for p in plans:
+        for t in p.triggers:
+            if t.kind == "prometheus" and t.name not in series and f"{p.name}/{t.name}" not in series:
+                fail(f"{p.where} (ScaledObject {p.name!r}): {t.where} (prometheus trigger {t.name!r}) needs its "
+                     f"series: give --trigger-series {t.name}=FILE.csv (timestamp,value) or {t.name}=observed (the "
+                     f"trace's own rate over 2 min), or read the traffic with --prometheus to fetch its query")
+
+
+def _times(col) -> np.ndarray:
+    try:
+        return np.asarray(col, dtype=np.float64)
+    except (ValueError, TypeError):
+        from .traces import parse_time
+
+        return np.array([parse_time(str(x), now=0.0) for x in col], dtype=np.float64)
+
+
+def fetch_missing(plans: list, series: dict[str, object], prometheus_url: str | None, trace) -> dict[str, object]:
+    """With ``--prometheus``: each prometheus trigger without a ``--trigger-series`` gets its own ``query`` over
+    the trace's range and step, from the same Prometheus (``traces.load_prometheus``). Exits 2 on failure."""
+    if not prometheus_url:
+        return series
+    from ..replay.engine import ReplayError
+    from . import traces
+
+    out = dict(series)
+    s = trace.series
+    for p in plans:
+        for t in p.triggers:
+            if t.kind != "prometheus" or t.name in out or f"{p.name}/{t.name}" in out:
+                continue
+            if not t.query:
+                fail(f"{p.where} (ScaledObject {p.name!r}): {t.where}.metadata.query is empty: nothing to fetch")
+            try:
+                tr = traces.load_prometheus(prometheus_url, t.query, float(s.t[0]), float(s.t[-1] + s.step), s.step)
+            except ReplayError as e:
+                fail(f"{p.where} (ScaledObject {p.name!r}), {t.where}: {e}")
+            out[f"{p.name}/{t.name}"] = (np.asarray(tr.series.t, dtype=float), np.asarray(tr.series.y, dtype=float))
+    return out

@@ -1,0 +1,193 @@
+"""The sequential KEDA + HPA loop over the ticks, compiled: the HPA's rules (``hpa``) composed per sync.
+
+Everything arrives as arrays and numbers (``keda.replay`` prepares them), so
+numba compiles the whole loop; the only state is the live pods (a stack of
+creation ticks), the HPA's recommendation records and its scale events (both
+in arrays read through a moving start index: nothing is ever copied). Per
+tick ``i``, in Kubernetes' and KEDA's order:
+
+1. an HPA sync (every ``sync_every`` ticks, only while pods exist): outside the
+   bounds the count is clamped; else each metric's recommendation (the value of
+   the last poll, or the fallback value), the largest wins; the sync is skipped
+   when every metric is unreadable or an unreadable one would let the others
+   scale down; then stabilisation, the rate limits of the direction, the bounds;
+2. at a KEDA poll (every ``poll_every`` ticks), KEDA's ``RequestScale``:
+   active -> at least minReplicaCount (1 from zero or idle); inactive with a
+   fallback in effect -> the fallback count; inactive and above idle/zero ->
+   idle (or 0) once ``cooldown`` has passed since the last active poll (and
+   ``initial_cooldown`` since the start); inactive below minReplicaCount -> minReplicaCount.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
+                  scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
+
+
+@compiled
+def fallback_count(mode, replicas, current):
+    """KEDA's ``fallback.behavior``: 0 static, 1 currentReplicas, 2 currentReplicasIfHigher, 3 ...IfLower."""
+    if mode == 1:
+        return current
+    if mode == 2:
+        return max(current, replicas)
+    if mode == 3:
+        return min(current, replicas)
+    return replicas
+
+
+@compiled
+def _set_count(i, new, created, cnt, cold, born, died, ready_on, ready_off):
+    """The live pods' stack scaled to ``new`` at tick ``i``; removals take the newest first (not-ready pods go
+    first, Kubernetes' ReplicaSet deletion ranking) and undo their readiness."""
+    if new > cnt:
+        while cnt < new:
+            created[cnt] = i
+            cnt += 1
+        return cnt
+    while cnt > new:
+        cnt -= 1
+        c = created[cnt]
+        died[i] += 1
+        if c + cold <= i:
+            ready_off[i] += 1
+        else:
+            ready_on[c + cold] -= 1
+    return cnt
+
+
+@compiled
+def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
+    """``_set_count`` with the bookkeeping of additions (born, ready_on)."""
+    if new > cur:
+        born[i] += new - cur
+        ready_on[i + cold] += new - cur
+    return _set_count(i, new, created, cur, cold, born, died, ready_on, ready_off)
+
+
+@compiled
+def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_mode, fb_replicas, active,
+             fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
+             up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
+             initial, legacy):
+    """Replay; returns ``born, died, ready_on, ready_off`` per tick (see the module docstring).
+
+    ``vals[j, k]``: metric ``j`` at poll ``k`` as the HPA reads it (NaN: it
+    cannot); ``fb_on[j, k]``: KEDA serves the fallback value for it instead;
+    ``active[k]``, ``fb_scale[k]``: KEDA's IsActive and fallback-in-effect at
+    poll ``k``. Windows and periods in ticks (``hpa.window_ticks``); ``idle`` -1: none. ``legacy``: no
+    ``behavior`` (``down_w`` is then the downscale window in ticks, a record inside when ``age <= down_w``).
+    """
+    m = vals.shape[0]
+    cap = max(initial, hpa_max, kmin, fb_replicas, idle, 1) + 1
+    created = np.empty(cap, dtype=np.int64)
+    born = np.zeros(n + 1, dtype=np.int64)
+    died = np.zeros(n + 1, dtype=np.int64)
+    ready_on = np.zeros(n + cold + 2, dtype=np.int64)
+    ready_off = np.zeros(n + 1, dtype=np.int64)
+    cnt = 0
+    for _ in range(initial):
+        created[cnt] = -(cold + 1)
+        cnt += 1
+    born[0] = cnt
+    ready_on[0] = cnt
+    n_sync = n // sync_every + 2
+    rec_t = np.empty(n_sync, dtype=np.int64)
+    rec_v = np.empty(n_sync, dtype=np.int64)
+    rec_lo = 0
+    rec_hi = 0
+    ev_t = np.empty(n_sync, dtype=np.int64)
+    ev_add = np.empty(n_sync, dtype=np.int64)
+    ev_rem = np.empty(n_sync, dtype=np.int64)
+    ev_lo = 0
+    ev_hi = 0
+    keep = max(up_w, down_w) + (1.0 if legacy else 0.0)
+    keep_ev = 0.0
+    for p in up_periods:
+        keep_ev = max(keep_ev, p)
+    for p in dn_periods:
+        keep_ev = max(keep_ev, p)
+    up_starts = np.empty(len(up_kinds), dtype=np.int64)
+    dn_starts = np.empty(len(dn_kinds), dtype=np.int64)
+    last_active = 0.0 if active[0] else -math.inf
+    for i in range(n):
+        k = i // poll_every
+        if cnt > 0 and i % sync_every == 0:  # one HPA reconcile
+            cur = cnt
+            if cur > hpa_max or cur < hpa_min:  # outside the bounds the calculator is skipped
+                cnt = _scale(i, cur, clamp(cur, hpa_min, hpa_max)[0], created, cold, born, died, ready_on, ready_off)
+                if cnt != cur:
+                    ev_t[ev_hi] = i
+                    ev_add[ev_hi] = max(cnt - cur, 0)
+                    ev_rem[ev_hi] = max(cur - cnt, 0)
+                    ev_hi += 1
+            else:
+                rec = -1
+                invalid = 0
+                for j in range(m):
+                    v = vals[j, k]
+                    if fb_on[j, k]:
+                        v = targets[j] * fallback_count(fb_mode, fb_replicas, cur)
+                    if v != v:
+                        invalid += 1
+                        continue
+                    r = recommend(v, targets[j], cur, tol_up, tol_down, milli, per_pod[j])[0]
+                    if r > rec:
+                        rec = r
+                if not (invalid >= m or (invalid > 0 and rec < cur)):
+                    if rec_hi == 0:  # maybeInitScaleDownStabilizationWindow
+                        rec_t[0] = i
+                        rec_v[0] = cur
+                        rec_hi = 1
+                    while rec_lo < rec_hi and i - rec_t[rec_lo] >= keep:
+                        rec_lo += 1
+                    if legacy:  # no behavior: the controller's legacy normalisation
+                        new = legacy_stabilize(rec, rec_t, rec_v, rec_lo, rec_hi, i, down_w)
+                        new = legacy_limit(new, cur, hpa_min, hpa_max)[0]
+                    elif rec != cur:  # (rec == cur: the stabilised value is always cur)
+                        new = stabilize_records(rec, cur, rec_t, rec_v, rec_lo, rec_hi, i, up_w, down_w)[0]
+                        if new != cur:
+                            while ev_lo < ev_hi and i - ev_t[ev_lo] >= keep_ev:
+                                ev_lo += 1
+                            if new > cur:
+                                for p in range(len(up_kinds)):
+                                    up_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
+                                                                       up_periods[p])
+                                new = scale_up_rate_limit(new, cur, up_starts, up_kinds, up_values, up_select)[0]
+                            else:
+                                for p in range(len(dn_kinds)):
+                                    dn_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
+                                                                       dn_periods[p])
+                                new = scale_down_rate_limit(new, cur, dn_starts, dn_kinds, dn_values, dn_select)[0]
+                            new = clamp(new, hpa_min, hpa_max)[0]
+                    else:
+                        new = cur
+                    rec_t[rec_hi] = i
+                    rec_v[rec_hi] = rec
+                    rec_hi += 1
+                    if new != cur:
+                        cnt = _scale(i, cur, new, created, cold, born, died, ready_on, ready_off)
+                        ev_t[ev_hi] = i
+                        ev_add[ev_hi] = max(new - cur, 0)
+                        ev_rem[ev_hi] = max(cur - new, 0)
+                        ev_hi += 1
+        if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
+            if active[k]:
+                last_active = i
+                if cnt < kmin:
+                    cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
+                elif cnt == 0:
+                    cnt = _scale(i, cnt, 1, created, cold, born, died, ready_on, ready_off)  # activation 0 -> 1
+            elif fb_scale[k] and fb_replicas != 0:
+                cnt = _scale(i, cnt, fallback_count(fb_mode, fb_replicas, cnt), created, cold, born, died, ready_on,
+                             ready_off)
+            elif (idle >= 0 and cnt > idle) or (cnt > 0 and kmin == 0):
+                if i - last_active > cooldown and (init_cooldown <= 0 or i > init_cooldown):
+                    cnt = _scale(i, cnt, idle if idle >= 0 else kmin, created, cold, born, died, ready_on,
+                                 ready_off)  # to zero (or idle) after cooldownPeriod
+            elif cnt < kmin and idle < 0:
+                cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
+    return born, died, ready_on, ready_off

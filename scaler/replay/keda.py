@@ -1,0 +1,154 @@
+"""KEDA's layer over the HPA: several metrics, activation, fallback, idle replicas; the loop's inputs as arrays.
+
+``replay`` takes, per HPA metric, the value KEDA serves at each poll (NaN: the
+poll failed) and KEDA's IsActive per poll, and runs the compiled loop
+(``hpaloop.run_loop``). Pure: arrays in, a ``Timeline`` out.
+
+Fallback (KEDA's ``fallback``): a metric's consecutive failed polls are
+counted; once they are more than ``failureThreshold`` (KEDA's strict ``>``),
+KEDA serves ``target x replicas`` for that metric (AverageValue metrics only,
+as KEDA), ``replicas`` from ``behavior``: static (``fallback.replicas``),
+currentReplicas, currentReplicasIfHigher/IfLower (against the count at the
+HPA's sync). While a fallback is in effect and no trigger is active, KEDA's
+own loop also sets that count at each poll (``doFallbackScaling``). A failure
+counter is per poll here (the replay holds a poll's value until the next one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..policy import to_milli
+from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, window_ticks
+from .hpaloop import run_loop
+from .scenario import EPS, Scenario, Timeline
+
+FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One external metric of the HPA: KEDA's value at each poll (NaN = the poll failed) and its target."""
+
+    values: np.ndarray
+    target: float
+    per_pod: bool = True  # AverageValue; False: Value
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """KEDA's ``spec.fallback``."""
+
+    failure_threshold: int
+    replicas: int
+    behavior: str = "static"
+
+    def __post_init__(self) -> None:
+        if self.behavior not in FALLBACK_BEHAVIORS:
+            raise ValueError(f"fallback.behavior {self.behavior!r}: accepted are {', '.join(FALLBACK_BEHAVIORS)}")
+        if self.failure_threshold < 0 or self.replicas < 0:
+            raise ValueError("fallback.failureThreshold and fallback.replicas must be >= 0")
+
+
+def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
+    """The values as the HPA reads them: KEDA's milli-quantities (``to_milli``), or as they are; NaN stays NaN.
+
+    Vectorised and equal to ``to_milli`` element by element: ``rint(x * 1000)``
+    is the correctly rounded ``"%.3f"`` except where ``x * 1000`` lies within
+    a few ulps of a half (the float product may sit on the other side of it
+    than the exact one); those few values, and huge ones, go through ``to_milli`` itself.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if not milli:
+        return v.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = v * 1000.0
+        out = np.rint(y)
+        frac = np.abs(y - np.floor(y) - 0.5)
+        unsure = np.isfinite(y) & ((frac <= 1e-12 * np.maximum(np.abs(y), 1.0)) | (np.abs(y) > 2.0 ** 52))
+        out[np.isfinite(v) & ~(v > 0)] = 0.0  # to_milli: negative and zero -> 0
+        out[np.isinf(v)] = 0.0
+    for k in zip(*np.nonzero(unsure & (v > 0))):
+        out[k] = float(to_milli(float(v[k])))
+    return out
+
+
+def failing_beyond(failed: np.ndarray, threshold: int) -> np.ndarray:
+    """Per poll: more than ``threshold`` consecutive failed polls up to and including this one."""
+    failed = np.asarray(failed, dtype=bool)
+    run = np.zeros(failed.shape[0], dtype=np.int64)
+    c = 0
+    for k, f in enumerate(failed):
+        c = c + 1 if f else 0
+        run[k] = c
+    return run > threshold
+
+
+def _rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    kinds = np.array([PODS if p.kind == "Pods" else PERCENT for p in r.policies], dtype=np.int64)
+    values = np.array([p.value for p in r.policies], dtype=np.float64)
+    periods = np.array([window_ticks(p.period_seconds, tick) for p in r.policies], dtype=np.float64)
+    return kinds, values, periods, SELECT[r.select]
+
+
+def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray, *,
+           fallback: Fallback | None = None, initial_replicas: int | None = None,
+           held: np.ndarray | None = None) -> Timeline:
+    """KEDA + HPA over the scenario with these metrics and KEDA's IsActive per poll.
+
+    The initial state is steady: ``initial_replicas`` (default: inactive with
+    minReplicaCount 0 or an idle count -> that; else the largest count the
+    first values ask for, within the bounds), all ready. ``held``: the value
+    per poll the timeline shows (default: the first metric's).
+    """
+    n, tick = sc.n, sc.tick
+    if not metrics:
+        raise ValueError("a replay needs at least one metric")
+    poll_every = every_ticks(hpa.polling_seconds, tick)
+    polls = (n + poll_every - 1) // poll_every
+    milli = hpa.milli
+    raw = np.vstack([np.asarray(mt.values, dtype=np.float64)[:polls] for mt in metrics])
+    if raw.shape[1] < polls:
+        raise ValueError(f"need {polls} poll values for {n} ticks, got {raw.shape[1]}")
+    vals = milli_values(raw, milli)
+    targets = np.array([to_milli(mt.target) if milli else mt.target for mt in metrics], dtype=np.float64)
+    if not (targets > 0).all():
+        raise ValueError(f"a target is 0 as a milli-quantity: {[mt.target for mt in metrics]}")
+    per_pod = np.array([mt.per_pod for mt in metrics], dtype=np.bool_)
+    act = np.asarray(active, dtype=np.bool_)[:polls]
+    hpa_min = max(hpa.min_replicas, 1)
+    idle = -1 if hpa.idle_replicas is None else int(hpa.idle_replicas)
+    fb_on = np.zeros(vals.shape, dtype=np.bool_)
+    fb_mode, fb_replicas = 0, 0
+    if fallback is not None:
+        fb_mode, fb_replicas = FALLBACK_BEHAVIORS.index(fallback.behavior), int(fallback.replicas)
+        for j, mt in enumerate(metrics):
+            if mt.per_pod:  # KEDA: fallback only for AverageValue metrics
+                fb_on[j] = failing_beyond(np.isnan(raw[j]), fallback.failure_threshold)
+    fb_scale = fb_on.any(axis=0)
+    if initial_replicas is None:
+        if not act[0] and (hpa.min_replicas == 0 or idle >= 0):
+            initial_replicas = max(idle, 0)
+        else:
+            asks = [math.ceil(vals[j, 0] / targets[j] - (0 if milli else EPS)) for j in range(len(metrics))
+                    if np.isfinite(vals[j, 0])]
+            initial_replicas = min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
+    up, down = hpa.up_rules(), hpa.down_rules()
+    uk, uv, up_, us = _rules_arrays(up, tick)
+    dk, dv, dp, ds = _rules_arrays(down, tick)
+    cold = sc.cold_ticks
+    born, died, ready_on, ready_off = run_loop(
+        n, cold, poll_every, every_ticks(hpa.sync_seconds, tick), vals, targets, per_pod, fb_on, fb_mode,
+        fb_replicas, act, fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas),
+        hpa.cooldown_seconds / tick, hpa.initial_cooldown_seconds / tick, milli, up.tolerance, down.tolerance,
+        window_ticks(up.window_seconds, tick),
+        (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick),
+        uk, uv, up_, us, dk, dv, dp, ds, int(initial_replicas), bool(hpa.legacy))
+    replicas = np.cumsum(born[:n] - died[:n])
+    ready = np.cumsum(ready_on[:n] - ready_off[:n])
+    shown = raw[0] if held is None else np.asarray(held, dtype=np.float64)
+    return Timeline(replicas=replicas, ready=ready, value=np.repeat(shown[:polls], poll_every)[:n])

@@ -1,0 +1,213 @@
+"""A ScaledObject's triggers evaluated at each KEDA poll, composed as KEDA does, and replayed (``replay_plan``).
+
+* ``forescale`` (external): the server's own ``decide`` with the trigger's
+  ``PolicyParams`` (mode, lead from coldStartSeconds + buffers, quantile,
+  headroom, hpaTolerance, levelCorrection) on the curves of its model, through
+  ``policies.planned_values`` as the ``predictive``/``reactive`` families;
+  IsActive = planned > activationThreshold (the server's ``IsActive``).
+* ``prometheus``: the series given for the trigger (``--trigger-series``),
+  the latest sample at or before each poll (5 min lookback, as Prometheus);
+  no sample is 0 with ``ignoreNullValues`` (KEDA's default), else a failed poll.
+  A NaN sample is a failed poll (the way to replay an outage and ``fallback``).
+* ``cron``: active from each ``start`` until the next ``end`` (KEDA: the next
+  end comes before the next start), in ``timezone``; value ``desiredReplicas``
+  while active, else 1, target 1 (croniter reads the five-field expressions).
+
+Without ``scalingModifiers`` each trigger is one HPA metric (the HPA takes
+the largest recommendation) and KEDA is active when any trigger is. With it,
+the formula of the triggers' values is the one metric (a failed trigger fails
+it) and KEDA is active when it is above ``activationTarget``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Callable, Mapping, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+
+from ..policy import PolicyParams
+from .forecasts import Curve
+from .hpa import poll_ticks
+from .keda import Metric, replay
+from .manifest import Plan, Trigger
+from .policies import planned_values
+from .scenario import Scenario, Timeline
+
+LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
+
+
+def check_cron(timezone: str, start: str, end: str) -> None:
+    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
+    from croniter import croniter
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
+    for key, expr in (("start", start), ("end", end)):
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
+                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
+
+
+def _occurrences(expr: str, tz: ZoneInfo, t0: float, t1: float) -> np.ndarray:
+    """Every occurrence of ``expr`` in ``(t0, t1]`` plus the first after ``t1`` (epoch seconds)."""
+    from croniter import croniter
+
+    it = croniter(expr, datetime.fromtimestamp(t0, tz))
+    out = []
+    while True:
+        t = float(it.get_next(float))
+        out.append(t)
+        if t > t1 or len(out) > 1_000_000:
+            break
+    return np.array(out, dtype=np.float64)
+
+
+def cron_active(trigger: Trigger, times: np.ndarray) -> np.ndarray:
+    """KEDA's cron scaler at each time: active unless the next start comes strictly before the next end."""
+    tz = ZoneInfo(trigger.timezone)
+    t0, t1 = float(times[0]) - 1.0, float(times[-1])
+    starts = _occurrences(trigger.start, tz, t0, t1)
+    ends = _occurrences(trigger.end, tz, t0, t1)
+    nxt_s = starts[np.searchsorted(starts, times, side="right")]
+    nxt_e = ends[np.searchsorted(ends, times, side="right")]
+    return nxt_e <= nxt_s  # KEDA: inactive only when the next start comes strictly before the next end
+
+
+def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool) -> np.ndarray:
+    """The latest sample at or before each time within ``LOOKBACK_SECONDS``; none -> 0 or NaN (a failed poll)."""
+    k = np.searchsorted(t, times, side="right") - 1
+    ok = (k >= 0) & (times - t[np.clip(k, 0, None)] <= LOOKBACK_SECONDS)
+    v = np.where(ok, y[np.clip(k, 0, None)], 0.0 if ignore_null else np.nan)
+    return v.astype(np.float64)
+
+
+def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
+                   series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, dict]:
+    """The trigger's value at each poll of the plan (NaN: a failed poll) and the decisions' reasons."""
+    idx = poll_ticks(sc.n, plan.hpa, sc.tick)
+    times = sc.t0 + sc.tick * idx
+    if trig.kind == "forescale":
+        s = trig.spec
+        assert s is not None
+        params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
+                              qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
+                              level_correction_seconds=s.level_correction_seconds)
+        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else ())
+        return pv.values, pv.reasons
+    if trig.kind == "prometheus":
+        src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
+        if src is None:
+            raise KeyError(f"{plan.where} (ScaledObject {plan.name!r}): {trig.where} (prometheus trigger "
+                           f"{trig.name!r}) needs its series: give --trigger-series {trig.name}=FILE.csv "
+                           f"(timestamp,value) or {trig.name}=observed (the trace's own rate over 2 min), or read the "
+                           f"traffic with --prometheus to fetch its query")
+        if isinstance(src, str):  # "observed"
+            return sc.observed[idx].astype(np.float64), {}
+        return series_at(src[0], src[1], times, trig.ignore_null), {}
+    act = cron_active(trig, times)
+    return np.where(act, float(trig.desired), 1.0), {}
+
+
+def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
+                series: Mapping[str, object], cluster_tolerance: float) -> tuple[Timeline, dict]:
+    """Replay one ScaledObject: its triggers at each poll, composed as KEDA does, through the HPA loop.
+
+    ``cluster_tolerance``: the HPA's scale-up tolerance where the manifest sets
+    none (the controller's; ``--hpa-tolerance``).
+    """
+    vals: dict[str, np.ndarray] = {}
+    reasons: dict[str, int] = {}
+    for t in plan.triggers:
+        v, why = trigger_values(sc, plan, t, curves=curves, series=series)
+        vals[t.name] = v
+        for k, c in why.items():
+            reasons[k] = reasons.get(k, 0) + c
+    hpa = plan.hpa
+    if not plan.explicit_up_tolerance and hpa.scale_up is not None:
+        from dataclasses import replace
+
+        hpa = replace(hpa, tolerance_up=cluster_tolerance, scale_up=replace(hpa.scale_up, tolerance=cluster_tolerance))
+    failed = np.zeros(len(next(iter(vals.values()))), dtype=bool)
+    for v in vals.values():
+        failed |= np.isnan(v)
+    if plan.modifiers is not None:
+        m = plan.modifiers
+        with np.errstate(all="ignore"):
+            comp = m.formula.evaluate(vals)
+        comp = np.where(failed | ~np.isfinite(comp), np.nan, comp)
+        per_trigger = np.zeros(failed.shape, dtype=bool)
+        for t in plan.triggers:
+            per_trigger |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
+        active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)
+        metrics = [Metric(comp, m.target, m.per_pod)]
+        held = comp
+    else:
+        active = np.zeros(failed.shape, dtype=bool)
+        for t in plan.triggers:
+            active |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
+        metrics = [Metric(vals[t.name], t.target, t.per_pod) for t in plan.triggers]
+        held = None
+    return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=held), reasons
+
+
+def _caveats(t: Trigger) -> str:
+    """What of a forescale trigger the replay runs differently from the live server, said in the note."""
+    s = t.spec
+    if s is None:
+        return ""
+    out = ""
+    if s.tuning == "auto":
+        out += f"; {t.name}: tuning auto replayed as the knobs written (self-tuning is not replayed)"
+    if s.cold_start_query:
+        out += f"; {t.name}: coldStartQuery not read, lead from coldStartSeconds"
+    return out
+
+
+def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans: Sequence[Plan],
+                          trigger_series: Mapping[str, object], settings, fit_kw: Mapping[str, dict],
+                          packs: Mapping[str, object]) -> dict[str, tuple[Timeline, dict, str]]:
+    """Every plan replayed on the engine's scenario: ``{name: (timeline, reasons, note)}``.
+
+    A forescale trigger's curves come from the engine's own fit of its model
+    when that fit has the trigger's quantile and settings (history, refit,
+    level correction, a horizon covering its lead), else from a fit of its own
+    (``forecasts.fit_task``, shared by the triggers that need the same one).
+    """
+    from .forecasts import band, fit_task
+
+    step = series.step
+    own: dict[tuple, object] = {}
+
+    def curves(trig: Trigger) -> list[Curve]:
+        s = trig.spec
+        q = float(s.quantile)
+        horizon = int(math.ceil((s.lead.seconds + step) / step)) + 1
+        kw = dict(horizon=horizon, score_points=max(1, int(math.ceil(s.lead.seconds / step - 1e-9))),
+                  refit_every=max(1, int(round(s.refit_interval_seconds / step))),
+                  history_seconds=s.history_seconds, quantiles=tuple(sorted(set(band(q)) | {q})), q=q,
+                  level_seconds=s.level_correction_seconds, seed=settings.seed)
+        ek = fit_kw.get(s.model)
+        if (ek is not None and s.model in packs and ek["horizon"] >= horizon and ek["refit_every"] == kw["refit_every"]
+                and ek["history_seconds"] == kw["history_seconds"] and ek["level_seconds"] == kw["level_seconds"]
+                and any(abs(q - x) < 1e-9 for x in ek["quantiles"]) and (s.model != "auto" or ek["q"] == q)):
+            return packs[s.model].only([q]).curves()
+        key = (s.model, tuple(sorted(kw.items())))
+        if key not in own:
+            own[key] = fit_task(series, s.model, start, end, kw)[1]
+        return own[key].only([q]).curves()
+
+    out: dict[str, tuple[Timeline, dict, str]] = {}
+    for p in plans:
+        tl, reasons = replay_plan(sc, p, curves=curves, series=trigger_series,
+                                  cluster_tolerance=settings.hpa_tolerance)
+        kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
+        out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"
+                                    + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else "")
+                                    + ("; no behavior: the HPA's legacy path" if p.hpa.legacy else "")
+                                    + "".join(_caveats(t) for t in p.triggers))
+    return out

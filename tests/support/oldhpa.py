@@ -1,0 +1,28 @@
+"""The HPA emulation as it was before it was compiled (issue 26), read from git: the reference that the
+randomised comparison (tests/replay/test_hpa_equivalence.py) and tests/bench/bench_hpa.py hold the new one to.
+
+Nothing of it is kept in the product: the module is loaded from ``git show BASE:scaler/replay/hpa.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+BASE = "6696aa0"  # the last commit with the pure-Python loop (scaler/replay/hpa.py before issue 26)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(rev: str = BASE) -> types.ModuleType:
+    """The old ``scaler.replay.hpa`` as a module of the package (its relative imports resolve)."""
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:scaler/replay/hpa.py"], check=True,
+                         capture_output=True, text=True).stdout
+    name = "scaler.replay.hpa_before_issue26"
+    mod = types.ModuleType(name)
+    mod.__package__ = "scaler.replay"
+    mod.__file__ = f"<git {rev}:scaler/replay/hpa.py>"
+    sys.modules[name] = mod
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+    return mod
