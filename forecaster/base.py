@@ -33,7 +33,7 @@ This package never imports ``scaler``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -63,13 +63,13 @@ class Series:
         """The last ``seconds`` of the series."""
         if not len(self):
             return self
-        keep = self.t > self.t[-1] - seconds
-        return Series(self.t[keep], self.y[keep], self.step)
+        a = int(np.searchsorted(self.t, self.t[-1] - seconds, side="right"))  # t is increasing: a slice (a view)
+        return Series(self.t[a:], self.y[a:], self.step)
 
     def until(self, t_end: float) -> "Series":
         """Points with timestamp < ``t_end`` (for no-peeking backtests)."""
-        keep = self.t < t_end
-        return Series(self.t[keep], self.y[keep], self.step)
+        b = int(np.searchsorted(self.t, t_end, side="left"))
+        return Series(self.t[:b], self.y[:b], self.step)
 
 
 @dataclass(frozen=True)
@@ -90,43 +90,69 @@ class Forecast:
         A quantile that was not computed is interpolated between the nearest
         computed ones (the mean standing in for 0.5); outside them, the nearest.
         """
-        if q is None:
-            return self.mean
-        for k, v in self.quantiles.items():
-            if abs(k - q) < 1e-9:
-                return v
-        levels = dict(self.quantiles)
-        levels.setdefault(0.5, self.mean)
-        ks = sorted(levels)
-        if q <= ks[0]:
-            return levels[ks[0]]
-        if q >= ks[-1]:
-            return levels[ks[-1]]
-        hi = next(k for k in ks if k > q)
-        lo = max(k for k in ks if k < q)
-        w = (q - lo) / (hi - lo)
-        return (1 - w) * levels[lo] + w * levels[hi]
+        return blend(self.quantiles, self.mean, q)
 
     def window_max(self, start: float, end: float, q: float | None) -> float | None:
         """Max of the quantile curve over points with ``start <= t <= end``.
 
         The curve is piecewise constant over each step: the point whose
         interval contains ``start`` counts too. None when the curve does not
-        reach ``end`` (a stale forecast must not be trusted).
+        reach ``end`` (a stale forecast must not be trusted). A view of
+        ``window_max_rows`` on one row.
         """
-        if not len(self) or self.t[-1] < end:
+        if not len(self):
             return None
-        step = float(self.t[1] - self.t[0]) if len(self) > 1 else 0.0
-        lo = int(np.searchsorted(self.t, start - step, side="right"))
-        hi = int(np.searchsorted(self.t, end, side="right"))
-        if hi <= lo:
-            return None
-        vals = self.at_quantile(q)[lo:hi]
-        return float(np.max(vals))
+        peak, ok = window_max_rows(self.t[None, :], self.at_quantile(q)[None, :], np.array([start], dtype=float),
+                                   np.array([end], dtype=float))
+        return float(peak[0]) if ok[0] else None
 
     def slice(self, start: float, end: float) -> "Forecast":
         keep = (self.t >= start) & (self.t <= end)
         return Forecast(self.t[keep], self.mean[keep], {k: v[keep] for k, v in self.quantiles.items()}, self.model)
+
+
+def blend(quantiles: Mapping[float, np.ndarray], mean: np.ndarray, q: float | None,
+          correct: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """``Forecast.at_quantile`` on bands of any shape (one curve, or curves stacked as rows).
+
+    ``correct``, if given, is applied to each band used before they are
+    blended (the policy's level correction acts band by band).
+    """
+    fix = correct or (lambda a: a)
+    if q is None:
+        return fix(mean)
+    for k, v in quantiles.items():
+        if abs(k - q) < 1e-9:
+            return fix(v)
+    levels = dict(quantiles)
+    levels.setdefault(0.5, mean)
+    ks = sorted(levels)
+    if q <= ks[0]:
+        return fix(levels[ks[0]])
+    if q >= ks[-1]:
+        return fix(levels[ks[-1]])
+    hi = next(k for k in ks if k > q)
+    lo = max(k for k in ks if k < q)
+    w = (q - lo) / (hi - lo)
+    return (1 - w) * fix(levels[lo]) + w * fix(levels[hi])
+
+
+def window_max_rows(t: np.ndarray, v: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Forecast.window_max`` for curves stacked as rows: row i over ``start[i] <= t <= end[i]``.
+
+    ``t`` and ``v`` are (n, h), each row of ``t`` increasing (a curve's
+    grid); returns the maxima (n,) and whether each exists (False: the row
+    does not reach ``end``, or no point falls in the window).
+    """
+    n, h = t.shape
+    if h == 0:
+        return np.full(n, np.nan), np.zeros(n, dtype=bool)
+    step = t[:, 1] - t[:, 0] if h > 1 else np.zeros(n)
+    # searchsorted(row, x, "right") is the count of points <= x: the window is lo <= index < hi
+    inside = (t > (start - step)[:, None]) & (t <= end[:, None])
+    ok = ~(t[:, -1] < end) & inside.any(axis=1)
+    peak = np.where(inside, v, -np.inf).max(axis=1)
+    return np.where(ok, peak, np.nan), ok
 
 
 class Fitted(Protocol):

@@ -7,6 +7,11 @@ value KEDA passes to the HPA produces the replica count we meant rather than
 disappearing inside the HPA's +-10 % dead band.
 
 No clock, no I/O: ``now`` and every input are arguments.
+
+The decision is written once, on arrays (``decide_array``: many polls at
+once, as the replay asks); ``decide`` (one poll, as the server asks) is a
+view of it on arrays of length 1, and so are ``to_milli`` and
+``clear_dead_band``.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Mapping
 
-from forecaster.base import Forecast
-from forecaster.level import level_correct
+import numpy as np
+
+from forecaster.base import Forecast, blend, window_max_rows
+from forecaster.level import corrector, residual_rows
 
 
 class Reason(str, Enum):
@@ -97,92 +105,213 @@ class Decision:
     forecast_mean_peak: float | None = None
 
 
+REASONS: tuple[Reason, ...] = tuple(Reason)  # a reason's code in ``Decisions.reason`` is its index here
+_CODE = {r: i for i, r in enumerate(REASONS)}
+NO_REASON = -1  # ``unusable`` code: the forecast may be used
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Forecast curves of one length stacked as rows (``Forecast`` fields, each (m, h))."""
+
+    t: np.ndarray
+    mean: np.ndarray
+    quantiles: Mapping[float, np.ndarray]
+
+    @staticmethod
+    def of(forecast: Forecast) -> "Curves":
+        return Curves(forecast.t[None, :], forecast.mean[None, :],
+                      {q: v[None, :] for q, v in forecast.quantiles.items()})
+
+    def rows(self, k: np.ndarray, shift: float = 0.0) -> "Curves":
+        """Rows ``k`` (one per poll), every band raised by ``shift`` (a warm floor)."""
+        up = (lambda a: a[k] + shift) if shift > 0 else (lambda a: a[k])
+        return Curves(self.t[k], up(self.mean), {q: up(v) for q, v in self.quantiles.items()})
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """``decide_array``'s answer: one entry per poll (NaN peaks = none; reasons as codes into ``REASONS``)."""
+
+    planned: np.ndarray
+    reason: np.ndarray
+    observed: np.ndarray
+    forecast_peak: np.ndarray
+    base: np.ndarray
+    forecast_mean_peak: np.ndarray
+
+    def at(self, i: int) -> Decision:
+        def opt(x: float) -> float | None:
+            return None if np.isnan(x) else float(x)
+
+        return Decision(planned=float(self.planned[i]), reason=REASONS[int(self.reason[i])],
+                        observed=float(self.observed[i]), forecast_peak=opt(self.forecast_peak[i]),
+                        base=float(self.base[i]), forecast_mean_peak=opt(self.forecast_mean_peak[i]))
+
+    def reason_counts(self) -> dict[str, int]:
+        codes, counts = np.unique(self.reason, return_counts=True)
+        return {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}
+
+
+MILLI_MAX = float(2 ** 50)  # milli-quantities are held here (rates above ~1.1e12 req/s): integers stay exact
+
+
 def to_milli(value: float) -> int:
-    """The value as KEDA hands it to the HPA: a milli-quantity of ``"%.3f"`` (NaN/Inf/negative -> 0)."""
+    """The value as KEDA hands it to the HPA: a milli-quantity of ``"%.3f"`` (NaN/Inf/negative -> 0).
+
+    This is the definition; ``to_milli_array`` evaluates it on arrays.
+    Values at or above ``MILLI_MAX`` milli are held there.
+    """
     if not math.isfinite(value) or value <= 0:
         return 0
+    if value * 1000.0 >= MILLI_MAX:
+        return int(MILLI_MAX)
     return int(round(float(f"{value:.3f}") * 1000))
 
 
-def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> float:
-    """Push ``value`` past the HPA's tolerance band below the replica count it asks for.
+def to_milli_array(value: np.ndarray) -> np.ndarray:
+    """``to_milli`` of every value, as floats (exact integers).
+
+    ``"%.3f"`` rounds the exact binary value half to even, so ``rint(value x
+    1000)`` is the same integer wherever the product is further than its own
+    rounding error (half a unit in its last place) from a half: then the exact
+    product and the rounded one lie on the same side of it. The few values
+    that close to a tie go through ``to_milli`` itself.
+    """
+    x = np.asarray(value, dtype=np.float64)
+    ok = np.isfinite(x) & (x > 0)
+    p = np.where(ok, x, 0.0) * 1000.0
+    out = np.where(ok, np.minimum(np.rint(p), MILLI_MAX), 0.0)
+    near = ok & (np.abs(p - np.floor(p) - 0.5) <= 2 * np.spacing(p)) & (p < MILLI_MAX)
+    if near.any():
+        for i in np.flatnonzero(near):
+            out.flat[i] = to_milli(float(x.flat[i]))
+    return out
+
+
+def clear_dead_band_array(value: np.ndarray, qps_per_replica: float, tolerance: float) -> np.ndarray:
+    """Push each value past the HPA's tolerance band below the replica count it asks for.
 
     The HPA (AverageValue) wants ceil(value/target) replicas but does nothing
     while ``1 - tol <= value / (target * current) <= 1 + tol`` (Kubernetes >=
     1.33; KEDA passes value and target as milli-quantities). A value that
     needs r replicas while r-1 run is inside the band whenever value <=
-    (1+tol)(r-1) target; the return value is the smallest milli-quantity
+    (1+tol)(r-1) target; the value returned is the smallest milli-quantity
     outside it. At r-1 >= 10 (tolerance 0.1) that value itself rounds to more
     than r replicas: a +1 step cannot exist, the HPA jumps by two, which is the
-    price of not missing.
+    price of not missing. Values <= 0 (and NaN), a tolerance <= 0 or a target
+    below one milli leave the values as they are.
     """
-    if tolerance <= 0 or value <= 0:
-        return value
+    v = np.asarray(value, dtype=np.float64)
+    t_m = float(to_milli(qps_per_replica))
+    if tolerance <= 0 or t_m <= 0:
+        return v
     band = _scale_up_band(tolerance)
-    v_m, t_m = to_milli(value), to_milli(qps_per_replica)
-    r = math.ceil(v_m / t_m)
-    if r <= 1 or not band.is_within(v_m / (t_m * (r - 1))):  # that ratio is > 1: only the upper edge matters
-        return value  # already outside the band, in the HPA's own arithmetic
-    edge_m = band.high * t_m * (r - 1)
-    return max(value, (math.floor(edge_m + 1e-6) + 1) / 1000.0)
+    v_m = to_milli_array(v)
+    r = np.ceil(v_m / t_m)
+    below = t_m * (r - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = v_m / below  # > 1 where r > 1: only the upper edge matters
+    inside = (v > 0) & (r > 1) & (band.low <= ratio) & (ratio <= band.high)
+    pushed = (np.floor(band.high * t_m * (r - 1) + 1e-6) + 1) / 1000.0
+    return np.where(inside & (pushed > v), pushed, v)
 
 
-def shifted(forecast: Forecast, qps: float) -> Forecast:
-    """The curve (mean and every band) raised by ``qps``: a warm floor under the forecast."""
-    return Forecast(forecast.t, forecast.mean + qps, {q: v + qps for q, v in forecast.quantiles.items()},
-                    forecast.model)
+def clear_dead_band(value: float, qps_per_replica: float, tolerance: float) -> float:
+    """``clear_dead_band_array`` of one value."""
+    return float(clear_dead_band_array(np.array([value], dtype=np.float64), qps_per_replica, tolerance)[0])
 
 
-def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
-           unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False) -> Decision:
-    """The planned request rate for ``now``.
+CHUNK = 4096  # polls per block of the window computation (bounds the (polls x curve length) temporaries)
 
-    ``observed``: the current rate (already floored at 0 by the caller).
-    ``forecast``: the precomputed curve, or None; ``unusable`` says why when
-    the caller already knows the forecast must not be used.
-    ``history_max``: the max of the fitted history, for the absurdity check.
+
+def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, curves: Curves | None,
+                 row: np.ndarray | None = None, *, unusable: np.ndarray | None = None,
+                 history_max: np.ndarray | None = None, with_mean: bool = False) -> Decisions:
+    """The planned request rate at each of n polls.
+
+    ``observed`` (n,): the rate at each poll; ``now`` (n,) its time.
+    ``curves``: the forecasts, stacked; ``row`` (n,): the row of ``curves``
+    in force at each poll, -1 = none yet. ``unusable`` (n,): a code into
+    ``REASONS`` where the caller already knows the forecast must not be used
+    (``NO_REASON`` = usable). ``history_max`` (n,): the max of the fitted
+    history behind each poll's curve, for the absurdity check (NaN = none).
     ``params.floor_qps``: a warm floor added to the observed rate and to the
     curve (before level correction, which the shift leaves unchanged, and
     the absurdity check, whose history max rises by it too), so that
     ``base = floor + max(observed, forecast peak)``.
+    ``with_mean``: also give the max of the mean over the window
+    (``forecast_mean_peak``, for the server's metrics).
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    now = np.asarray(now, dtype=np.float64)
+    n = len(obs)
+    obs = np.where(np.isfinite(obs) & (obs > 0), obs, 0.0)
+    floor = params.floor_qps if params.floor_qps > 0 else 0.0
+    if floor:
+        obs = obs + floor
+    peak = np.full(n, np.nan)
+    mean_peak = np.full(n, np.nan)
+    if params.mode == "reactive":
+        reason = np.full(n, _CODE[Reason.MODE_REACTIVE], dtype=np.int64)
+    else:
+        rows = np.full(n, -1, dtype=np.int64) if curves is None or row is None else np.asarray(row, dtype=np.int64)
+        bad = np.full(n, NO_REASON, dtype=np.int64) if unusable is None else np.asarray(unusable, dtype=np.int64)
+        reason = np.where(bad != NO_REASON, bad, np.where(rows >= 0, _CODE[Reason.FORECAST_STALE],
+                                                          _CODE[Reason.NO_FORECAST_YET]))
+        use = np.flatnonzero((bad == NO_REASON) & (rows >= 0))
+        hmax = np.full(n, np.nan) if history_max is None else np.asarray(history_max, dtype=np.float64) + floor
+        for a in range(0, len(use), CHUNK):
+            k = use[a:a + CHUNK]
+            pk, ok, mk = _window(curves, rows[k], obs[k], now[k], params, floor, with_mean)  # type: ignore[arg-type]
+            q, h = params.qps_per_replica, hmax[k]
+            # max(history_max, qps) as Python's max: NaN (no history max) gives NaN, and the comparison False
+            absurd = ok & (~np.isfinite(pk) | (pk < 0) | (pk > params.absurd_factor * np.where(q > h, q, h)))
+            good = ok & ~absurd
+            if params.mode == "forecastOnly":
+                code = np.full(len(k), _CODE[Reason.MODE_FORECAST_ONLY])
+            else:
+                code = np.where(pk > obs[k], _CODE[Reason.FORECAST], _CODE[Reason.OBSERVED_FLOOR])
+            bad_code = np.where(absurd, _CODE[Reason.FORECAST_ABSURD], _CODE[Reason.FORECAST_STALE])
+            reason[k] = np.where(good, code, bad_code)
+            peak[k] = np.where(good, pk, np.nan)
+            if with_mean:
+                mean_peak[k] = np.where(good, mk, np.nan)
+    base = np.where(reason == _CODE[Reason.FORECAST], peak, obs)
+    planned = clear_dead_band_array(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
+    return Decisions(planned, reason, obs, peak, base, mean_peak)
+
+
+def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, params: PolicyParams,
+            floor: float, with_mean: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (level-corrected) quantile's window max over [now, now + L] on each poll's curve (and the mean's)."""
+    c = curves.rows(rows, floor)
+    fix = None
+    if params.level_correction_seconds > 0:
+        r = residual_rows(c.t, c.mean, now, obs)
+        fix = corrector(c.t, r, now, params.level_correction_seconds)
+    end = now + params.lead_seconds
+    pk, ok = window_max_rows(c.t, blend(c.quantiles, c.mean, params.quantile, fix), now, end)
+    mk = window_max_rows(c.t, blend(c.quantiles, c.mean, None, fix), now, end)[0] if with_mean else pk
+    return pk, ok, mk
+
+
+def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
+           unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False) -> Decision:
+    """The planned request rate for ``now``: ``decide_array`` on one poll.
+
+    ``observed``: the current rate (NaN, Inf and negative count as 0).
+    ``forecast``: the precomputed curve, or None; ``unusable`` says why when
+    the caller already knows the forecast must not be used.
+    ``history_max``: the max of the fitted history, for the absurdity check.
     ``with_mean``: also give the max of the mean over the window (``forecast_mean_peak``, for the
     server's metrics; the replay, which decides millions of times, does not ask for it).
     """
-    observed = max(0.0, observed) if math.isfinite(observed) else 0.0
-    if params.floor_qps > 0:
-        observed += params.floor_qps
-        if forecast is not None:
-            forecast = shifted(forecast, params.floor_qps)
-        if history_max is not None:
-            history_max += params.floor_qps
-    peak: float | None = None
-    mean_peak: float | None = None
-    reason: Reason
-    if params.mode == "reactive":
-        reason = Reason.MODE_REACTIVE
-    elif unusable is not None:
-        reason = unusable
-    elif forecast is None:
-        reason = Reason.NO_FORECAST_YET
-    else:
-        curve = forecast
-        if params.level_correction_seconds > 0:
-            curve = level_correct(forecast, now, observed, params.level_correction_seconds)
-        peak = curve.window_max(now, now + params.lead_seconds, params.quantile)
-        if peak is None:
-            reason = Reason.FORECAST_STALE
-        elif not math.isfinite(peak) or peak < 0 or (
-                history_max is not None and peak > params.absurd_factor * max(history_max, params.qps_per_replica)):
-            reason, peak = Reason.FORECAST_ABSURD, None
-        elif params.mode == "forecastOnly":
-            reason = Reason.MODE_FORECAST_ONLY
-        elif peak > observed:
-            reason = Reason.FORECAST
-        else:
-            reason = Reason.OBSERVED_FLOOR
-        if with_mean and peak is not None:
-            mean_peak = curve.window_max(now, now + params.lead_seconds, None)
-    base = peak if reason is Reason.FORECAST else observed
-    planned = clear_dead_band(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
-    return Decision(planned=planned, reason=reason, observed=observed, forecast_peak=peak, base=base,
-                    forecast_mean_peak=mean_peak)
+    one = np.zeros(1, dtype=np.int64)
+    has = forecast is not None
+    d = decide_array(np.array([observed], dtype=np.float64), np.array([now], dtype=np.float64), params,
+                     Curves.of(forecast) if has else None, one if has else one - 1,  # type: ignore[arg-type]
+                     unusable=np.array([NO_REASON if unusable is None else _CODE[unusable]]),
+                     history_max=np.array([np.nan if history_max is None else history_max], dtype=np.float64),
+                     with_mean=with_mean)
+    return d.at(0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -96,6 +96,7 @@ class BandTable:
     values: np.ndarray
     relative: bool = False
     offset: float = 0.0
+    columns: dict = field(default_factory=dict, compare=False, repr=False)  # quantile -> its column, memoised
 
     @staticmethod
     def zero() -> "BandTable":
@@ -118,7 +119,9 @@ class BandTable:
 
     def at(self, h: np.ndarray, q: float) -> np.ndarray:
         """The error quantile ``q`` at horizons ``h`` (steps), interpolated; clamped outside the table."""
-        col = np.array([np.interp(q, LEVELS, row) for row in self.values])
+        col = self.columns.get(q)
+        if col is None:  # the same few quantiles are asked at every predict between two fits: computed once
+            col = self.columns[q] = np.array([np.interp(q, LEVELS, row) for row in self.values])
         return np.interp(np.asarray(h, dtype=float), self.hs.astype(float), col)
 
     def apply(self, mean: np.ndarray, h: np.ndarray, q: float) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 
 from forecaster.base import Forecast
 
-from ..policy import PolicyParams, decide
+from ..policy import Curves, PolicyParams, decide_array
 from .forecasts import Curve
 from .scenario import Scenario
 
@@ -42,21 +42,19 @@ def residuals(sc: Scenario, curves: Sequence[Curve], params: PolicyParams) -> tu
     lead = params.lead_seconds
     mean_only = PolicyParams(mode="forecastAndScale", lead_seconds=lead, quantile=0.5,
                              qps_per_replica=params.qps_per_replica, level_correction_seconds=params.level_correction_seconds)
-    cs, rs = [], []
     end = sc.t0 + sc.n * sc.tick
-    for cv in curves:
-        c = cv.since
-        if cv.forecast is None or c < sc.t0 or c + lead >= end:
-            continue
-        i = int(math.floor((c - sc.t0) / sc.tick + 1e-9))
-        j = int(math.floor((c + lead - sc.t0) / sc.tick + 1e-9))
-        fc = Forecast(cv.forecast.t, cv.forecast.mean, {}, cv.forecast.model)
-        d = decide(float(sc.observed[i]), fc, mean_only, c)
-        if d.forecast_peak is None:
-            continue
-        cs.append(c)
-        rs.append(float(sc.demand[i:j + 1].max()) - d.forecast_peak)
-    return np.asarray(cs, dtype=float), np.asarray(rs, dtype=float)
+    keep = [cv for cv in curves if cv.forecast is not None and sc.t0 <= cv.since and cv.since + lead < end]
+    if not keep:
+        return np.zeros(0), np.zeros(0)
+    cs = np.array([cv.since for cv in keep], dtype=float)
+    i = np.floor((cs - sc.t0) / sc.tick + 1e-9).astype(np.int64)
+    j = np.floor((cs + lead - sc.t0) / sc.tick + 1e-9).astype(np.int64)
+    fcs = [cv.forecast for cv in keep]
+    stack = Curves(np.vstack([f.t for f in fcs]), np.vstack([f.mean for f in fcs]), {})  # type: ignore[union-attr]
+    d = decide_array(sc.observed[i], cs, mean_only, stack, np.arange(len(keep)))
+    ok = ~np.isnan(d.forecast_peak)
+    realised = np.array([float(sc.demand[a:b + 1].max()) for a, b in zip(i[ok], j[ok])], dtype=float)
+    return cs[ok], realised - d.forecast_peak[ok]
 
 
 def conformal(r: np.ndarray, q: float) -> float:

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..policy import to_milli
+from ..policy import to_milli, to_milli_array
 from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, window_ticks
 from .hpaloop import run_loop
 from .scenario import EPS, Scenario, Timeline
@@ -55,25 +55,13 @@ class Fallback:
 
 
 def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
-    """The values as the HPA reads them: KEDA's milli-quantities (``to_milli``), or as they are; NaN stays NaN.
-
-    Vectorised and equal to ``to_milli`` element by element: ``rint(x * 1000)``
-    is the correctly rounded ``"%.3f"`` except where ``x * 1000`` lies within
-    a few ulps of a half (the float product may sit on the other side of it
-    than the exact one); those few values, and huge ones, go through ``to_milli`` itself.
-    """
+    """The values as the HPA reads them: KEDA's milli-quantities (``policy.to_milli_array``), or as they are;
+    NaN stays NaN."""
     v = np.asarray(values, dtype=np.float64)
     if not milli:
         return v.copy()
-    with np.errstate(invalid="ignore", over="ignore"):
-        y = v * 1000.0
-        out = np.rint(y)
-        frac = np.abs(y - np.floor(y) - 0.5)
-        unsure = np.isfinite(y) & ((frac <= 1e-12 * np.maximum(np.abs(y), 1.0)) | (np.abs(y) > 2.0 ** 52))
-        out[np.isfinite(v) & ~(v > 0)] = 0.0  # to_milli: negative and zero -> 0
-        out[np.isinf(v)] = 0.0
-    for k in zip(*np.nonzero(unsure & (v > 0))):
-        out[k] = float(to_milli(float(v[k])))
+    out = to_milli_array(v)
+    out[np.isnan(v)] = np.nan
     return out
 
 

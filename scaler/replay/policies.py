@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..policy import Decision, PolicyParams, decide
+from ..policy import NO_REASON, REASONS, Curves, PolicyParams, Reason, decide_array
 from . import calibration, search
 from .anchors import ANCHORS, anchor_values
 from .forecasts import Curve, Packed
@@ -76,28 +76,48 @@ class Planned:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve]) -> Planned:
-    """Call the server's ``decide`` at every KEDA poll with the curve in force then.
+def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed) -> Planned:
+    """The server's ``decide`` at every KEDA poll with the curve in force then (``decide_array``, all polls at once).
 
-    ``curves`` sorted by ``since``; at a poll at time t the latest curve with
+    ``curves`` (or the same packed) sorted by ``since``; at a poll at time t the latest curve with
     ``since <= t`` is used (none yet: ``decide`` falls back to observed).
     Hybrid's warm floor is ``params.floor_qps``.
     """
     idx = poll_ticks(sc.n, hpa, sc.tick)
     times = sc.t0 + sc.tick * idx
     obs = sc.observed[idx]
-    since = np.array([c.since for c in curves], dtype=np.float64)
+    since = curves.since if isinstance(curves, Packed) else np.array([c.since for c in curves], dtype=np.float64)
     which = np.searchsorted(since, times + EPS, side="right") - 1
-    out = np.empty(len(idx), dtype=np.float64)
-    reasons: dict[str, int] = {}
-    for k in range(len(idx)):
-        w = int(which[k])
-        cur = curves[w] if w >= 0 else None
-        d: Decision = decide(float(obs[k]), cur.forecast if cur else None, params, float(times[k]),
-                             unusable=cur.unusable if cur else None, history_max=cur.history_max if cur else None)
-        out[k] = d.planned
-        reasons[d.reason.value] = reasons.get(d.reason.value, 0) + 1
-    return Planned(out, reasons)
+    stack, row_of, bad, hmax = stacked(curves)
+    at = np.clip(which, 0, None)
+    none = which < 0
+    rows = np.where(none, -1, row_of[at]) if len(since) else np.full(len(idx), -1)
+    d = decide_array(obs, times, params, stack, rows,
+                     unusable=np.where(none, NO_REASON, bad[at]) if len(since) else None,
+                     history_max=np.where(none, np.nan, hmax[at]) if len(since) else None)
+    return Planned(d.planned, d.reason_counts())
+
+
+def stacked(curves: Sequence[Curve] | Packed) -> tuple[Curves | None, np.ndarray, np.ndarray, np.ndarray]:
+    """The curves' forecasts as rows (None if none), and per curve: its row (-1 none), unusable code, history max."""
+    if isinstance(curves, Packed):
+        bad = np.array([NO_REASON if u is None else REASONS.index(Reason(u)) for u in curves.unusable], dtype=np.int64)
+        stack = Curves(curves.t, curves.mean, curves.quantiles) if len(curves.t) else None
+        return stack, curves.index, bad, curves.history_max
+    fcs = [c.forecast for c in curves if c.forecast is not None]
+    row_of = np.full(len(curves), -1, dtype=np.int64)
+    row_of[[i for i, c in enumerate(curves) if c.forecast is not None]] = np.arange(len(fcs))
+    bad = np.array([NO_REASON if c.unusable is None else REASONS.index(c.unusable) for c in curves], dtype=np.int64)
+    hmax = np.array([np.nan if c.history_max is None else c.history_max for c in curves], dtype=np.float64)
+    if not fcs:
+        return None, row_of, bad, hmax
+    h = len(fcs[0])
+    if any(len(f) != h for f in fcs):
+        raise ValueError("forecasts of unequal length cannot be stacked")
+    qs = list(fcs[0].quantiles)
+    stack = Curves(np.vstack([f.t for f in fcs]), np.vstack([f.mean for f in fcs]),
+                   {q: np.vstack([f.quantiles[q] for f in fcs]) for q in qs})
+    return stack, row_of, bad, hmax
 
 
 def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.ndarray, dict, Hpa, str, dict]:
@@ -126,7 +146,7 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         floor_qps = float(np.percentile(y, v.floor_percentile)) if y.size else 0.0
         floor = int(math.ceil(floor_qps / qps - 1e-9)) if floor_qps > 0 else 0
         shift = floor * qps
-        pv = planned_values(sc, hpa, replace(params, floor_qps=shift), packed.curves())
+        pv = planned_values(sc, hpa, replace(params, floor_qps=shift), packed)
         h2 = replace(hpa, min_replicas=max(hpa.min_replicas, floor), max_replicas=max(hpa.max_replicas, floor))
         note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
                 f"+ predictive above them")
@@ -138,18 +158,18 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         note = (f"decide(forecastAndScale), model {packed.model}, mean's window max + the q{v.quantile:g} window-max "
                 f"residual (conformal; {fell_back} early curves on the pointwise band), L={ctx.lead_seconds:g}s")
         return pv.values, pv.reasons, hpa, note, {}
-    pv = planned_values(sc, hpa, params, packed.curves())
+    pv = planned_values(sc, hpa, params, packed)
     note = f"decide(forecastAndScale), model {packed.model}, q={v.quantile:g}, L={ctx.lead_seconds:g}s"
     return pv.values, pv.reasons, hpa, note, {}
 
 
 def finish(base: np.ndarray, qps: float, headroom: float, tolerance: float) -> np.ndarray:
-    """Stage 2: headroom and dead-band compensation, by ``decide`` itself (reactive mode on the base value)."""
+    """Stage 2: headroom and dead-band compensation, by ``decide`` itself (reactive mode on the base values)."""
     if headroom == 1.0 and tolerance <= 0:
         return base
     p = PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps, headroom=headroom,
                      hpa_tolerance=tolerance)
-    return np.fromiter((decide(float(b), None, p, 0.0).planned for b in base), dtype=np.float64, count=len(base))
+    return decide_array(base, np.zeros(len(base)), p, None).planned
 
 
 def _knob_note(v: Variant, tolerance: float) -> str:
