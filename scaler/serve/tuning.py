@@ -77,7 +77,8 @@ def tuning_key(spec: ScalerSpec) -> str:
     """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
     p = spec.prometheus
     return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
-                   spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.model, spec.history_seconds,
+                   spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.cold_start_cluster, spec.model,
+                   spec.history_seconds,
                    spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
                    spec.max_cost_ratio))
 
@@ -324,7 +325,7 @@ class TuningService:
         need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
         if covered < need:
             raise NotEnoughHistory(covered, need)
-        cold = wl.cold_start if wl.cold_start is not None else spec.lead.cold_start_seconds
+        cold = wl.t_cold().seconds  # the T_cold in force: the cluster's, the probe's or coldStartSeconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
                         qps_per_replica=spec.qps_per_replica, cold_start_seconds=cold,

@@ -13,6 +13,7 @@ from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
+from scaler.spec import parse_metadata
 from scaler.serve.tuning import TuningService, tuning_key
 from support.clock import FakeClock
 from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
@@ -246,5 +247,25 @@ def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
             wl2 = e.workload()
         assert wl2.tuned is None and wl2.spec.headroom == 1.4
         assert any(f"ignoring malformed state file {path}" in r.getMessage() for r in caplog.records)
+    finally:
+        e.close()
+
+
+def test_tuning_replays_the_t_cold_in_force_the_clusters_not_cold_start_seconds(tmp_path):
+    """Issue 23: with ``coldStartFrom: cluster`` the self-tuning replays the cluster's measured T_cold (here
+    420 s) rather than ``coldStartSeconds`` (600 s), and the measured source is part of the choice's key."""
+    from scaler.coldstart import ClusterReading, ColdStartEstimate
+
+    e = Env(prom=scripted(FakePrometheus()))
+    try:
+        wl = e.workload(coldStartFrom="cluster", coldStartWorkload="Deployment/llm")
+        source = wl.spec.cold_start_cluster
+        assert source is not None and source.name == "llm"
+        reading = ClusterReading(source, ColdStartEstimate(420.0, 0.9, 12), at=T0)
+        assert e.reg.adopt_cold_start(wl, reading) and wl.t_cold().seconds == 420.0
+        e.reg.tick()  # the tuning job is built (inline) before the cold-start service's next query
+        assert e.pool.jobs[0].cold_start_seconds == 420.0
+        plain = parse_metadata(md())[0]
+        assert tuning_key(wl.declared) != tuning_key(plain)  # another source of T_cold: another choice
     finally:
         e.close()
