@@ -170,7 +170,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
             doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
             pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
                                                                         f"({adv.pick.detail})"])
-        index = write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick)
+        index = write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick, cold_starts=sample)
         echo(f"wrote {index}")
     if timeseries_path is not None:
         from .report_html import write_timeseries

@@ -333,10 +333,39 @@ def _checks_plot(r: Result, path: Path) -> None:
     plt.close(fig)
 
 
+def _starts_plot(sample, path: Path) -> None:
+    """The past start-ups each simulated pod drew from (``--cold-starts``), with the T_cold the scaler picks."""
+    plt, _ = _plt()
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.hist(sample.total, bins=min(40, max(5, len(sample.total) // 5)), color="#1f77b4", alpha=0.8,
+            label=f"created -> ready ({len(sample.total)} starts, {len(sample.new_node)} on a new node)")
+    ax.axvline(sample.t_cold, color="#d62728", label=f"T_cold = p{100 * sample.quantile:g} = {sample.t_cold:.0f} s")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("pods")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _starts_html(sample) -> str:
+    if sample is None:
+        return ""
+    s = sample.summary()
+    cells = "".join(f"<td>{c}</td>" for c in (s["starts"], s["new_node_starts"], f"{s['p50_seconds']:.0f}",
+                                              f"{s['p90_seconds']:.0f}", f"{s['p99_seconds']:.0f}",
+                                              f"{s['max_seconds']:.0f}", f"{s['t_cold_seconds']:.0f}"))
+    return ("<h2>Pod start-ups (each simulated pod drew one)</h2>"
+            "<table><tr><th>starts</th><th>on a new node</th><th>p50 s</th><th>p90 s</th><th>p99 s</th><th>max s</th>"
+            f"<th>T_cold the scaler picks (p{100 * s['t_cold_quantile']:g}) s</th></tr><tr>{cells}</tr></table>"
+            '<img src="cold_starts.png" alt="distribution of past start-ups and the T_cold picked">\n')
+
+
 def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, selection=None,
-                 verb: str = "backtest", metadata_yaml: str | None = None) -> Path:
+                 verb: str = "backtest", metadata_yaml: str | None = None, cold_starts=None) -> Path:
     """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path.
-    ``verb`` titles the page; ``metadata_yaml`` (tune) is shown ready to paste."""
+    ``verb`` titles the page; ``metadata_yaml`` (tune) is shown ready to paste; ``cold_starts`` (a
+    ``coldstart.StartSample``, backtest ``--cold-starts``) adds the start-up distribution."""
     from .report_html import charts_html, yaml_html
 
     out = Path(out_dir)
@@ -350,11 +379,13 @@ def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, sele
     if frontier:  # `backtest --sweep`, `tune`
         _sweep_plot(r, out / "frontier_sweep.png", selection)
         sweep_html = _sweep_html(r, selection)
-    world_html = ""
+    if cold_starts is not None:
+        _starts_plot(cold_starts, out / "cold_starts.png")
+    world_html = _starts_html(cold_starts)
     if r.settings.world.active:
         if r.checks:
             _checks_plot(r, out / "checks.png")
-        world_html = ("<h2>Cluster, latency and scenario checks</h2>"
+        world_html += ("<h2>Cluster, latency and scenario checks</h2>"
                       + ('<img src="checks.png" alt="scenario checks per policy">' if r.checks else "")
                       + f"<pre>{html.escape(format_world(r))}</pre>\n")
     doc = to_json(r)

@@ -60,6 +60,18 @@ def test_cold_starts_csv_sets_t_cold_to_the_p90_and_reports_the_distribution(tmp
     assert json.loads(out2.read_text())["policies"] == doc["policies"]
 
 
+def test_the_report_shows_the_start_up_distribution_and_the_t_cold_picked(tmp_path):
+    starts = write_starts(tmp_path / "starts.csv", [60, 70, 80, 90, 100, 110, 120, 130, 140, 400])
+    r = run(str(write_trace(tmp_path / "t.csv")), "--cold-starts", str(starts), *FAST, "--report",
+            str(tmp_path / "rep"))
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "rep" / "index.html").read_text()
+    # the row: 10 starts, none on a new node (2 s scheduling), p50 105, p90 166, p99 ~ 374, max 400, T_cold 166
+    assert "<h2>Pod start-ups" in page and "<td>10</td><td>0</td><td>105</td><td>166</td>" in page
+    assert "<td>400</td><td>166</td>" in page and "(p90)" in page
+    assert (tmp_path / "rep" / "cold_starts.png").stat().st_size > 1000
+
+
 def test_cold_starts_bad_input(tmp_path):
     trace = str(write_trace(tmp_path / "t.csv"))
     bad = tmp_path / "bad.csv"
