@@ -75,7 +75,10 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
             k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds,
                   v.band)
             if k1 not in stage1:
-                stage1[k1] = base_values(ctx, v, packs.get(v.model) if v.model is not None else None)
+                pk = packs.get(v.model) if v.model is not None else None
+                if pk is not None and v.quantile is not None:  # as the engine's batches: this quantile only
+                    pk = pk.only([v.quantile])
+                stage1[k1] = base_values(ctx, v, pk)
             base, _, hpa, _, _ = stage1[k1]
             tl = run_hpa(sc, finish(base, ctx.qps, v.headroom, ctx.tolerance if v.compensation else 0.0), hpa)
         else:
