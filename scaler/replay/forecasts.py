@@ -112,7 +112,8 @@ def band(q: float) -> tuple[float, ...]:
 
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
-              level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None) -> ModelRun:
+              level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
+              holiday_days: tuple[int, ...] = (), holiday_as: int = 6) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -130,7 +131,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     t_start = time.perf_counter()
     step = series.step
     fseries = padded(series.until(end), horizon - 1)  # the last cutoff is end - step
-    counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q), progress)
+    counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q,
+                                       holiday_days=holiday_days, holiday_as=holiday_as), progress)
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
                                         quantiles=tuple(quantiles))
