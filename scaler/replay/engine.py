@@ -278,11 +278,13 @@ def _chunks(batch: list, size: int) -> list[list]:
 
 
 def holiday_kw(settings: Settings, series, ahead: float) -> dict:
-    """``run_model``'s holiday arguments for a trace: its holidays from its first point to ``ahead`` past its end."""
-    if not settings.holidays or not len(series):
+    """``run_model``'s holiday arguments for a trace: its holidays from its first point to ``ahead`` past its end,
+    and the days the accuracy is split on (holidays and event days)."""
+    if not (settings.holidays or settings.events) or not len(series):
         return {}
-    return dict(holiday_days=settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead),
-                holiday_as=settings.holiday_as)
+    days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
+    ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
+    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
 
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
