@@ -319,7 +319,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     ok = np.isfinite(train.y)
     upto = slice_series(series, float(series.t[0]), end)
     ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
-                  len(train) * step, su.peak, upto.t, upto.y, step)
+                  len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events))
 
     target = as_target(target_miss)
     reactive_miss = None
