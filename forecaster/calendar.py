@@ -354,6 +354,18 @@ def substitute_holidays(t: np.ndarray, y: np.ndarray, days: np.ndarray, season: 
     return out
 
 
+def as_weekday_times(t: np.ndarray, days: np.ndarray, holiday_as: int) -> np.ndarray:
+    """``t`` with each time on a holiday day moved to the same time of day on the ``holiday_as`` weekday of
+    the same Monday-to-Sunday week (a curve evaluated there forecasts the holiday as that weekday)."""
+    t = np.asarray(t, dtype=float)
+    if not len(days) or not len(t):
+        return t
+    n = np.floor(t / DAY).astype(np.int64)
+    hol = np.isin(n, np.asarray(days, dtype=np.int64))
+    shift = (holiday_as - weekday_of_day(n)) * DAY
+    return np.where(hol, t + shift, t)
+
+
 __all__ = ["CalendarError", "DAY", "DEFAULT_HOLIDAY_AS", "EVENT_FIELDS", "Event", "MAX_EVENTS_BYTES", "WEEKDAYS",
-           "apply_events", "check_floors", "day_mask", "holiday_days", "load_events", "parse_events",
+           "apply_events", "as_weekday_times", "check_floors", "day_mask", "holiday_days", "load_events", "parse_events",
            "parse_holidays_spec", "parse_weekday", "shift_off_holidays", "substitute_holidays", "weekday_of_day"]

@@ -172,3 +172,25 @@ def test_seasonal_naive_forecasts_a_holiday_as_sunday_and_survives_state():
     assert np.allclose(g.predict(7 * 24).mean, fc.mean)
     sat = SeasonalNaiveForecaster(level_half_life=0, holiday_days=days, holiday_as=5).fit(series).predict(7 * 24)
     assert np.allclose(sat.mean[3 * 24:4 * 24], 600.0 + hour)  # as Saturday 11-21
+
+
+def test_prophet_substitutes_past_holidays_and_forecasts_a_holiday_as_sunday():
+    """Real Prophet fits on the synthetic weeks. Plain, the holiday (Thursday 11-19 at 50 + hour instead of
+    400 + hour) pulls the weekly shape's Thursday down; with it declared, the history point is replaced by the
+    Thursday a week before, so next Thursday's forecast is near 400 + hour (within 10 %), and a declared holiday
+    next week (11-26) is forecast as that week's Sunday (near 700 + hour)."""
+    from forecaster.models.prophet import ProphetFitted, ProphetForecaster
+
+    series, hour = _synthetic(50.0)
+    thu = slice(3 * 24, 4 * 24)
+    plain = ProphetForecaster().fit(series).predict(7 * 24)
+    hol = ProphetForecaster(holiday_days=(day(2026, 11, 19),)).fit(series).predict(7 * 24)
+    want = 400.0 + hour
+    err_plain = float(np.mean(np.abs(plain.mean[thu] - want) / want))
+    err_hol = float(np.mean(np.abs(hol.mean[thu] - want) / want))
+    assert err_hol < 0.10 and err_plain > 2 * err_hol, (err_plain, err_hol)
+    f = ProphetForecaster(holiday_days=(day(2026, 11, 19), day(2026, 11, 26))).fit(series)
+    fc = f.predict(7 * 24)
+    assert np.allclose(fc.mean[thu], fc.mean[6 * 24:7 * 24])  # the curve at Sunday 11-29's times
+    assert float(np.mean(np.abs(fc.mean[thu] - (700.0 + hour)) / (700.0 + hour))) < 0.10
+    assert np.allclose(ProphetFitted.from_state(f.to_state()).predict(7 * 24).mean, fc.mean)
