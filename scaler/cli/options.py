@@ -206,7 +206,7 @@ def calendar_options(f):
     @functools.wraps(f)
     def wrapper(*args, holidays: str | None = None, holiday_window: int = 0, holiday_as: str = DEFAULTS["holidayAs"],
                 events_path: Path | None = None, **kwargs):
-        from forecaster.calendar import CalendarError, load_events, parse_holidays_spec, parse_weekday
+        from forecaster.calendar import CalendarError, check_floors, load_events, parse_holidays_spec, parse_weekday
 
         cal: dict = {"holiday_window": int(holiday_window)}
         for flag, key, read in (("--holidays", "holidays", lambda: _holidays(parse_holidays_spec(holidays))),
@@ -218,6 +218,12 @@ def calendar_options(f):
                 cal[key] = read()
             except CalendarError as e:
                 fail(f"{flag}: {e}")
+        qps, top = kwargs.get("qps_per_replica"), kwargs.get("max_replicas")
+        if cal.get("events") and qps and top:  # a floor the workload cannot reach (given --qps-per-replica)
+            try:
+                check_floors(cal["events"], top * qps, source=str(events_path))
+            except CalendarError as e:
+                fail(f"--events: {e} (--max-replicas {top} x --qps-per-replica {qps:g})")
         return f(*args, calendar=cal, **kwargs)
 
     return _compose(
