@@ -52,3 +52,14 @@ def test_one_day_on_thanksgiving_is_scored_as_a_holiday_and_an_event_floor_decid
     # polls every 30 s in [18:00 - 285 s, 20:00]: 17:55:15 .. 20:00:00 -> 17:55:30 .. 20:00:00 = 250 polls
     assert reasons["event"] == 250
     assert "holiday/event" in r.output  # the text table's split row
+
+
+def test_tune_takes_the_same_options_and_refuses_bad_ones(tmp_path):
+    r = CliRunner().invoke(main, ["tune", TAXI, "--holidays", "US-ZZ"], catch_exceptions=False)
+    assert r.exit_code == 2 and "'ZZ' is not a subdivision of US" in r.output
+    p = tmp_path / "ev.yaml"
+    p.write_text("- name: big\n  start: 2014-11-28T08:00:00\n  end: 2014-11-28T12:00:00\n  floor_qps: 500\n")
+    r = CliRunner().invoke(main, ["tune", TAXI, "--events", str(p), "--qps-per-replica", "1", "--max-replicas", "100"],
+                           catch_exceptions=False)
+    # 500 req/s > 100 replicas x 1 req/s
+    assert r.exit_code == 2 and "line 1: event 'big' floor_qps 500 is above" in r.output
