@@ -75,6 +75,15 @@ KEYS: tuple[Key, ...] = (
     Key("tuningMinHistory", "7d", "with tuning auto: history needed before the first selection (duration, 4h to history)"),
     Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
                                "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
+    Key("holidays", "", "public holidays of a country, optionally with a subdivision (US, US-CA, GB, DE-BY; the "
+                        "holidays package), UTC days; empty = off: holidays are not copied into the next week and "
+                        "are forecast as holidayAs"),
+    Key("holidayWindow", "0", "with holidays: days before and after each holiday treated as holidays too (0 to 7)"),
+    Key("holidayAs", "sunday", "with holidays: the weekday a holiday is forecast as when the history holds none "
+                               "(monday ... sunday)"),
+    Key("eventsFile", "", "path of an events file (a mounted ConfigMap; CSV name,start,end,multiplier,floor_qps or "
+                          "YAML; at most 256 KiB), re-read on change: a multiplier or a floor on the planned rate over "
+                          "[start - L, end]"),
     Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place

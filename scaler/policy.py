@@ -41,6 +41,7 @@ class Reason(str, Enum):
     FORECAST_ABSURD = "fallback_forecast_absurd"  # NaN, negative or far outside history
     NO_FORECAST_YET = "fallback_no_forecast_yet"  # first fit still running
     PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
+    EVENT = "event"  # a user event (eventsFile) set the value: its multiplier or floor; its name in Decision.event
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,7 @@ class PolicyParams:
     level_correction_seconds: float = 0.0  # residual half-life; 0 = off
     absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
     floor_qps: float = 0.0  # a warm floor (req/s) added to the observed rate and to the forecast before the max
+    events: tuple = ()  # forecaster.calendar.Event: in force at polls in [start - lead, end] (decide_array)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class Decision:
     base: float  # max(observed, forecast_peak) before headroom and tolerance
     # max of the (corrected) mean over [now, now+L] when forecast_peak is set; only with decide(with_mean=True)
     forecast_mean_peak: float | None = None
+    event: str | None = None  # the name of the user event in force at this poll, if any
 
 
 REASONS: tuple[Reason, ...] = tuple(Reason)  # a reason's code in ``Decisions.reason`` is its index here
@@ -139,6 +142,8 @@ class Decisions:
     forecast_peak: np.ndarray
     base: np.ndarray
     forecast_mean_peak: np.ndarray
+    event: np.ndarray | None = None  # (n,) index into PolicyParams.events in force, -1 = none
+    event_names: tuple[str, ...] = ()
 
     def at(self, i: int) -> Decision:
         def opt(x: float) -> float | None:
@@ -146,7 +151,8 @@ class Decisions:
 
         return Decision(planned=float(self.planned[i]), reason=REASONS[int(self.reason[i])],
                         observed=float(self.observed[i]), forecast_peak=opt(self.forecast_peak[i]),
-                        base=float(self.base[i]), forecast_mean_peak=opt(self.forecast_mean_peak[i]))
+                        base=float(self.base[i]), forecast_mean_peak=opt(self.forecast_mean_peak[i]),
+                        event=None if self.event is None or self.event[i] < 0 else self.event_names[self.event[i]])
 
     def reason_counts(self) -> dict[str, int]:
         codes, counts = np.unique(self.reason, return_counts=True)
@@ -278,8 +284,37 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
             if with_mean:
                 mean_peak[k] = np.where(good, mk, np.nan)
     base = np.where(reason == _CODE[Reason.FORECAST], peak, obs)
+    which = None
+    if params.events:
+        base, reason, which = _events(base, reason, peak, obs, now, params)
     planned = clear_dead_band_array(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
-    return Decisions(planned, reason, obs, peak, base, mean_peak)
+    return Decisions(planned, reason, obs, peak, base, mean_peak, which, tuple(e.name for e in params.events))
+
+
+def _events(base: np.ndarray, reason: np.ndarray, peak: np.ndarray, obs: np.ndarray, now: np.ndarray,
+            params: PolicyParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """User events at polls in ``[start - lead, end]``, so that capacity is ready at ``start``: a multiplier scales
+    the forecast peak where the forecast is acted on (reasons forecast / observed_floor), then a floor (req/s) raises
+    the base in every mode. Where an event sets the base the reason is ``event``; ``which`` is the event in force."""
+    base, reason = base.copy(), reason.copy()
+    which = np.full(len(base), -1, dtype=np.int64)
+    acted = (reason == _CODE[Reason.FORECAST]) | (reason == _CODE[Reason.OBSERVED_FLOOR])
+    for i, e in enumerate(params.events):
+        on = (now >= e.start - params.lead_seconds) & (now <= e.end)
+        if not on.any():
+            continue
+        which[on] = i
+        if e.multiplier is not None:
+            m = on & acted
+            scaled = peak[m] * e.multiplier
+            up = scaled > obs[m]
+            base[m] = np.where(up, scaled, obs[m])
+            reason[m] = np.where(up, _CODE[Reason.EVENT], _CODE[Reason.OBSERVED_FLOOR])
+        if e.floor_qps is not None:
+            f = on & (e.floor_qps > base)
+            base[f] = e.floor_qps
+            reason[f] = _CODE[Reason.EVENT]
+    return base, reason, which
 
 
 def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, params: PolicyParams,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
+from forecaster.calendar import WEEKDAYS, parse_holidays_spec, parse_weekday
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source, to_metadata as cold_metadata
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
@@ -131,11 +132,16 @@ class ScalerSpec:
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
     cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstart)
     floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
+    holidays: str = ""  # holidays: "US", "US-CA"; "" = off (forecaster.calendar)
+    holiday_window: int = 0  # holidayWindow, days
+    holiday_as: int = 6  # holidayAs: weekday, Monday = 0
+    events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
         return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,
-                self.level_correction_seconds, self.quantile if self.model == "auto" else None)  # auto scores on it
+                self.level_correction_seconds, self.quantile if self.model == "auto" else None,  # auto scores on it
+                self.holidays, self.holiday_window, self.holiday_as)
 
 
 def _metric_name(namespace: str, name: str) -> str:
@@ -315,6 +321,10 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     elif tuning_history > history:
         raise MetadataError("tuningMinHistory", r.raw("tuningMinHistory"),
                             f"a duration of at least 4h and no longer than history ({history:g}s)")
+    holidays = r.get("holidays", _holidays, "a country code with an optional subdivision, e.g. US or US-CA, or empty")
+    hwindow = r.get("holidayWindow", _holiday_window, "a whole number of days in [0, 7], e.g. \"1\"")
+    holiday_as = r.get("holidayAs", parse_weekday, "a weekday name, monday ... sunday")
+    events_file = r.get("eventsFile", _events_path, "an absolute path of a mounted file, e.g. /etc/forescale/events.csv")
     refresh = None
     if r.raw("refreshInterval") is not None:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
@@ -355,6 +365,10 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         refresh_seconds=refresh,
         cold_start_cluster=cluster,
         floor_replicas=floor,
+        holidays=holidays,
+        holiday_window=hwindow,
+        holiday_as=holiday_as,
+        events_file=events_file,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
     return spec, unknown
@@ -370,6 +384,26 @@ def _redacted_url(v: str) -> str:
     except ValueError:
         return "an unparseable URL"
     return _cut(repr(f"{u.scheme}://<user:password hidden>@{host}{u.path}"))
+
+
+def _holidays(v: str) -> str:
+    if not v:
+        return ""
+    country, subdiv = parse_holidays_spec(v)
+    return country if subdiv is None else f"{country}-{subdiv}"
+
+
+def _holiday_window(v: str) -> int:
+    n = int(v)
+    if not 0 <= n <= 7:
+        raise ValueError(v)
+    return n
+
+
+def _events_path(v: str) -> str:
+    if v and (not v.startswith("/") or len(v) > 1024 or not v.isprintable()):
+        raise ValueError(v)
+    return v
 
 
 def _replicas(v: str) -> int:
@@ -431,6 +465,8 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
         "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
         "floorReplicas": str(int(spec.floor_replicas)),
+        "holidays": spec.holidays, "holidayWindow": str(spec.holiday_window),
+        "holidayAs": WEEKDAYS[spec.holiday_as], "eventsFile": spec.events_file,
         "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
         "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),

@@ -281,3 +281,15 @@ def test_a_lead_or_horizon_past_its_cap_is_refused():
     with pytest.raises(MetadataError, match="MAX_HISTORY_STEPS"):
         parse(step="10s", history="14d")
     assert parse(refreshInterval="30s")[0].refresh_seconds == 30.0
+
+
+def test_holiday_and_event_keys():
+    spec = parse(holidays="us-ca", holidayWindow="1", holidayAs="Sat", eventsFile="/etc/forescale/events.csv")[0]
+    assert (spec.holidays, spec.holiday_window, spec.holiday_as, spec.events_file) == ("US-CA", 1, 5,
+                                                                                        "/etc/forescale/events.csv")
+    assert parse()[0].holidays == "" and parse()[0].holiday_as == 6  # off; Sunday
+    assert parse(holidays="US")[0].forecast_key() != parse()[0].forecast_key()  # a change refits
+    for key, value, word in (("holidays", "XX", "country code"), ("holidayWindow", "9", "\\[0, 7\\]"),
+                             ("holidayAs", "someday", "weekday name"), ("eventsFile", "events.csv", "absolute path")):
+        with pytest.raises(MetadataError, match=word):
+            parse(**{key: value})

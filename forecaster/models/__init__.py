@@ -64,11 +64,22 @@ def make(name: str, **options: Any) -> Forecaster:
     return cls(**options)
 
 
-def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float) -> Forecaster:
+def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float,
+                    holiday_days: tuple[int, ...] = (), holiday_as: int = 6) -> Forecaster:
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
-    candidates on the quantile the policy provisions (the server's fits and the replay's both come here)."""
-    extra = {"quantile": quantile} if str(name).strip().lower() == "auto" else {}
+    candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
+    ``holiday_days`` (epoch days, ``forecaster.calendar``) go to the models that take them
+    (``takes_holidays``); the others forecast every day as an ordinary day."""
+    extra: dict[str, Any] = {"quantile": quantile} if str(name).strip().lower() == "auto" else {}
+    if holiday_days and takes_holidays(name):
+        extra.update(holiday_days=tuple(int(d) for d in holiday_days), holiday_as=int(holiday_as))
     return make(name, seed=seed, level_half_life=level_half_life, **extra)
+
+
+def takes_holidays(name: str) -> bool:
+    """Whether the model named ``name`` has a holiday rule (``holiday_days``/``holiday_as`` options)."""
+    cls = _FORECASTERS.get(str(name).strip().lower())
+    return cls is not None and "holiday_days" in {f.name for f in fields(cls)}
 
 
 def to_state(fitted: Fitted) -> dict:

@@ -71,6 +71,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..calendar import as_weekday_times, substitute_holidays
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
@@ -122,6 +123,8 @@ class ProphetForecaster:
     band_holdout: float = 0.0  # > 0: bands from errors on this held-out tail (a second, warm-started fit)
     min_points: int = 12  # finite points needed at the series' own step
     init: dict | None = field(default=None, repr=False)  # Stan init (k, m, delta, beta, sigma_obs)
+    holiday_days: tuple[int, ...] = ()  # epoch days (UTC) that are holidays, past and future (forecaster.calendar)
+    holiday_as: int = 6  # a holiday is forecast as this weekday of its week (Monday = 0, Sunday = 6)
 
     name = NAME
 
@@ -130,6 +133,7 @@ class ProphetForecaster:
             raise ValueError(f"transform must be 'log' or 'none', got {self.transform!r}")
 
     def fit(self, series: Series, *, warm_start: "ProphetFitted | None" = None) -> "ProphetFitted":
+        series = self._holiday_history(series)
         ok = np.isfinite(series.y)
         n_ok = int(ok.sum())
         if n_ok < self.min_points:
@@ -184,7 +188,18 @@ class ProphetForecaster:
                 bands = BandTable(bands.hs, bands.values * f, bands.relative, bands.offset)
         return ProphetFitted(step=step, last_t=float(series.t[-1]), curve=curve, bands=bands,
                              history_max=history_max(series), fit_step=k * step,
-                             level_half_life=self.level_half_life)
+                             level_half_life=self.level_half_life, **self._holiday_fields())
+
+    def _holiday_history(self, series: Series) -> Series:
+        """History preprocessing: holiday points replaced by the same moment a week before (else after), so a
+        past holiday's dip is not learned as part of the weekly shape (``forecaster.calendar``)."""
+        if not self.holiday_days:
+            return series
+        y = substitute_holidays(series.t, series.y, np.asarray(self.holiday_days, dtype=np.int64), 7 * DAY)
+        return Series(series.t, y, series.step)
+
+    def _holiday_fields(self) -> dict:
+        return {"holiday_days": tuple(self.holiday_days), "holiday_as": int(self.holiday_as)} if self.holiday_days else {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,6 +263,8 @@ class ProphetFitted:
     fit_step: float
     level_half_life: float
     model: str = NAME
+    holiday_days: tuple[int, ...] = ()
+    holiday_as: int = 6
 
     @property
     def chosen(self) -> str:
@@ -255,11 +272,13 @@ class ProphetFitted:
 
     def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
                 recent: Series | None = None) -> Forecast:
-        """The fitted curve at ``origin + step * (1..horizon)``; ``recent`` only sets the origin."""
+        """The fitted curve at ``origin + step * (1..horizon)``; ``recent`` only sets the origin. A holiday
+        point is the curve at the same time on the ``holiday_as`` weekday of its week."""
         qs = check_quantiles(quantiles)
         origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
         t = grid(origin, self.step, horizon)
-        mean = self.curve(t)
+        mean = self.curve(as_weekday_times(t, np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as)
+                          if self.holiday_days else t)
         return finalize(t, mean, bands_for(self.bands, mean, qs), self.model)
 
     def stan_params(self) -> dict[str, Any]:
@@ -271,14 +290,17 @@ class ProphetFitted:
     def to_state(self) -> dict:
         return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t,
                 "curve": self.curve.to_state(), "bands": self.bands.to_state(), "history_max": self.history_max,
-                "fit_step": self.fit_step, "level_half_life": self.level_half_life}
+                "fit_step": self.fit_step, "level_half_life": self.level_half_life,
+                **({"holiday_days": list(self.holiday_days), "holiday_as": self.holiday_as} if self.holiday_days else {})}
 
     @staticmethod
     def from_state(d: dict) -> "ProphetFitted":
         require_model(d, NAME)
         return ProphetFitted(step=float(d["step"]), last_t=float(d["last_t"]), curve=_Curve.from_state(d["curve"]),
                              bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]),
-                             fit_step=float(d["fit_step"]), level_half_life=float(d["level_half_life"]))
+                             fit_step=float(d["fit_step"]), level_half_life=float(d["level_half_life"]),
+                             holiday_days=tuple(int(x) for x in d.get("holiday_days", ())),
+                             holiday_as=int(d.get("holiday_as", 6)))
 
 
 def features(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> np.ndarray:

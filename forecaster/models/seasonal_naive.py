@@ -13,6 +13,13 @@ y[i - season]`` (the seasonal residual) and level correction of half-life
 ``r[i+h] - w_h * r[i]``, ``w_h = 0.5 ** (h * step / half_life)``;
 ``level_half_life=0`` gives the plain residual quantiles. Added to the
 forecast, floored at 0.
+
+Holidays (``holiday_days``: epoch days, ``forecaster.calendar``): a holiday is
+not copied into the next season; an ordinary target whose source falls on a
+holiday takes the last ordinary day of the same weekday (one more season
+back), and a holiday target is forecast as the same time of day on the last
+ordinary ``holiday_as`` weekday (default Sunday). The band residuals skip
+holiday points the same way (they are substituted before differencing).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..calendar import shift_off_holidays, substitute_holidays
 from ..base import Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, grid, h_grid,
@@ -48,6 +56,8 @@ class SeasonalNaiveForecaster:
     season: float | None = None
     window: float = 7 * DAY
     level_half_life: float = DEFAULT_HALF_LIFE_SECONDS  # bands for the level-corrected forecast; 0 = plain
+    holiday_days: tuple[int, ...] = ()  # epoch days (UTC) that are holidays, past and future
+    holiday_as: int = 6  # a holiday target is forecast as this weekday (Monday = 0, Sunday = 6)
 
     name = NAME
 
@@ -60,7 +70,8 @@ class SeasonalNaiveForecaster:
         if lag < 1 or len(series) < 2 * lag:
             raise InsufficientHistory(f"{NAME}: {len(series)} points, at least 2 seasons ({2 * lag}) needed")
         require(series, 2, NAME)
-        y = series.y
+        days = np.asarray(self.holiday_days, dtype=np.int64)
+        y = substitute_holidays(series.t, series.y, days, season) if len(days) else series.y
         tail_n = min(len(y), lag + int(round(self.window / series.step)))
         yt = y[-tail_n:]
         res = yt[lag:] - yt[:-lag]
@@ -74,10 +85,14 @@ class SeasonalNaiveForecaster:
             table = BandTable.from_errors(hs, errors)
         else:
             table = BandTable.from_errors(np.array([1]), lambda h: res)
-        keep = y[-lag:]  # the last season: all that predict needs
+        # the last season is all that predict needs; with holidays, up to 3 seasons (and 15 days) so a
+        # holiday can be skipped and a holiday target can find its ``holiday_as`` day
+        n_keep = lag if not len(days) else min(len(y), max(3 * lag, int(round(15 * DAY / series.step))))
+        keep = series.y[-n_keep:]
         return SeasonalNaiveFitted(step=series.step, last_t=float(series.t[-1]), lag=lag,
-                                   t0=float(series.t[-lag]), values=keep.copy(), bands=table,
-                                   history_max=history_max(series))
+                                   t0=float(series.t[-n_keep]), values=keep.copy(), bands=table,
+                                   history_max=history_max(series), holiday_days=tuple(int(d) for d in days),
+                                   holiday_as=int(self.holiday_as))
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +104,8 @@ class SeasonalNaiveFitted:
     values: np.ndarray  # the last season of training values
     bands: BandTable
     history_max: float
+    holiday_days: tuple[int, ...] = ()
+    holiday_as: int = 6
     model: str = NAME
 
     @property
@@ -106,6 +123,11 @@ class SeasonalNaiveFitted:
         h = np.arange(1, horizon + 1)
         k = -(-h // self.lag)  # seasons back, so that the source is at or before origin
         src = n_origin + h - k * self.lag
+        if self.holiday_days:
+            src_t = shift_off_holidays(t, t0 + src * self.step, origin, self.lag * self.step,
+                                       np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as)
+            moved = np.rint((src_t - t0) / self.step).astype(np.int64)
+            src = np.where(moved >= 0, moved, src)  # not enough stored history: the plain source
         src = np.clip(src, 0, len(hist) - 1) if len(hist) else src
         mean = hist[src] if len(hist) else np.full(horizon, np.nan)
         if np.isnan(mean).any():
@@ -116,14 +138,17 @@ class SeasonalNaiveFitted:
     def to_state(self) -> dict:
         return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t, "lag": self.lag,
                 "t0": self.t0, "values": arr_to_json(self.values), "bands": self.bands.to_state(),
-                "history_max": self.history_max}
+                "history_max": self.history_max, "holiday_days": list(self.holiday_days),
+                "holiday_as": self.holiday_as}
 
     @staticmethod
     def from_state(d: dict) -> "SeasonalNaiveFitted":
         require_model(d, NAME)
         return SeasonalNaiveFitted(step=float(d["step"]), last_t=float(d["last_t"]), lag=int(d["lag"]),
                                    t0=float(d["t0"]), values=arr_from_json(d["values"]),
-                                   bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]))
+                                   bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]),
+                                   holiday_days=tuple(int(x) for x in d.get("holiday_days", ())),
+                                   holiday_as=int(d.get("holiday_as", 6)))
 
 
 def _ffill(y: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
 from .coldstarts import cold_start_options, sampled_world, wanted
-from .options import (Duration, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
+from .options import (Duration, calendar_options, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
 from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
@@ -50,13 +50,14 @@ from .scaledobjects import check_series, fetch_missing, load_plans, load_series,
                    "every family is swept, --policies does not apply.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="With --sweep: worker processes. [default: usable cores, <= 4]")
+@calendar_options
 @world_options
 @scaledobject_options
 @cold_start_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
-                     do_sweep, jobs, scaledobject_files, trigger_series, **world_opts) -> None:
+                     do_sweep, jobs, scaledobject_files, trigger_series, calendar=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -102,7 +103,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
-                               world=world)
+                               world=world, **(calendar or {}))
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)

@@ -67,7 +67,7 @@ def fleet_options(command):
 def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
               qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
               hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, shards, **cluster) -> None:
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, calendar=None, **cluster) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
     from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
@@ -104,7 +104,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                                hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
-                               world=world)
+                               world=world, **(calendar or {}))
     try:
         settings.validate()
         if by:

@@ -194,6 +194,52 @@ def qps_per_replica_from(f):
                              "value).")(wrapper)
 
 
+def _holidays(parsed: tuple[str, str | None]) -> str:
+    return parsed[0] if parsed[1] is None else f"{parsed[0]}-{parsed[1]}"
+
+
+def calendar_options(f):
+    """``--holidays``, ``--holiday-window``, ``--holiday-as``, ``--events``: checked here (exit 2 on bad input) and
+    handed to the command as one ``calendar`` dict of ``Settings`` fields (holidays, holiday_window, holiday_as,
+    events)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, holidays: str | None = None, holiday_window: int = 0, holiday_as: str = DEFAULTS["holidayAs"],
+                events_path: Path | None = None, **kwargs):
+        from forecaster.calendar import CalendarError, check_floors, load_events, parse_holidays_spec, parse_weekday
+
+        cal: dict = {"holiday_window": int(holiday_window)}
+        for flag, key, read in (("--holidays", "holidays", lambda: _holidays(parse_holidays_spec(holidays))),
+                                ("--holiday-as", "holiday_as", lambda: parse_weekday(holiday_as)),
+                                ("--events", "events", lambda: load_events(str(events_path)))):
+            if key == "holidays" and not holidays or key == "events" and events_path is None:
+                continue
+            try:
+                cal[key] = read()
+            except CalendarError as e:
+                fail(f"{flag}: {e}")
+        qps, top = kwargs.get("qps_per_replica"), kwargs.get("max_replicas")
+        if cal.get("events") and qps and top:  # a floor the workload cannot reach (given --qps-per-replica)
+            try:
+                check_floors(cal["events"], top * qps, source=str(events_path))
+            except CalendarError as e:
+                fail(f"--events: {e} (--max-replicas {top} x --qps-per-replica {qps:g})")
+        return f(*args, calendar=cal, **kwargs)
+
+    return _compose(
+        click.option("--holidays", metavar="CC[-SUB]", default=None,
+                     help="Public holidays of a country (US, US-CA, GB, DE-BY), UTC days: not copied into the next "
+                          "week, forecast as --holiday-as; the accuracy is split into ordinary and holiday/event days."),
+        click.option("--holiday-window", type=click.IntRange(0, 7), default=int(DEFAULTS["holidayWindow"]),
+                     show_default=True, help="Days before and after each holiday treated as holidays too."),
+        click.option("--holiday-as", metavar="WEEKDAY", default=DEFAULTS["holidayAs"], show_default=True,
+                     help="The weekday a holiday is forecast as (monday ... sunday)."),
+        click.option("--events", "events_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     metavar="FILE", help="Events file (CSV name,start,end,multiplier,floor_qps or YAML): a multiplier "
+                                          "or a floor on the planned rate over [start - L, end]."),
+    )(wrapper)
+
+
 replica_options = _compose(
     qps_per_replica_from,
     click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,

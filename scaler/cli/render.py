@@ -42,7 +42,10 @@ def to_json(r: Result) -> dict:
         pols[name] = d
     fc = {}
     for m, mr in r.models.items():
-        fc[m] = {k: (_num(v) if isinstance(v, float) else v) for k, v in mr.scores.items()}
+        fc[m] = {k: (_num(v) if isinstance(v, float) else v) for k, v in mr.scores.items() if k != "days"}
+        if "days" in mr.scores:  # --holidays/--events: the accuracy on ordinary days and on holidays/events
+            fc[m]["days"] = {part: {k: (_num(v) if isinstance(v, float) else v) for k, v in sc.items()}
+                             for part, sc in mr.scores["days"].items()}
         fc[m]["fits"] = mr.fits
         if mr.failures:
             fc[m]["failures"] = mr.failures
@@ -83,6 +86,7 @@ def to_json(r: Result) -> dict:
         "policies": pols,
         "notes": list(r.notes),
         "timing": {k: round(v, 3) for k, v in r.timing.items()},
+        **calendar_json(r),
     }
 
 
@@ -125,9 +129,28 @@ def format_table(r: Result) -> str:
         sc = mr.scores
         lines.append(f"{m:<16}{_f(sc['mase'], 8, 3)}{_f(sc['wape'], 8, 3)}{_f(sc['pinball'], 10, 2)}"
                      f"{_f(sc['coverage'], 10, 3)}{mr.fits:>6d}")
+        for part, ps in sc.get("days", {}).items():
+            lines.append(f"{'  ' + part.replace('_or_', '/'):<16}{_f(ps['mase'], 8, 3)}{_f(ps['wape'], 8, 3)}"
+                         f"{_f(ps['pinball'], 10, 2)}{_f(ps['coverage'], 10, 3)}{'':>6}")
     lines.append(f"(coverage: share of actuals at or below the q{s.quantile:g} forecast; MASE scaled by the "
                  f"in-sample seasonal-naive error)")
     return "\n".join(lines)
+
+
+def calendar_json(r: Result) -> dict:
+    """``calendar``, only with --holidays/--events: the holidays and events marked over the simulated span."""
+    s = r.settings
+    if not (s.holidays or s.events):
+        return {}
+    from forecaster.calendar import WEEKDAYS, holiday_days
+
+    days = holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window) if s.holidays else {}
+    return {"calendar": {
+        "holidays": s.holidays or None, "holiday_window": s.holiday_window, "holiday_as": WEEKDAYS[s.holiday_as],
+        "holiday_days": [{"start": iso(n * DAY), "end": iso((n + 1) * DAY), "name": name} for n, name in days.items()],
+        "events": [{"name": e.name, "start": iso(e.start), "end": iso(e.end), "multiplier": e.multiplier,
+                    "floor_qps": e.floor_qps} for e in s.events],
+    }}
 
 
 def _f(x: float, w: int, d: int) -> str:

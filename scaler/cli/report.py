@@ -131,6 +131,7 @@ def _forecast_plot(r: Result, path: Path, window: tuple[float, float]) -> None:
                         alpha=0.22, lw=0, label=f"q{lo_q:g} .. q{hi_q:g} band")
         ax.plot(tf, pool(mr.mean_at_l[keep], k, "max"), color="#1f77b4", lw=1.0, label=f"{mr.model} forecast")
         ax.plot(ta, pool(series.y[a:b], k, "max"), color="black", lw=0.8, label="actual")
+        _mark_calendar(ax, r, t0, t1)
         ax.set_ylabel("req/s")
         ax.grid(alpha=0.25)
         loc = mdates.AutoDateLocator()
@@ -145,6 +146,21 @@ def _forecast_plot(r: Result, path: Path, window: tuple[float, float]) -> None:
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _mark_calendar(ax, r: Result, t0: float, t1: float) -> None:
+    """Shade the holidays (--holidays) and events (--events) within [t0, t1)."""
+    spans = []
+    if r.settings.holidays:
+        from forecaster.calendar import DAY, holiday_days
+
+        spans += [(n * DAY, (n + 1) * DAY, "#ff7f0e") for n in holiday_days(r.settings.holidays, t0, t1 - 1e-6,
+                                                                              r.settings.holiday_window)]
+    spans += [(e.start, e.end, "#2ca02c") for e in r.settings.events]
+    for a, b, color in spans:
+        if b > t0 and a < t1:
+            ax.axvspan(_dates(np.array([max(a, t0)]))[0], _dates(np.array([min(b, t1)]))[0], color=color, alpha=0.12,
+                       lw=0)
 
 
 def _frontier_plot(r: Result, path: Path) -> None:

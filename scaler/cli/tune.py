@@ -19,7 +19,7 @@ import click
 
 from ..spec import DEFAULTS, GRPC_PORT, MODELS
 from .fleet import fleet_options
-from .options import (CLUSTER_DEFAULTS, Duration, check_output, cluster_options, cold_start_value, fail, hpa_options,
+from .options import (CLUSTER_DEFAULTS, Duration, calendar_options, check_output, cluster_options, cold_start_value, fail, hpa_options,
                       load_trace, model_option, replica_options, require_length, source_options, target_options,
                       to_stdout, world_from_options, write_json)
 
@@ -83,6 +83,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@calendar_options  # --holidays/--holiday-window/--holiday-as/--events: one ``calendar`` dict (fleet too)
 @fleet_options  # --by/--series-column/--out/--ray: a whole fleet (scaler/cli/fleet.py)
 @source_options(default_start="now-21d")
 @target_options
@@ -114,7 +115,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress, **cluster) -> None:
+                 timeseries_path, progress, calendar=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -138,7 +139,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                            model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                            hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
-                           world=world)
+                           world=world, **(calendar or {}))
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:

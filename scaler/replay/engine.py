@@ -85,6 +85,10 @@ class Settings:
     hybrid_floor_percentile: float = 10.0
     policies: tuple[str, ...] = POLICIES
     seed: int = 0
+    holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
+    holiday_window: int = 0  # holidayWindow, days
+    holiday_as: int = 6  # holidayAs, Monday = 0
+    events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
 
     def lead(self) -> LeadTime:
@@ -92,6 +96,14 @@ class Settings:
                       float(DEFAULTS["schedulingSeconds"]), float(DEFAULTS["readinessSeconds"]),
                       self.buffer_seconds)
         return lt
+
+    def holiday_days(self, t_first: float, t_last: float) -> tuple[int, ...]:
+        """The epoch days of ``holidays`` (with ``holiday_window``) between two times; () when off."""
+        if not self.holidays:
+            return ()
+        from forecaster.calendar import holiday_days
+
+        return tuple(holiday_days(self.holidays, t_first, t_last, self.holiday_window))
 
     def validate(self) -> None:
         if not (math.isfinite(self.cold_start_seconds) and self.cold_start_seconds >= 0):
@@ -109,6 +121,13 @@ class Settings:
 
         if self.model not in NAMES:
             raise ReplayError(f"unknown model {self.model!r}; accepted: {', '.join(NAMES)}")
+        if self.holidays:
+            from forecaster.calendar import CalendarError, parse_holidays_spec
+
+            try:
+                parse_holidays_spec(self.holidays)
+            except CalendarError as e:
+                raise ReplayError(str(e)) from None
         if not 0 <= self.hpa_tolerance < 1:
             raise ReplayError(f"HPA tolerance {self.hpa_tolerance:g}: accepted is a fraction in [0, 1)")
         if self.refit_seconds <= 0 or self.span_seconds <= 0 or self.history_seconds <= 0:
@@ -258,6 +277,16 @@ def _chunks(batch: list, size: int) -> list[list]:
     return out
 
 
+def holiday_kw(settings: Settings, series, ahead: float) -> dict:
+    """``run_model``'s holiday arguments for a trace: its holidays from its first point to ``ahead`` past its end,
+    and the days the accuracy is split on (holidays and event days)."""
+    if not (settings.holidays or settings.events) or not len(series):
+        return {}
+    days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
+    ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
+    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
+
+
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
         executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
@@ -290,7 +319,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     ok = np.isfinite(train.y)
     upto = slice_series(series, float(series.t[0]), end)
     ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
-                  len(train) * step, su.peak, upto.t, upto.y, step)
+                  len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events))
 
     target = as_target(target_miss)
     reactive_miss = None
@@ -317,7 +346,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             need_q[v.model].add(float(v.quantile))
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
-                      level_seconds=settings.level_correction_seconds, seed=settings.seed) for m in models}
+                      level_seconds=settings.level_correction_seconds, seed=settings.seed,
+                      **holiday_kw(settings, series, horizon * step)) for m in models}
 
     # batches: the model-free variants at once; a model's variants per quantile once its curves are there
     free = [(v, is_default(v, settings)) for v in vs if v.model is None]

@@ -112,7 +112,9 @@ def band(q: float) -> tuple[float, ...]:
 
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
-              level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None) -> ModelRun:
+              level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
+              holiday_days: tuple[int, ...] = (), holiday_as: int = 6, special_days: tuple[int, ...] = ()
+              ) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -130,7 +132,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     t_start = time.perf_counter()
     step = series.step
     fseries = padded(series.until(end), horizon - 1)  # the last cutoff is end - step
-    counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q), progress)
+    counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q,
+                                       holiday_days=holiday_days, holiday_as=holiday_as), progress)
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
                                         quantiles=tuple(quantiles))
@@ -152,6 +155,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
         season = 1
     scores = dict(evaluate.score(fseries, lc, q=q, season=season, h=score_points))
     scores.update(cutoffs=len(fcs), horizon_steps=int(score_points), mase_season_steps=int(season))
+    if special_days:
+        scores["days"] = split_scores(fseries, lc, special_days, q=q, season=season, h=score_points)
     lo_q, hi_q = min(band(q)), max(band(q))
     k = score_points - 1
     target = np.array([f.t[k] for _, f in lc], dtype=float)
@@ -160,6 +165,22 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     hi = np.array([f.at_quantile(hi_q)[k] for _, f in lc], dtype=float)
     return ModelRun(model, curves, target, mean, lo, hi, scores, counted.fits, counted.failures,
                     time.perf_counter() - t_start)
+
+
+def split_scores(series: Series, forecasts: list, special_days: Sequence[int], *, q: float, season: int,
+                 h: int) -> dict[str, dict]:
+    """``evaluate.score`` on the forecasts whose scored point (``h`` steps ahead) falls on an ordinary day and on
+    one of ``special_days`` (epoch days: holidays and events), separately. Each subset's MASE is scaled by the
+    seasonal-naive error before its own first cutoff."""
+    from forecaster import evaluate
+
+    days = np.asarray(special_days, dtype=np.int64)
+    on = [bool(np.isin(int((c + (h - 1) * series.step) // DAY), days)) for c, _ in forecasts]
+    out = {}
+    for name, want in (("ordinary", False), ("holiday_or_event", True)):
+        part = [f for f, o in zip(forecasts, on) if o == want]
+        out[name] = dict(evaluate.score(series, part, q=q, season=season, h=h))
+    return out
 
 
 def quiet_prophet_import() -> None:

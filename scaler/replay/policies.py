@@ -53,6 +53,7 @@ class Context:
     trace_t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the whole trace up to the span's end
     trace_y: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (the anchors read it, before each poll)
     trace_step: float = 60.0
+    events: tuple = ()  # forecaster.calendar.Event: the user's events, on every forecast family's decision
 
 
 @dataclass
@@ -139,7 +140,7 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
     assert packed is not None and v.quantile is not None and v.level_correction_seconds is not None
     params = PolicyParams(mode="forecastAndScale", lead_seconds=ctx.lead_seconds, quantile=v.quantile,
                           qps_per_replica=qps, headroom=1.0, hpa_tolerance=0.0,
-                          level_correction_seconds=v.level_correction_seconds)
+                          level_correction_seconds=v.level_correction_seconds, events=ctx.events)
     if v.policy == "hybrid":
         assert v.floor_percentile is not None
         y = ctx.train_y

@@ -192,8 +192,15 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
                   refit_every=max(1, int(round(s.refit_interval_seconds / step))),
                   history_seconds=s.history_seconds, quantiles=tuple(sorted(set(band(q)) | {q})), q=q,
                   level_seconds=s.level_correction_seconds, seed=settings.seed)
+        if s.holidays and len(series):  # the trigger's own holidays/holidayWindow/holidayAs, as the server fits
+            from forecaster.calendar import holiday_days
+
+            kw.update(holiday_days=tuple(holiday_days(s.holidays, float(series.t[0]), end + horizon * step,
+                                                      s.holiday_window)), holiday_as=s.holiday_as)
         ek = fit_kw.get(s.model)
         if (ek is not None and s.model in packs and ek["horizon"] >= horizon and ek["refit_every"] == kw["refit_every"]
+                and ek.get("holiday_days", ()) == kw.get("holiday_days", ())
+                and ek.get("holiday_as", 6) == kw.get("holiday_as", 6)
                 and ek["history_seconds"] == kw["history_seconds"] and ek["level_seconds"] == kw["level_seconds"]
                 and any(abs(q - x) < 1e-9 for x in ek["quantiles"]) and (s.model != "auto" or ek["q"] == q)):
             return packs[s.model].only([q]).curves()

@@ -67,6 +67,8 @@ class FitJob:
     level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
     quantile: float  # the one the policy provisions (model auto scores its candidates on it)
     seed: int = 0
+    holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), epoch days over the history and horizon
+    holiday_as: int = 6
 
 
 def worker_init(parent_pid: int) -> None:
@@ -89,6 +91,16 @@ def worker_init(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:
+    """FitJob's holiday fields for ``holidays``/``holidayWindow``/``holidayAs`` (none when off)."""
+    if not spec.holidays:
+        return {}
+    from forecaster.calendar import holiday_days
+
+    return {"holiday_days": tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window)),
+            "holiday_as": spec.holiday_as}
+
+
 def run_fit(job: FitJob) -> dict:
     """Fit and predict in a worker process. Returns plain data (forecast arrays, model state)."""
     from forecaster.models import from_state, make_for_policy, to_state
@@ -102,7 +114,8 @@ def run_fit(job: FitJob) -> dict:
         except ValueError:
             warm = None  # a state from another model or version: fit cold
     fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
-                             quantile=job.quantile).fit(series, warm_start=warm)
+                             quantile=job.quantile, holiday_days=job.holiday_days,
+                             holiday_as=job.holiday_as).fit(series, warm_start=warm)
     fc = fitted.predict(job.horizon, job.quantiles)
     return {
         "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),
@@ -393,7 +406,7 @@ class FitService:
         with self._lock:
             warm = self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
-                     spec.level_correction_seconds, spec.quantile)
+                     spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), now + horizon_s))
         out = self._run(job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),

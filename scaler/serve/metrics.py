@@ -29,6 +29,8 @@ class ScalerMetrics:
         self.lead = Gauge("forescale_lead_seconds", "Lead time L and its parts", TRIGGER + ("part",), registry=r)
         self.reason = Gauge("forescale_decision_reason", "1 for the reason of the current decision", TRIGGER + ("reason",), registry=r)
         self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", TRIGGER + ("reason",), registry=r)
+        self.event = Gauge("forescale_event_active", "1 while a user event of eventsFile is in force (its name)",
+                           TRIGGER + ("event",), registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
@@ -64,6 +66,10 @@ class ScalerMetrics:
         self.decisions.labels(*labels, d.reason.value).inc()
         for r in type(d.reason):
             self.reason.labels(*labels, r.value).set(1.0 if r is d.reason else 0.0)
+        for k in [k for k in list(self.event._metrics) if k[:3] == labels and k[3] != d.event]:
+            self.event.remove(*k)  # one series at most per trigger: the event in force
+        if d.event is not None:
+            self.event.labels(*labels, d.event).set(1.0)
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
             self.lead.labels(*labels, part).set(v)
         if d.forecast_peak is not None:
@@ -77,7 +83,7 @@ class ScalerMetrics:
     def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
         last trigger) the ScaledObject's tuning series too (bounded memory)."""
-        per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions,
+        per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
                        self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         for metric in per_trigger + (tuning if whole else ()):

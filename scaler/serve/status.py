@@ -53,6 +53,8 @@ def status_json(registry: CollectorRegistry, now: float) -> bytes:
                 row(s.labels)[FIELDS[s.name]] = s.value
             elif s.name == "forescale_decision_reason" and s.value == 1:
                 row(s.labels)["reason"] = s.labels["reason"]
+            elif s.name == "forescale_event_active" and s.value == 1:
+                row(s.labels)["event"] = s.labels["event"]  # a user event in force (eventsFile)
             elif s.name == "forescale_forecast_qps" and s.labels.get("quantile") != "mean":
                 r = row(s.labels)
                 r["forecast_peak"], r["forecast_quantile"] = s.value, s.labels.get("quantile")

@@ -106,6 +106,9 @@ class TuningJob:
     target_miss: MissTarget
     max_cost_ratio: float | None
     families: tuple[str, ...] = SERVER_FAMILIES
+    holidays: str = ""  # holidays / holidayWindow / holidayAs: the replay forecasts as the server does
+    holiday_window: int = 0
+    holiday_as: int = 6
 
 
 def run_job(job: TuningJob) -> dict:
@@ -120,7 +123,8 @@ def run_job(job: TuningJob) -> dict:
     settings = engine.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
                                buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
-                               hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold)
+                               hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
+                               holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as)
     tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio, grid=variants.Grid(families=job.families))
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
@@ -333,7 +337,8 @@ class TuningService:
                         refit_seconds=max(spec.refit_interval_seconds, self.config.min_refit_seconds),
                         span_seconds=min(self.config.span_seconds, covered / 2), tolerance=cluster_tolerance(spec),
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
-                        max_cost_ratio=spec.max_cost_ratio, families=self.config.families)
+                        max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
+                        holiday_window=spec.holiday_window, holiday_as=spec.holiday_as)
         pool = self._pool
         if pool is None:
             raise RuntimeError("tuning service stopped")

@@ -20,6 +20,7 @@ from typing import Callable, Protocol
 from forecaster.base import Forecast
 
 from ..coldstart import ClusterReading, InForce, in_force
+from ..events import FILES
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
 from ..spec import LeadTime, ScalerSpec
@@ -177,6 +178,7 @@ class Workload:
             hpa_tolerance=self.spec.hpa_tolerance,
             level_correction_seconds=self.spec.level_correction_seconds,
             floor_qps=self.spec.floor_replicas * self.spec.qps_per_replica,  # floorReplicas: hybrid as replayed
+            events=FILES.get(self.spec.events_file).events,  # eventsFile, re-read when it changes
         )
 
 
