@@ -28,18 +28,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import Gauge
 
-from ..coldstart import PHASES, ClusterReading, ColdStartEstimate, cross_check, estimate, in_force
+from ..coldstart import PHASES, ClusterReading, ColdStartEstimate, cross_check, estimate
 from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
 from ..limits import MAX_LEAD_SECONDS
 from ..prom import PromError
 from .metrics import ScalerMetrics
-from .opsmetrics import ops_metrics
+from .opsmetrics import attached, ops_metrics
 
 if TYPE_CHECKING:
     from .workload import Workload
@@ -68,17 +67,9 @@ class ColdStartMetrics:
                            registry=r)
 
 
-_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, ColdStartMetrics]" = weakref.WeakKeyDictionary()
-_METRICS_LOCK = threading.Lock()
-
-
 def cold_start_metrics(metrics: ScalerMetrics) -> ColdStartMetrics:
     """The one set of cold-start gauges on a ``ScalerMetrics``' registry (made on first use)."""
-    with _METRICS_LOCK:
-        got = _BY_METRICS.get(metrics)
-        if got is None:
-            got = _BY_METRICS[metrics] = ColdStartMetrics(metrics)
-        return got
+    return attached(metrics, ColdStartMetrics)
 
 
 class ColdStartService:

@@ -42,13 +42,19 @@ class OpsMetrics:
                               "1 when the gRPC port serves TLS (2: mutual TLS), 0 when it is plaintext", registry=r)
 
 
-_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, OpsMetrics]" = weakref.WeakKeyDictionary()
+_BY_METRICS: "weakref.WeakKeyDictionary[ScalerMetrics, dict[type, object]]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
-def ops_metrics(metrics: ScalerMetrics) -> OpsMetrics:
+def attached(metrics: ScalerMetrics, kind: type):
+    """The one ``kind(metrics)`` (a set of series on ``metrics``' registry) per ``ScalerMetrics``, made on first use."""
     with _LOCK:
-        got = _BY_METRICS.get(metrics)
+        per = _BY_METRICS.setdefault(metrics, {})
+        got = per.get(kind)
         if got is None:
-            got = _BY_METRICS[metrics] = OpsMetrics(metrics)
+            got = per[kind] = kind(metrics)
         return got
+
+
+def ops_metrics(metrics: ScalerMetrics) -> OpsMetrics:
+    return attached(metrics, OpsMetrics)

@@ -3,7 +3,6 @@ dot segments, unsafeSsl and a cookie cannot carry a credential set anywhere else
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import grpc
@@ -11,6 +10,7 @@ import pytest
 
 from support.recorder import Recorder
 from support.live import metadata
+from support.tls import ca_and_server
 
 TOKEN = "s3cr3t-token-a"
 
@@ -83,20 +83,6 @@ def test_a_cookie_earned_with_one_set_never_goes_out_again(tmp_path, live_scaler
     assert all("Cookie" not in r["headers"] for r in prom.requests)
     anonymous = [r for r in prom.requests if "Authorization" not in r["headers"]]
     assert anonymous and all("Cookie" not in r["headers"] for r in anonymous)
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def ca_and_server(d: Path, ca: str) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days",
-            "2", "-subj", f"/CN={ca}", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}-server.key", "-out", f"{ca}-server.csr",
-            "-subj", "/CN=localhost", cwd=d)
-    openssl("x509", "-req", "-in", f"{ca}-server.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-out", f"{ca}-server.crt", "-days", "2", "-extfile", "san.ext", cwd=d)
 
 
 def test_unsafe_ssl_does_not_lift_the_sets_ca(tmp_path, live_scaler, recorder):

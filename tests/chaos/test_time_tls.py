@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -18,6 +16,7 @@ from scaler.serve.registry import RegistryConfig
 from scaler.serve.server import Server, ServerConfig
 from support.live import FLAT_QPS, metadata
 from support.recorder import Recorder
+from support.tls import ca_and_server
 
 
 def serve(clock=time.time, **config) -> Server:
@@ -62,24 +61,9 @@ def test_plaintext_grpc_is_announced_in_the_log_and_a_gauge(caplog):
         s.stop(grace=1.0)
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def issue(d: Path, ca: str) -> None:
-    """``ca``.crt and a server certificate for localhost signed by it (``ca``-server.crt/.key)."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days",
-            "2", "-subj", f"/CN={ca}", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}-server.key", "-out", f"{ca}-server.csr",
-            "-subj", "/CN=localhost", cwd=d)
-    openssl("x509", "-req", "-in", f"{ca}-server.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-out", f"{ca}-server.crt", "-days", "2", "-extfile", "san.ext", cwd=d)
-
-
 def test_the_grpc_certificate_is_reloaded_after_rotation(tmp_path, live_prom):
-    issue(tmp_path, "old")
-    issue(tmp_path, "new")
+    ca_and_server(tmp_path, "old")
+    ca_and_server(tmp_path, "new")
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     shutil.copy(tmp_path / "old-server.crt", cert)
     shutil.copy(tmp_path / "old-server.key", key)
