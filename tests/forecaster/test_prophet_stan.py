@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.base import Series
 from forecaster.models import prophet as P
 from forecaster.models.prophet_stan import Scales, inputs_of, supported
 from forecaster.series import from_csv, resample
@@ -125,3 +126,20 @@ def test_prophet_imported_without_matplotlib_leaves_it_importable():
     assert out.returncode == 0, out.stderr[-400:]
     assert out.stdout.split() == ["False", "matplotlib"]
     assert "Traceback" not in out.stderr
+
+
+def test_a_fit_through_prophets_preprocess_is_the_same_fit(monkeypatch):
+    """The same history fitted through the numpy inputs and through Prophet's ``preprocess`` (``inputs_of`` made to
+    decline, as it does for a model with holidays): the same data file, so the same optimum. Tolerance 1e-12
+    relative: the one process and binary read the same bytes, so only a nondeterministic Stan could differ."""
+    t = 1.6e9 + 900.0 * np.arange(4 * 96)
+    y = 50 + 20 * np.sin(2 * np.pi * t / 86400.0) + np.random.default_rng(3).normal(0, 2, t.size)
+    s = Series(t, y, 900.0)
+    fast = P.ProphetForecaster().fit(s).curve
+    monkeypatch.setattr(P, "inputs_of", lambda m, df: None)
+    slow = P.ProphetForecaster().fit(s).curve
+    for name in ("k", "m", "sigma_obs", "start", "t_scale", "y_scale"):
+        assert getattr(fast, name) == pytest.approx(getattr(slow, name), rel=1e-12, abs=1e-12), name
+    for name in ("delta", "beta", "changepoints_t"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(slow, name), rtol=1e-12, atol=1e-12)
+    assert fast.beta.size == 20 and fast.delta.size == 25  # daily order 10; 25 changepoints
