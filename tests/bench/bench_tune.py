@@ -90,7 +90,10 @@ def compare(old: dict, new: dict) -> tuple[int, float]:
 def selection(doc: dict, what: str):
     if what == "tune":
         s = doc.get("selection") or {}
-        return s.get("label"), json.dumps(s.get("knobs"), sort_keys=True)
+        # knobs as strings, the default mode left out: 6696aa0 wrote numbers and no mode, main writes the
+        # metadata's strings and the mode (the same selection either way)
+        knobs = {k: str(v) for k, v in (s.get("knobs") or {}).items() if (k, v) != ("mode", "forecastAndScale")}
+        return s.get("label"), json.dumps(knobs, sort_keys=True)
     return tuple(sorted(p["label"] for p in doc.get("frontier", []) if p.get("pareto")))
 
 
