@@ -87,10 +87,20 @@ def compare(old: dict, new: dict) -> tuple[int, float]:
     return diff, rel
 
 
+def number(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
 def selection(doc: dict, what: str):
     if what == "tune":
         s = doc.get("selection") or {}
-        return s.get("label"), json.dumps(s.get("knobs"), sort_keys=True)
+        # numbers as numbers, the mode left out (the label names the policy): 6696aa0 wrote numbers and no mode,
+        # main writes the metadata's strings ("0" for 0.0) and the mode; the same selection either way
+        knobs = {k: number(v) for k, v in (s.get("knobs") or {}).items() if k != "mode"}
+        return s.get("label"), json.dumps(knobs, sort_keys=True)
     return tuple(sorted(p["label"] for p in doc.get("frontier", []) if p.get("pareto")))
 
 
