@@ -40,7 +40,8 @@ class ForecastState:
     """The current forecast of one workload, as the fitter left it."""
 
     forecast: Forecast | None = None
-    fitted_at: float | None = None  # when the model was fitted
+    fitted_at: float | None = None  # when the fit was started (its history ends then; refits are due from it)
+    completed_at: float | None = None  # when the fit finished (forescale_last_fit_timestamp_seconds)
     predicted_at: float | None = None  # when the curve was last computed (re-predicted from then, between fits)
     history_max: float | None = None
     model: str = ""
