@@ -41,6 +41,7 @@ class Reason(str, Enum):
     FORECAST_ABSURD = "fallback_forecast_absurd"  # NaN, negative or far outside history
     NO_FORECAST_YET = "fallback_no_forecast_yet"  # first fit still running
     PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
+    FORECAST_DRIFT = "fallback_forecast_drift"  # live scores show the forecast drifted (scaler.drift)
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,6 +191,7 @@ class FitService:
         self._failures: dict[tuple, int] = {}  # fits failed in a row per workload key (the backoff's exponent)
         self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
+        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
         self._lock = threading.Lock()
         self.ops = ops_metrics(metrics)
         self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
@@ -255,9 +256,12 @@ class FitService:
         key, spec, fs = wl.key, wl.spec, wl.forecast
         fkey = spec.forecast_key()
         with self._lock:
-            if key in self._busy or now < self._retry_at.get(key, -math.inf):
+            if key in self._busy or (now < self._retry_at.get(key, -math.inf) and key not in self._urgent):
                 return
-            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+            if key in self._urgent:
+                self._urgent.discard(key)
+                job = self._fit
+            elif fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
                                                            and now >= self._spread_until.get(key, -math.inf)):
                 job = self._fit
             elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
@@ -271,8 +275,14 @@ class FitService:
         except RuntimeError:  # shut down
             self._done(key)
 
+    def refit_now(self, wl: Workload) -> None:
+        """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""
+        with self._lock:
+            self._urgent.add(wl.key)
+
     def forget(self, wl: Workload) -> None:
         with self._lock:
+            self._urgent.discard(wl.key)
             self._model_state.pop(wl.key, None)
             self._retry_at.pop(wl.key, None)
             self._failures.pop(wl.key, None)

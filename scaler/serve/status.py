@@ -26,7 +26,7 @@ FIELDS = {
 }
 
 
-def status_json(registry: CollectorRegistry, now: float) -> bytes:
+def status_json(registry: CollectorRegistry, now: float, details: dict | None = None) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
     decisions}]}`` from the registry's samples."""
@@ -71,6 +71,9 @@ def status_json(registry: CollectorRegistry, now: float) -> bytes:
                 row(s.labels)["prometheus_errors"] += s.value
             elif s.name == "forescale_decisions_total":
                 row(s.labels)["decisions"] += s.value
+    for key, extra in (details or {}).items():  # scaler.serve.view: last error, tuned choice, scores, the band
+        if key in rows:
+            rows[key].update(extra)
     doc = {"now": now, "refresh_seconds": REFRESH_SECONDS, "build": build,
            "scaledobjects": [rows[k] for k in sorted(rows)]}
     return json.dumps(doc, allow_nan=False, default=str).encode()
