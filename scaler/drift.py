@@ -3,8 +3,9 @@
 The server (``scaler.serve.watch``) and the replay (``scaler.replay.drift``) both run this module, so
 what the backtest shows is what the scaler does.
 
-A ``Scorecard`` is kept per trigger. At each decision its caller ``provision``s a future minute: the
-forecast quantile at the lead (the value the policy acted on) and the planned value. When an observation
+A ``Scorecard`` is kept per trigger. At each decision its caller ``provision``s the minute at now + lead with
+the quantile the policy acted on (``Decision.forecast_peak``: the level-corrected quantile's max over
+[now, now + lead], what the capacity ready at now + lead was sized for) and the planned value. When an observation
 reaches that minute, ``observe`` scores it: covered (observed <= quantile), the pinball loss, an
 under-provisioned minute (observed > planned) and the demand above planned. The sums go into two rolling
 windows (1 h in 60 one-minute buckets, 24 h in 96 fifteen-minute buckets).
@@ -40,9 +41,10 @@ _ID, _N, _COV, _PIN, _UNDER, _EXCESS, _DEMAND = range(7)
 
 @dataclass(frozen=True)
 class DriftConfig:
+    margin: float = 0.2  # the CUSUM counts an exceedance by more than this share of the quantile (not noise)
     shift: float = 0.5  # the CUSUM's alternative: exceedance rate p0 + shift (capped at 0.95)
     h: float = 8.0  # alarm threshold of the CUSUM (log-likelihood units)
-    coverage_gap: float = 0.3  # ... or the 1 h coverage below nominal - gap
+    coverage_gap: float = 0.5  # ... or the 1 h coverage below nominal - gap
     min_scored: int = 30  # minutes scored in the 1 h window before its coverage counts
     recover_minutes: int = 15  # the fallback ends when the last recover_minutes scored minutes ...
     recover_misses: int = 3  # ... hold at most this many exceedances (and at least recover_minutes passed)
@@ -145,7 +147,7 @@ class Scorecard:
         self.scored_total += 1
         self.covered_total += not exceeded
         self.under_total += y > planned
-        return self._drift(exceeded, tau, t)
+        return self._drift(y > q * (1.0 + self.config.margin), tau, t)
 
     def _drift(self, exceeded: bool, tau: float, t: float) -> list[str]:
         c = self.config
@@ -181,13 +183,6 @@ class Scorecard:
         k = int(s[_N])
         return Scores(k, float(s[_COV] / k) if k else None, float(s[_PIN] / k) if k else None, int(s[_UNDER]),
                       float(s[_EXCESS] / s[_DEMAND]) if s[_DEMAND] > 0 else None)
-
-
-def quantile_at(t: np.ndarray, curve: np.ndarray, when: float) -> float | None:
-    """The curve's value at ``when`` (linear between points), None outside it."""
-    if len(t) == 0 or not t[0] <= when <= t[-1]:
-        return None
-    return float(np.interp(when, t, curve))
 
 
 def safe_planned(planned: float, observed: float, window_max: float | None, headroom: float) -> float:

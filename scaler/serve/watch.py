@@ -25,7 +25,7 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..policy import REASONS, Decision, Reason
-from ..drift import WINDOWS, DriftConfig, Scorecard, quantile_at
+from ..drift import WINDOWS, DriftConfig, Scorecard
 from .workload import ForecastState, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -87,12 +87,7 @@ class Watch:
     def record(self, wl: Workload, d: Decision, now: float, lead_seconds: float) -> None:
         """Score what came due with this decision's observation, provision now + lead, log the decision."""
         spec, fs = wl.spec, wl.forecast
-        q = None
-        if fs.forecast is not None and d.forecast_peak is not None:
-            curves = fs.forecast.quantiles
-            level = min(curves, key=lambda k: abs(k - spec.quantile)) if curves else None
-            if level is not None and abs(level - spec.quantile) < 1e-6:
-                q = quantile_at(fs.forecast.t, curves[level], now + lead_seconds)
+        q = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + lead]
         alarm = False
         with self._lock:
             e = self._entry(wl)

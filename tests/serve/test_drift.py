@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scaler.drift import MAX_PENDING, DriftConfig, Scorecard, pinball, quantile_at, safe_planned
+from scaler.drift import MAX_PENDING, DriftConfig, Scorecard, pinball, safe_planned
 
 T0 = 1_700_000_400.0  # a multiple of 60
 
@@ -35,12 +35,18 @@ def test_scores_of_a_window_worked():
     assert card.scores(0, T0 + 600 + 3660).scored == 0 and card.scores(1, T0 + 4260).scored == 10
 
 
-def test_pinball_and_interpolation():
-    assert pinball(12.0, 10.0, 0.9) == pytest.approx(1.8)
-    assert pinball(8.0, 10.0, 0.9) == pytest.approx(0.2)
-    import numpy as np
-    assert quantile_at(np.array([0.0, 60.0]), np.array([10.0, 16.0]), 30.0) == pytest.approx(13.0)
-    assert quantile_at(np.array([0.0, 60.0]), np.array([10.0, 16.0]), 61.0) is None
+def test_pinball():
+    assert pinball(12.0, 10.0, 0.9) == pytest.approx(1.8)  # 0.9 x (12 - 10)
+    assert pinball(8.0, 10.0, 0.9) == pytest.approx(0.2)  # 0.1 x (10 - 8)
+
+
+def test_small_exceedances_are_scored_but_do_not_move_the_cusum():
+    card = Scorecard()
+    # 11.5 > 10 (not covered) but not above 10 x (1 + margin 0.2) = 12: the chart stays at 0
+    events = feed(card, [11.5] * 29)
+    assert not any(events) and card.cusum == 0.0 and card.scores(0, T0 + 1800).coverage == 0.0
+    # the 1 h coverage (0 < 0.9 - 0.5) alarms at the 30th scored minute, by the coverage rule
+    assert feed(card, [11.5], start=T0 + 29 * 60) == [["alarm"]]
 
 
 def test_cusum_alarms_on_the_fifth_exceedance_in_a_row_and_recovers():
@@ -64,8 +70,8 @@ def test_a_calibrated_forecast_never_alarms():
 
 def test_low_coverage_over_the_hour_alarms_too():
     card = Scorecard(config=DriftConfig(h=1e9))  # the CUSUM off: only the 1 h coverage
-    # every other minute exceeded: coverage 0.5 < 0.9 - 0.3 once 30 minutes are scored
-    events = feed(card, [20.0, 8.0] * 20)
+    # 3 minutes in 4 exceeded: coverage 7/30 = 0.23 < 0.9 - 0.5 once 30 minutes are scored
+    events = feed(card, [20.0, 20.0, 20.0, 8.0] * 10)
     first = next(i for i, e in enumerate(events) if e)
     assert events[first] == ["alarm"] and first == 29  # the 30th scored minute
 
