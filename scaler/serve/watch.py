@@ -66,6 +66,10 @@ class Watch:
         self._entries: dict[tuple, _Entry] = {}
         self._workloads: dict[tuple, Workload] = {}
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
     def _entry(self, wl: Workload) -> _Entry:
         e = self._entries.get(wl.key)
         if e is None:
@@ -105,8 +109,9 @@ class Watch:
             row[:] = (now, d.observed, np.nan if d.forecast_peak is None else d.forecast_peak, d.planned,
                       math.ceil(d.planned / spec.qps_per_replica - 1e-9) if spec.qps_per_replica > 0 else np.nan,
                       _REASON[d.reason], np.nan if tuned is None else tuned.chosen_at, lead_seconds)
-            e.labels[e.n % DECISIONS_KEPT] = (fs.model or spec.model if spec.mode != "reactive" else "",
-                                              tuned.label if tuned is not None else "")
+            label = (fs.model or spec.model if spec.mode != "reactive" else "", tuned.label if tuned is not None else "")
+            last = e.labels[(e.n - 1) % DECISIONS_KEPT]
+            e.labels[e.n % DECISIONS_KEPT] = last if last == label else label  # one shared tuple while it holds
             e.n += 1
         if alarm and self.on_alarm is not None:
             self.on_alarm(wl)
