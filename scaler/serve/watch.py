@@ -134,7 +134,8 @@ class Watch:
             e = self._entry(wl)
             if e.tunings and e.tunings[-1][0] == tuned.chosen_at:
                 return
-            e.tunings.append((tuned.chosen_at, tuned.label, tuned.policy, tuned.met, tuned.miss, tuned.cost_ratio))
+            e.tunings.append((tuned.chosen_at, tuned.label, tuned.policy, tuned.met, tuned.miss, tuned.cost_ratio,
+                              clean(tuned.summary, 200) or None))
 
     def forget(self, wl: Workload) -> None:
         with self._lock:
@@ -176,7 +177,7 @@ class Watch:
                 "fits": [{"time": t, "model": m, "seconds": s, "outcome": o, "detail": dt or None}
                          for t, m, s, o, dt in fits],
                 "tuning": [{"time": t, "chosen": lab, "policy": p, "target_met": met, "expected_miss": miss,
-                            "expected_cost_ratio": cost} for t, lab, p, met, miss, cost in tunings]}
+                            "expected_cost_ratio": cost, "why": why} for t, lab, p, met, miss, cost, why in tunings]}
 
     def collect(self, now: float):
         """Metric families for the scrape (a collector: no per-label children are kept)."""

@@ -67,6 +67,7 @@ class Tuned:
     met: bool  # the target miss (and cost cap) was met on the history
     miss: float  # expected underprovisioned fraction
     cost_ratio: float | None  # expected replica-hours / oracle's
+    summary: str = field(default="", compare=False)  # what was tried and why this won (the decision log; not stored)
 
     def apply(self, declared: ScalerSpec) -> ScalerSpec:
         """The spec the scaler runs: the declared one with the chosen knobs (shadow mode stays shadow)."""

@@ -182,3 +182,19 @@ def test_memory_per_trigger_is_bounded_at_1000_scaledobjects():
     grown = measured(lambda: fill(watch, wls, start=T0 + 86400))
     assert grown < 512, grown  # bytes per trigger (allocator noise)
     assert len(watch) == 1000
+
+
+def test_tuning_choices_are_logged_with_why_and_cut(env):
+    from scaler.serve.workload import Tuned
+
+    wl, _ = env.minute(LEVEL)
+    tuned = Tuned(key="k", settings=(("quantile", 0.95),), label="predictive naive q0.95", policy="predictive",
+                  chosen_at=T0, met=True, miss=0.002, cost_ratio=1.2,
+                  summary="40 configurations swept (7 Pareto) on 3.0 d of history; target miss 0.500 %: met\x00" + "x" * 500)
+    env.watch.note_tuned(wl, tuned)
+    env.watch.note_tuned(wl, tuned)  # the same choice again (a restore): logged once
+    (t,) = env.watch.log(wl)["tuning"]
+    assert (t["chosen"], t["policy"], t["target_met"], t["expected_miss"], t["expected_cost_ratio"]) == \
+        ("predictive naive q0.95", "predictive", True, 0.002, 1.2)
+    assert t["why"].startswith("40 configurations swept (7 Pareto)") and "\x00" not in t["why"]
+    assert len(t["why"]) == 203  # cut at 200 characters + "..."
