@@ -46,6 +46,7 @@ class DriftConfig:
     h: float = 8.0  # alarm threshold of the CUSUM (log-likelihood units)
     coverage_gap: float = 0.5  # ... or the 1 h coverage below nominal - gap
     min_scored: int = 30  # minutes scored in the 1 h window before its coverage counts
+    coverage_cusum: float = 4.0  # ... and the CUSUM at least this (exceedances beyond the margin, not noise)
     recover_minutes: int = 15  # the fallback ends when the last recover_minutes scored minutes ...
     recover_misses: int = 3  # ... hold at most this many exceedances (and at least recover_minutes passed)
     hold_minutes: int = 30  # the safe policy's window max of the observed rate
@@ -159,8 +160,8 @@ class Scorecard:
         self.recent.append(exceeded)
         if not self.drifting:
             s = self.scores(0, t)
-            low = (t >= self.quiet_until and s.scored >= c.min_scored and s.coverage is not None
-                   and s.coverage < tau - c.coverage_gap)
+            low = (t >= self.quiet_until and self.cusum >= c.coverage_cusum and s.scored >= c.min_scored
+                   and s.coverage is not None and s.coverage < tau - c.coverage_gap)
             if self.cusum >= c.h or low:
                 self.drifting, self.since, self.cusum = True, t, 0.0
                 self.alarms += 1

@@ -73,3 +73,38 @@ def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[
     tl = run_hpa(sc, planned, hpa)
     return DriftReplay(planned, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}, card.alarms,
                        alarm_times, int((reason == _DRIFT).sum()), tl, evaluate(sc, tl))
+
+
+def drift_summary(result, config: DriftConfig = DEFAULT) -> dict | None:
+    """The predictive family's default with and without the drift response, on a backtest's ``Result``
+    (``forescale backtest --drift``); None when the run had no predictive policy or no curves."""
+    from .engine import setup
+
+    s = result.settings
+    run = result.models.get(s.model)
+    if "predictive" not in result.policies or run is None or not run.curves:
+        return None
+    su = setup(result.trace, s)
+    params = PolicyParams(mode="forecastAndScale", lead_seconds=su.lead.seconds, quantile=s.quantile,
+                          qps_per_replica=su.qps, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
+                          level_correction_seconds=s.level_correction_seconds)
+    step = result.trace.series.step
+    off = replay_drift(su.scenario, su.hpa, params, run.curves, step=step, config=config, respond=False)
+    on = replay_drift(su.scenario, su.hpa, params, run.curves, step=step, config=config, respond=True)
+    days = max((su.end - su.start) / 86400.0, 1e-9)
+    polls = max(1, sum(on.reasons.values()))
+    return {"missed_fraction_without": off.outcome.underprovisioned_fraction,
+            "missed_fraction_with": on.outcome.underprovisioned_fraction,
+            "replica_hours_without": off.outcome.replica_hours, "replica_hours_with": on.outcome.replica_hours,
+            "alarms": on.alarms, "alarms_per_day": on.alarms / days, "fallback_poll_fraction": on.fallback_polls / polls,
+            "first_alarms": [float(t) for t in on.alarm_times[:5]]}
+
+
+def format_summary(d: dict) -> str:
+    """``drift_summary`` as the backtest prints it."""
+    ratio = d["replica_hours_with"] / d["replica_hours_without"] if d["replica_hours_without"] > 0 else float("nan")
+    return (f"drift response (predictive, as the server runs it; scored live, fallback_forecast_drift):\n"
+            f"  missed requests {100 * d['missed_fraction_without']:.3f} % -> {100 * d['missed_fraction_with']:.3f} %, "
+            f"replica-hours {d['replica_hours_without']:.1f} -> {d['replica_hours_with']:.1f} ({ratio:.3f}x)\n"
+            f"  {d['alarms']} drift alarm(s) ({d['alarms_per_day']:.2f} a day), "
+            f"{100 * d['fallback_poll_fraction']:.1f} % of polls served by the fallback")

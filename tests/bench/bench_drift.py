@@ -38,7 +38,7 @@ def compare(tr, settings) -> dict:
     su = engine.setup(tr, settings)
     curves = r.models[settings.model].curves
     params = PolicyParams(mode="forecastAndScale", lead_seconds=su.lead.seconds, quantile=settings.quantile,
-                          qps_per_replica=su.qps, headroom=settings.headroom, hpa_tolerance=0.0,
+                          qps_per_replica=su.qps, headroom=settings.headroom, hpa_tolerance=settings.hpa_tolerance,
                           level_correction_seconds=settings.level_correction_seconds)
     step = tr.series.step
     off = replay_drift(su.scenario, su.hpa, params, curves, step=step, respond=False)

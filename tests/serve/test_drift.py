@@ -43,10 +43,10 @@ def test_pinball():
 def test_small_exceedances_are_scored_but_do_not_move_the_cusum():
     card = Scorecard()
     # 11.5 > 10 (not covered) but not above 10 x (1 + margin 0.2) = 12: the chart stays at 0
-    events = feed(card, [11.5] * 29)
-    assert not any(events) and card.cusum == 0.0 and card.scores(0, T0 + 1800).coverage == 0.0
-    # the 1 h coverage (0 < 0.9 - 0.5) alarms at the 30th scored minute, by the coverage rule
-    assert feed(card, [11.5], start=T0 + 29 * 60) == [["alarm"]]
+    events = feed(card, [11.5] * 60)
+    assert card.cusum == 0.0 and card.scores(0, T0 + 3600).coverage == 0.0
+    # the 1 h coverage (0 < 0.9 - 0.5) alone does not alarm either: the CUSUM is below coverage_cusum (4)
+    assert not any(events) and card.alarms == 0
 
 
 def test_cusum_alarms_on_the_fifth_exceedance_in_a_row_and_recovers():
@@ -69,7 +69,7 @@ def test_a_calibrated_forecast_never_alarms():
 
 
 def test_low_coverage_over_the_hour_alarms_too():
-    card = Scorecard(config=DriftConfig(h=1e9))  # the CUSUM off: only the 1 h coverage
+    card = Scorecard(config=DriftConfig(h=1e9, coverage_cusum=0.0))  # the CUSUM off: only the 1 h coverage
     # 3 minutes in 4 exceeded: coverage 7/30 = 0.23 < 0.9 - 0.5 once 30 minutes are scored
     events = feed(card, [20.0, 20.0, 20.0, 8.0] * 10)
     first = next(i for i, e in enumerate(events) if e)
