@@ -42,6 +42,7 @@ class Reason(str, Enum):
     NO_FORECAST_YET = "fallback_no_forecast_yet"  # first fit still running
     PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
     EVENT = "event"  # a user event (eventsFile) set the value: its multiplier or floor; its name in Decision.event
+    FORECAST_DRIFT = "fallback_forecast_drift"  # live scores show the forecast drifted (scaler.drift)
 
 
 @dataclass(frozen=True, slots=True)

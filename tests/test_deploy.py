@@ -681,9 +681,12 @@ def exported_metric_names() -> set[str]:
     from scaler.serve.metrics import ScalerMetrics
     from scaler.probe.metrics import ProbeMetrics
 
+    from scaler.serve.watch import Watch
+
     names = set()
-    for registry in (ScalerMetrics().registry, ProbeMetrics("m").registry):
-        for family in registry.collect():
+    watch = Watch().collect(0.0)  # the live scores: a collector's families, built at scrape time
+    for families in (ScalerMetrics().registry.collect(), ProbeMetrics("m").registry.collect(), watch):
+        for family in families:
             suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
                         "summary": ("_sum", "_count", "")}.get(family.type, ("",))
             names |= {family.name + sfx for sfx in suffixes}
@@ -1211,10 +1214,10 @@ def test_helm_prometheus_rule_is_the_tested_alert_file(tmp_path):
     f = tmp_path / "rendered-rules.yml"
     f.write_text(yaml.safe_dump({"groups": got}))
     proc = subprocess.run([_promtool(), "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and "SUCCESS: 5 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 6 rules found" in proc.stdout, proc.stdout + proc.stderr
     alerts = {r["alert"] for g in got for r in g["rules"]}
     assert alerts == {"ForescaleStuckOnFallback", "ForescaleFitsFailing", "ForescalePrometheusErrorsRising",
-                      "ForescaleForecastStale", "ForescalePlannedBelowObserved"}
+                      "ForescaleForecastStale", "ForescalePlannedBelowObserved", "ForescaleForecastDrift"}
     # every alert has a promtool case, and every metric it reads is exported by the scaler
     cases = {t["alertname"] for test in yaml.safe_load(ALERTS_TEST.read_text())["tests"]
              for t in test.get("alert_rule_test", [])}

@@ -48,6 +48,9 @@ from .scaledobjects import check_series, fetch_missing, load_plans, load_series,
               help="Sweep every policy family over its knob values (headroom, quantile, level correction, dead-band "
                    "compensation...) and report the miss-vs-cost frontier (JSON `frontier`, frontier_sweep.png); "
                    "every family is swept, --policies does not apply.")
+@click.option("--drift", "drift", is_flag=True,
+              help="Also replay the server's drift response on the predictive policy (live scores, "
+                   "fallback_forecast_drift) and print what it changes.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="With --sweep: worker processes. [default: usable cores, <= 4]")
 @calendar_options
@@ -57,7 +60,7 @@ from .scaledobjects import check_series, fetch_missing, load_plans, load_series,
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
-                     do_sweep, jobs, scaledobject_files, trigger_series, calendar=None, **world_opts) -> None:
+                     do_sweep, drift, jobs, scaledobject_files, trigger_series, calendar=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -145,6 +148,13 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
         adv = plan(result, world, target_miss=miss)  # each option's knobs searched on this trace
         echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
+    drifted = None
+    if drift:
+        from ..replay.drift import drift_summary, format_summary
+
+        drifted = drift_summary(result)
+        echo("\n" + (format_summary(drifted) if drifted is not None else
+                     "drift response: not replayed (it needs the predictive policy in --policies)"))
     if do_sweep:
         echo(f"\nfrontier: {len(result.points)} configurations (the table above: each family's default)")
         echo(render.format_frontier(result))
@@ -158,6 +168,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         render.add_world_json(result, doc)
         if sample is not None:
             doc["cold_starts"] = sample.summary()
+        if drifted is not None:
+            doc["drift"] = drifted
         if adv is not None:
             doc["advice"] = render.advice_json(adv, result, server_address=prometheus_url, query=query)
         write_json(json_path, doc)

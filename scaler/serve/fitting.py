@@ -48,7 +48,10 @@ MIN_HORIZON_SECONDS = 6 * 3600.0
 # last RECENT_STEPS points (a short range query and numpy; no fit), every step.
 REPREDICT_MODELS = frozenset({"naive", "linear_trend", "seasonal_naive", "auto"})
 RECENT_STEPS = 30
-RETRY_AFTER_FAILURE_SECONDS = 300.0
+# a failed fit is retried after RETRY_FIRST_SECONDS, doubling per failure in a row, at most RETRY_MAX_SECONDS
+# (and never later than the refit interval)
+RETRY_FIRST_SECONDS = 60.0
+RETRY_MAX_SECONDS = 900.0
 STATE_VERSION = 1
 MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
@@ -136,7 +139,7 @@ def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:
     """What ``FitService`` stores for one forecast (the store adds version, trigger and key)."""
     fc = fs.forecast
     return {
-        "fitted_at": fs.fitted_at, "model": fs.model, "history_max": finite_or_none(fs.history_max),
+        "fitted_at": fs.fitted_at, "completed_at": finite_or_none(fs.completed_at), "model": fs.model, "history_max": finite_or_none(fs.history_max),
         "fit_seconds": finite_or_none(fs.fit_seconds),
         "forecast": {"t": json_floats(fc.t), "mean": json_floats(fc.mean),
                      "quantiles": {f"{q:g}": json_floats(v) for q, v in fc.quantiles.items()}},
@@ -157,16 +160,24 @@ def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict |
     if not quantiles or not all(0 < q < 1 for q in quantiles):
         raise ValueError("quantile levels must be in (0, 1)")
     fitted_at, history_max, fit_seconds = doc["fitted_at"], doc.get("history_max"), doc.get("fit_seconds")
-    for name, v in (("fitted_at", fitted_at), ("history_max", history_max), ("fit_seconds", fit_seconds)):
+    completed_at = doc.get("completed_at")
+    for name, v in (("fitted_at", fitted_at), ("history_max", history_max), ("fit_seconds", fit_seconds),
+                    ("completed_at", completed_at)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
             raise ValueError(f"{name} is not a finite number")
     model_state = doc.get("model_state")
     if model_state is not None and not isinstance(model_state, dict):
         raise ValueError("model_state is not an object")
     fc = Forecast(t, mean, quantiles, str(doc.get("model", "")))
-    fs = ForecastState(forecast=fc, fitted_at=float(fitted_at), history_max=history_max,
+    fs = ForecastState(forecast=fc, fitted_at=float(fitted_at), completed_at=completed_at, history_max=history_max,
                        model=str(doc.get("model", "")), fit_seconds=fit_seconds, key=key)
     return fs, doc.get("model_state")
+
+
+def retry_delay(failures: int, refit_interval: float) -> float:
+    """Seconds before the next try after ``failures`` failed fits in a row: 60, 120, 240, ... capped at
+    ``RETRY_MAX_SECONDS`` and at the refit interval."""
+    return min(RETRY_FIRST_SECONDS * 2.0 ** min(failures - 1, 16), RETRY_MAX_SECONDS, refit_interval)
 
 
 class FitService:
@@ -190,8 +201,10 @@ class FitService:
         self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._retry_at: dict[tuple, float] = {}
+        self._failures: dict[tuple, int] = {}  # fits failed in a row per workload key (the backoff's exponent)
         self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
+        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
         self._lock = threading.Lock()
         self.ops = ops_metrics(metrics)
         self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
@@ -256,9 +269,12 @@ class FitService:
         key, spec, fs = wl.key, wl.spec, wl.forecast
         fkey = spec.forecast_key()
         with self._lock:
-            if key in self._busy or now < self._retry_at.get(key, -math.inf):
+            if key in self._busy or (now < self._retry_at.get(key, -math.inf) and key not in self._urgent):
                 return
-            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+            if key in self._urgent:
+                self._urgent.discard(key)
+                job = self._fit
+            elif fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
                                                            and now >= self._spread_until.get(key, -math.inf)):
                 job = self._fit
             elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
@@ -272,10 +288,17 @@ class FitService:
         except RuntimeError:  # shut down
             self._done(key)
 
+    def refit_now(self, wl: Workload) -> None:
+        """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""
+        with self._lock:
+            self._urgent.add(wl.key)
+
     def forget(self, wl: Workload) -> None:
         with self._lock:
+            self._urgent.discard(wl.key)
             self._model_state.pop(wl.key, None)
             self._retry_at.pop(wl.key, None)
+            self._failures.pop(wl.key, None)
             self._spread_until.pop(wl.key, None)
         # its state file stays: the registry's sweep removes it once the trigger stayed away (it may come back)
 
@@ -317,22 +340,28 @@ class FitService:
             try:
                 state, model_state, points = self._fit_once(wl, spec, now)
             except Exception as e:  # a fit must never take the service down
+                prom = isinstance(e, PromError)
                 log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
                             e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-                self.metrics.fit_failures.labels(*wl.labels).inc()
+                if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
+                    self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
+                else:
+                    self.metrics.fit_failures.labels(*wl.labels).inc()
                 with self._lock:
-                    self._retry_at[key] = now + min(spec.refit_interval_seconds, RETRY_AFTER_FAILURE_SECONDS)
-                    if not isinstance(e, PromError) and self._failing_since is None:
+                    n = self._failures[key] = self._failures.get(key, 0) + 1
+                    self._retry_at[key] = now + retry_delay(n, spec.refit_interval_seconds)
+                    if not prom and self._failing_since is None:
                         self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
                 old = wl.forecast
                 if old.forecast is not None and old.key == fkey:
                     # keep serving the previous curve while it covers the lead window (decide() checks)
                     state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
-                else:
-                    state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=now)
+                else:  # fitted_at None: due again once the backoff has passed (not a whole refit interval)
+                    state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
             else:
                 with self._lock:
                     self._retry_at.pop(key, None)
+                    self._failures.pop(key, None)
                     if model_state is not None:
                         self._failing_since = None
             if adopt(wl, state, fkey) and model_state is not None:
@@ -409,14 +438,15 @@ class FitService:
                      spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), now + horizon_s))
         out = self._run(job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
-        fs = ForecastState(forecast=fc, fitted_at=now, predicted_at=now, history_max=float(np.nanmax(series.y)),
+        fs = ForecastState(forecast=fc, fitted_at=now, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)
         return fs, out["state"], int(finite.sum())
 
     def _export(self, wl: Workload, fs: ForecastState) -> None:
         m = self.metrics
-        if fs.fitted_at is not None:
-            m.last_fit.labels(*wl.labels).set(fs.fitted_at)
+        done = fs.completed_at if fs.completed_at is not None else fs.fitted_at
+        if done is not None:
+            m.last_fit.labels(*wl.labels).set(done)
         for k in [k for k in list(m.model_info._metrics) if k[:3] == wl.labels]:
             m.model_info.remove(*k)
         m.model_info.labels(*wl.labels, fs.model or wl.spec.model).set(1)

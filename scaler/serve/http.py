@@ -18,6 +18,7 @@ an idle one is closed after ``HTTP_IDLE_SECONDS``.
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import threading
@@ -61,8 +62,9 @@ HTTP_IDLE_SECONDS = 10  # a connection without a byte for this long is closed (c
 HTTP_SWEEP_SECONDS = 2
 
 
-def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float]):
-    """The WSGI app of the HTTP port."""
+def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float], view=None):
+    """The WSGI app of the HTTP port. ``view``: a ``scaler.serve.view.StatusView`` (per-trigger detail on the
+    status page, ``/api/scaledobjects/{namespace}/{name}/decisions``)."""
     metrics_app = make_wsgi_app(registry)
 
     def app(environ, start_response):
@@ -87,8 +89,18 @@ def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Ca
             return _send(start_response, "200 OK" if ok else "503 Service Unavailable", "text/plain; charset=utf-8",
                          b"ok\n" if ok else b"stopping\n", head)
         if path == "/status.json":
-            return _send(start_response, "200 OK", "application/json", status.status_json(registry, clock()), head,
+            now = clock()
+            return _send(start_response, "200 OK", "application/json",
+                         status.status_json(registry, now, view.details(now) if view is not None else None), head,
                          [("Cache-Control", "no-store")])
+        if path.startswith("/api/scaledobjects/"):
+            doc = view.decisions(path) if view is not None else None
+            if doc is None:
+                return _send(start_response, "404 Not Found", "application/json",
+                             json.dumps({"error": "unknown ScaledObject or path: use "
+                                         "/api/scaledobjects/{namespace}/{name}/decisions"}).encode(), head)
+            return _send(start_response, "200 OK", "application/json", json.dumps(doc, allow_nan=False).encode(),
+                         head, [("Cache-Control", "no-store")])
         if path in ("/", "/index.html"):
             return _send(start_response, "200 OK", "text/html; charset=utf-8", status.PAGE, head,
                          [("Content-Security-Policy", status.CSP)])

@@ -72,13 +72,24 @@ class ScalerMetrics:
             self.event.labels(*labels, d.event).set(1.0)
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
             self.lead.labels(*labels, part).set(v)
-        if d.forecast_peak is not None:
+        if d.forecast_peak is None:  # no forecast acted on (reactive, a fallback): no stale forecast series
+            self.clear_forecast(labels, model=d.reason.value == "mode_reactive")
+        else:
             keep = {f"{quantile:g}", "mean"}  # a quantile no longer provisioned (a tuned choice) leaves no series
             for k in [k for k in list(self.forecast._metrics) if k[:3] == labels and k[3] not in keep]:
                 self.forecast.remove(*k)
             self.forecast.labels(*labels, f"{quantile:g}").set(d.forecast_peak)
             if d.forecast_mean_peak is not None:
                 self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)
+
+    def clear_forecast(self, labels: tuple[str, str, str], *, model: bool) -> None:
+        """Drop the trigger's forecast series (and with ``model``, its model: mode reactive fits none)."""
+        for metric in (self.forecast, self.model_info) if model else (self.forecast,):
+            for k in [k for k in list(metric._metrics) if k[:3] == labels]:
+                try:
+                    metric.remove(*k)
+                except KeyError:
+                    pass
 
     def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its

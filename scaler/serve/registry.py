@@ -36,51 +36,30 @@ import re
 import threading
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
-from ..limits import MAX_LEAD_SECONDS, MAX_RATE, MAX_TRACKED
+from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
+from ..drift import safe_planned
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
 from .identity import SpecCache, cut, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
+from .registryconfig import PRECONDITION, RegistryConfig  # noqa: F401 - RegistryConfig: re-exported
+from .watch import Watch
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
-
-# Errors that mean the configuration is wrong: no amount of waiting fixes them.
-PRECONDITION = {PromErrorKind.REJECTED, PromErrorKind.NO_DATA, PromErrorKind.MULTIPLE_SERIES,
-                PromErrorKind.BAD_VALUE, PromErrorKind.CREDENTIALS, PromErrorKind.TOO_LARGE}
-
-
-@dataclass(frozen=True)
-class RegistryConfig:
-    refresh_seconds: float = 5.0  # the floor of the refresh interval (KEDA's learned cadence, or refreshInterval)
-    max_refresh_seconds: float = 60.0  # a learned cadence longer than this counts as this
-    cold_start_refresh_seconds: float = 60.0
-    stale_seconds: float = 120.0  # how long the last good observation stands in for an unreachable Prometheus
-    forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten; its files a sweep later
-    retire_seconds: float = 60.0  # ... or this long (at least 3 polls) once its ScaledObject has a newer trigger
-    stall_seconds: float = 30.0  # a scheduler tick this late means the process was frozen: silence is not counted
-    max_tracked: int = MAX_TRACKED  # workloads (triggers) at most; a new one beyond is RESOURCE_EXHAUSTED
-    first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
-    io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung targets before others wait
-    per_target_refreshes: int = 8  # refreshes in flight per Prometheus: a hung target holds at most these threads
-    max_specs_cached: int = 4096
-    max_spec_cache_bytes: int = 16 << 20  # metadata bytes behind the cached specs and errors
-    log_interval_seconds: float = 60.0  # a repeated warning (same ScaledObject, same kind) at most this often
-
 
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
                  tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
-                 monotonic: Clock | None = None, query_at: Clock | None = None):
+                 monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
         # instant queries carry no time= (Prometheus' own now, as KEDA's scaler); only a simulated clock (tests
@@ -92,6 +71,7 @@ class Registry:
         self.forecasts = forecasts
         self.tuning = tuning
         self.coldstarts = ColdStartService(clock, metrics)  # coldStartFrom: cluster
+        self.watch = watch  # live scores, drift state, the decision log (scaler.serve.watch); the caller records
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
@@ -182,7 +162,9 @@ class Registry:
                 return False
             wl.tuned = tuned
             wl.spec = tuned.apply(wl.declared)
-            return True
+        if self.watch is not None:
+            self.watch.note_tuned(wl, tuned)
+        return True
 
     def adopt_forecast(self, wl: Workload, state: ForecastState, for_key: tuple,
                        replaces: ForecastState | None = None) -> bool:
@@ -195,7 +177,9 @@ class Registry:
             if wl.spec.forecast_key() != for_key or (replaces is not None and wl.forecast is not replaces):
                 return False
             wl.forecast = state
-            return True
+        if self.watch is not None and replaces is None:
+            self.watch.note_fit(wl, state)
+        return True
 
     def adopt_cold_start(self, wl: Workload, reading) -> bool:  # a cluster reading, kept if the keys still ask for it
         with self._lock:
@@ -236,6 +220,10 @@ class Registry:
                    with_mean=True)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
+        elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
+            # live scores say the forecast drifted: the safe policy until it covers again (scaler.drift)
+            d = dataclasses.replace(d, reason=Reason.FORECAST_DRIFT, planned=safe_planned(
+                d.planned, d.observed, self.watch.window_max(wl, self.wall()), wl.spec.headroom))
         if not d.planned <= MAX_RATE:  # +inf or beyond (a 1e308 series times headroom): KEDA gets a finite value
             if d.planned != d.planned:
                 raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
@@ -243,6 +231,11 @@ class Registry:
             d = dataclasses.replace(d, planned=MAX_RATE)
         self._export(wl, d)
         return d
+
+    def record(self, wl: Workload, d: Decision) -> None:
+        """The caller of ``decision`` records what it served: scored and logged (``scaler.serve.watch``)."""
+        if self.watch is not None:
+            self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
     def _export(self, wl: Workload, d: Decision) -> None:
         """The decision as metrics: read from the Decision and the spec only (no clock, no curve)."""
@@ -395,6 +388,8 @@ class Registry:
         if self.tuning is not None:
             self.tuning.forget(wl)
         self.coldstarts.forget(wl)
+        if self.watch is not None:
+            self.watch.forget(wl)
         log.info("forgot ScaledObject %s/%s trigger %s (%s)", wl.namespace, wl.name, wl.trigger, why)
 
     def _submit_refresh(self, wl: Workload, now: float) -> bool:
@@ -486,6 +481,7 @@ class Registry:
                         f"last value {wl.cold_start:g}s" if wl.cold_start is not None
                         else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
 
-    def workloads(self) -> list[Workload]:
+    def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
+        """The tracked workloads (of one ScaledObject, given its namespace and name)."""
         with self._lock:
-            return list(self._workloads.values())
+            return [w for w in self._workloads.values() if namespace is None or (w.namespace, w.name) == (namespace, name)]

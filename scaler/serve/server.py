@@ -44,6 +44,8 @@ from .opsmetrics import ops_metrics
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
 from .state import JsonStore
+from .view import StatusView
+from .watch import Watch, WatchCollector
 
 log = logging.getLogger("forescale")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name
@@ -66,6 +68,7 @@ class ServerConfig:
     prom_connections_per_target: int = 8  # shared by every ScaledObject querying that Prometheus
     prom_max_in_flight: int = 256  # all targets together (32 hung targets of 8 before a healthy one queues)
     fit_workers: int = 1
+    self_watch: bool = True  # live scores, drift response and the decision log (scaler.serve.watch)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
 
@@ -92,11 +95,15 @@ class Server:
         tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(clock, self.metrics, tuning_store)
+        self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None) \
+            if config.self_watch else None
+        if self.watch is not None:
+            self.metrics.registry.register(WatchCollector(self.watch, clock))
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
                                  stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
-                                 monotonic=monotonic,
+                                 monotonic=monotonic, watch=self.watch,
                                  query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
         if config.max_streams > config.grpc_workers - 16:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
@@ -120,7 +127,8 @@ class Server:
             raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
         self._stopping = threading.Event()
         self.http = HttpEndpoint(config.host, config.http_port,
-                                 make_app(self.metrics.registry, self.healthy, clock))
+                                 make_app(self.metrics.registry, self.healthy, clock,
+                                          StatusView(self.registry, self.watch)))
         self.http_port = self.http.port
         self._serving = True
         self._watch_thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)

@@ -99,7 +99,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             wl = self._workload(request.scaledObjectRef)
             self.registry.match_metric(wl, request.metricName)
-            value = self.registry.decision(wl).planned
+            d = self.registry.decision(wl)
+            self.registry.record(wl, d)  # live scoring and the decision log (decision() itself changes nothing)
+            value = d.planned
             if not math.isfinite(value) or value < 0:  # never sent; the spec's ranges keep the math finite
                 raise ScalerError("INTERNAL", f"ScaledObject {wl.namespace}/{wl.name}: the planned value is not a "
                                               "finite number >= 0")

@@ -26,7 +26,7 @@ FIELDS = {
 }
 
 
-def status_json(registry: CollectorRegistry, now: float) -> bytes:
+def status_json(registry: CollectorRegistry, now: float, details: dict | None = None) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
     decisions}]}`` from the registry's samples."""
@@ -73,6 +73,9 @@ def status_json(registry: CollectorRegistry, now: float) -> bytes:
                 row(s.labels)["prometheus_errors"] += s.value
             elif s.name == "forescale_decisions_total":
                 row(s.labels)["decisions"] += s.value
+    for key, extra in (details or {}).items():  # scaler.serve.view: last error, tuned choice, scores, the band
+        if key in rows:
+            rows[key].update(extra)
     doc = {"now": now, "refresh_seconds": REFRESH_SECONDS, "build": build,
            "scaledobjects": [rows[k] for k in sorted(rows)]}
     return json.dumps(doc, allow_nan=False, default=str).encode()
@@ -88,6 +91,18 @@ th:nth-child(-n+3), td:nth-child(-n+3) { text-align: left; }
 td.fallback { color: #b00020; font-weight: bold; }
 td.err { color: #b00020; }
 #empty { color: #666; }
+td[data-col=name] { cursor: pointer; text-decoration: underline dotted; }
+#detail { margin-top: 1.5em; border-top: 2px solid #ccc; padding-top: .5em; }
+#detail dl { display: grid; grid-template-columns: max-content auto; gap: 2px 12px; margin: .5em 0; }
+#detail dt { color: #666; }
+#chart { border: 1px solid #ddd; background: #fcfcfc; }
+#chart .obs { stroke: #222; fill: none; stroke-width: 1.5; }
+#chart .plan { stroke: #1f77b4; fill: none; stroke-width: 1.5; }
+#chart .band { fill: #ff7f0e; fill-opacity: .18; stroke: none; }
+#chart .mid { stroke: #ff7f0e; fill: none; stroke-dasharray: 4 3; }
+#chart .prov { stroke: #d62728; fill: none; stroke-width: 1.5; }
+#chart .lead { stroke: #2ca02c; stroke-dasharray: 2 2; }
+#chart text { font-size: 11px; fill: #555; }
 """
 
 SCRIPT = """
@@ -114,6 +129,74 @@ function cells(so, now, several) {
     errors: num(so.fit_failures + so.prometheus_errors, 0),
   };
 }
+let selected = null;
+let last = null;  // the key of the ScaledObject shown in the detail view
+const SVG = "http://www.w3.org/2000/svg";
+function pct(v) { return v === null || v === undefined ? "-" : (100 * v).toFixed(1) + " %"; }
+function scoreText(s) {
+  if (!s || !s.scored) return "no minute scored yet";
+  return "coverage " + pct(s.coverage) + ", pinball " + num(s.pinball, 3) + ", under-provisioned " +
+    s.under_minutes + " min, demand above planned " + pct(s.demand_above_planned) + " (" + s.scored + " min)";
+}
+function chart(so) {
+  const svg = document.getElementById("chart");
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const W = 760, H = 260, P = 40;
+  const pts = [];  // [t, v] of every drawn value, for the scales
+  const recent = (so.recent || []).filter(r => r[0] !== null);
+  for (const r of recent) { pts.push([r[0], r[1]]); pts.push([r[0], r[2]]); }
+  const b = so.band;
+  if (b) b.t.forEach((t, i) => { for (const k of ["low", "mid", "provisioned"]) if (b[k] && b[k][i] !== null) pts.push([t, b[k][i]]); });
+  svg.dataset.points = String(pts.length);
+  if (!pts.length) return;
+  const t0 = Math.min(...pts.map(p => p[0])), t1 = Math.max(...pts.map(p => p[0])) || t0 + 1;
+  const v1 = Math.max(1e-9, ...pts.map(p => p[1]));
+  const x = t => P + (W - 2 * P) * (t - t0) / Math.max(1, t1 - t0), y = v => H - P + (2 * P - H) * v / v1;
+  function line(cls, xs) {
+    const e = document.createElementNS(SVG, cls === "band" ? "polygon" : "polyline");
+    e.setAttribute("class", cls);
+    e.setAttribute("points", xs.map(p => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" "));
+    svg.appendChild(e);
+  }
+  if (b && b.low && b.provisioned) {
+    const up = b.t.map((t, i) => [t, b.provisioned[i]]).filter(p => p[1] !== null);
+    const lo = b.t.map((t, i) => [t, b.low[i]]).filter(p => p[1] !== null).reverse();
+    line("band", up.concat(lo));
+  }
+  if (b && b.mid) line("mid", b.t.map((t, i) => [t, b.mid[i]]).filter(p => p[1] !== null));
+  if (b && b.provisioned) line("prov", b.t.map((t, i) => [t, b.provisioned[i]]).filter(p => p[1] !== null));
+  if (recent.length) { line("obs", recent.map(r => [r[0], r[1]])); line("plan", recent.map(r => [r[0], r[2]])); }
+  if (b && b.lead_seconds !== null && recent.length) {
+    const tl = recent[recent.length - 1][0] + b.lead_seconds, m = document.createElementNS(SVG, "line");
+    m.setAttribute("class", "lead");
+    m.setAttribute("x1", x(tl)); m.setAttribute("x2", x(tl)); m.setAttribute("y1", P / 2); m.setAttribute("y2", H - P);
+    svg.appendChild(m);
+  }
+  const lab = document.createElementNS(SVG, "text");
+  lab.setAttribute("x", 4); lab.setAttribute("y", 14);
+  lab.textContent = "req/s, max " + v1.toFixed(2) + "  - observed (black), planned (blue), forecast band and " +
+    "provisioned quantile (orange, red), now + lead (green)";
+  svg.appendChild(lab);
+}
+function detail(doc) {
+  const box = document.getElementById("detail");
+  const so = doc.scaledobjects.find(s => "so:" + s.namespace + "/" + s.name + "/" + s.trigger === selected);
+  box.hidden = !so;
+  if (!so) return;
+  const t = so.tuned;
+  const fields = {
+    d_title: so.namespace + "/" + so.name + (so.trigger ? " [" + so.trigger + "]" : ""),
+    d_observed: num(so.observed, 2) + " req/s", d_planned: num(so.planned, 2) + " req/s",
+    d_reason: so.reason || "-", d_mode: (so.mode || "-") + ", q" + (so.quantile ?? "-"),
+    d_tuned: t ? t.chosen + " (chosen " + age(doc.now, t.at) + ", expected miss " + pct(t.expected_miss) + ")" : "-",
+    d_scores1: scoreText(so.scores && so.scores["1h"]), d_scores24: scoreText(so.scores && so.scores["24h"]),
+    d_drift: so.drift ? (so.drift.active ? "fallback_forecast_drift served" : "no drift") + ", " +
+      so.drift.alarms + " alarm(s)" : "-",
+    d_error: so.last_error || "none",
+  };
+  for (const k in fields) document.getElementById(k).textContent = fields[k];
+  chart(so);
+}
 function render(doc) {
   const body = document.getElementById("rows");
   const seen = new Set();
@@ -131,6 +214,8 @@ function render(doc) {
       tr = document.createElement("tr");
       tr.id = id;
       for (const c of COLS) { const td = document.createElement("td"); td.dataset.col = c; tr.appendChild(td); }
+      const key = "so:" + so.namespace + "/" + so.name + "/" + so.trigger;
+      tr.querySelector("td[data-col=name]").addEventListener("click", () => { selected = key; detail(last); });
       body.appendChild(tr);
     }
     const v = cells(so, doc.now, several);
@@ -142,6 +227,8 @@ function render(doc) {
   }
   for (const tr of Array.from(body.children)) { if (!seen.has(tr.id)) tr.remove(); }
   document.getElementById("empty").hidden = doc.scaledobjects.length > 0;
+  last = doc;
+  detail(doc);
   const b = doc.build || {};
   document.getElementById("meta").textContent = "forescale " + (b.version || "") + " - " +
     doc.scaledobjects.length + " ScaledObject(s) tracked - updated " + new Date(doc.now * 1000).toISOString() +
@@ -178,7 +265,13 @@ PAGE = f"""<!doctype html>
 <th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>last fit</th><th>errors</th>
 </tr></thead><tbody id="rows"></tbody></table>
 <p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
-<p><small>The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
+<section id="detail" hidden><h2 id="d_title"></h2>
+<dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd>
+<dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
+<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
+<svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>
+</section>
+<p><small>Click a ScaledObject's name for its detail view. The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
 <script>{SCRIPT}</script>
 </body></html>
 """.encode()

@@ -274,7 +274,11 @@ class TuningService:
             out = self._tune_once(wl, declared, now)
             tuned = Tuned(key=tuning_key(declared), settings=tuple(out["settings"].items()), label=out["label"],
                           policy=out["policy"], chosen_at=now, met=bool(out["met"]), miss=float(out["miss"]),
-                          cost_ratio=out["cost_ratio"])
+                          cost_ratio=out["cost_ratio"],
+                          summary=(f"{out['points']} configurations swept ({out['pareto']} Pareto) on "
+                                   f"{out['simulated_days']:.1f} d of history; target miss "
+                                   f"{100 * out['target_miss']:.3f} %: " + ("met at the lowest cost" if out["met"]
+                                                                           else f"not met: {out['message']}")))
             if not apply(wl, tuned):
                 log.info("ScaledObject %s/%s: metadata changed during tuning; choice discarded", ns, name)
                 return

@@ -41,7 +41,8 @@ class ForecastState:
     """The current forecast of one workload, as the fitter left it."""
 
     forecast: Forecast | None = None
-    fitted_at: float | None = None  # when the model was fitted
+    fitted_at: float | None = None  # when the fit was started (its history ends then; refits are due from it)
+    completed_at: float | None = None  # when the fit finished (forescale_last_fit_timestamp_seconds)
     predicted_at: float | None = None  # when the curve was last computed (re-predicted from then, between fits)
     history_max: float | None = None
     model: str = ""
@@ -67,6 +68,7 @@ class Tuned:
     met: bool  # the target miss (and cost cap) was met on the history
     miss: float  # expected underprovisioned fraction
     cost_ratio: float | None  # expected replica-hours / oracle's
+    summary: str = field(default="", compare=False)  # what was tried and why this won (the decision log; not stored)
 
     def apply(self, declared: ScalerSpec) -> ScalerSpec:
         """The spec the scaler runs: the declared one with the chosen knobs (shadow mode stays shadow)."""

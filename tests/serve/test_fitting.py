@@ -94,26 +94,61 @@ def test_no_history_is_insufficient(env):
     assert (wl.forecast.unusable, wl.forecast.detail) == (Reason.INSUFFICIENT_HISTORY, "no history returned")
 
 
-def test_a_failed_first_fit_falls_back_and_is_retried_later(env):
+def test_a_failed_first_fit_falls_back_and_is_retried_with_a_capped_backoff(env):
     env.prom.set_range(Q, PromError(PromErrorKind.UNREACHABLE, "Prometheus at http://prom.test:9090 is unreachable"))
     wl = env.workload()
     env.reg.tick()
     assert wl.forecast.unusable is Reason.FIT_FAILED and "unreachable" in wl.forecast.detail
     assert env.reg.decision(wl).reason is Reason.FIT_FAILED
-    assert env.sample("forescale_fit_failures_total") == 1
-    env.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
-    # the failure is this refit interval's fit: the next one is due an interval later (a poll every 10 min)
-    for _ in range(5):
-        env.clock.advance(600)
+    # the history query failed: a Prometheus error, not a failed fit (the Prometheus alert, not the fit one)
+    assert env.sample("forescale_prometheus_errors_total", kind="history_unreachable") == 1
+    assert env.sample("forescale_fit_failures_total") is None
+    # backoff 60 s, 120 s, 240 s, ... (RETRY_FIRST_SECONDS doubling): tries at +60, +180, +420 from the first
+    tries = []
+    for minute in range(1, 9):
+        env.clock.advance(60)
         env.workload()
         env.reg.tick()
-    assert len(env.prom.calls_of("range")) == 1 and wl.forecast.unusable is Reason.FIT_FAILED
-    env.clock.advance(600)
+        tries.append(len(env.prom.calls_of("range")))
+    assert tries == [2, 2, 3, 3, 3, 3, 4, 4]
+    env.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+    env.clock.advance(360)  # +840 s: the 4th failure at +420 s waits 480 s, until +900 s
     env.workload()
     env.reg.tick()
-    assert len(env.prom.calls_of("range")) == 2 and wl.forecast.unusable is None
+    assert len(env.prom.calls_of("range")) == 4
+    env.clock.advance(60)
+    env.workload()
+    env.reg.tick()
+    assert len(env.prom.calls_of("range")) == 5 and wl.forecast.unusable is None
+    assert env.sample("forescale_prometheus_errors_total", kind="history_unreachable") == 4
     observe(env, wl)
     assert env.reg.decision(wl).planned == 40.0
+
+
+def test_retry_delay_doubles_and_is_capped():
+    from scaler.serve.fitting import retry_delay
+    assert [retry_delay(n, 3600) for n in (1, 2, 3, 4, 5, 6, 40)] == [60, 120, 240, 480, 900, 900, 900]
+    assert retry_delay(3, 200) == 200  # never later than the refit interval
+
+
+def test_a_failing_model_counts_as_a_fit_failure_and_last_fit_is_the_completion_time():
+    clock = FakeClock(T0)
+
+    class Slow(InlineExecutor):  # the fit takes 7 s of the fake clock
+        def submit(self, fn, /, *args, **kwargs):
+            clock.advance(7)
+            return super().submit(fn, *args, **kwargs)
+
+    e = Env(clock=clock, pool=Slow())
+    try:
+        e.prom.set_scalar(Q, 12.0)
+        e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        wl = e.workload()
+        e.reg.tick()
+        assert wl.forecast.fitted_at == T0 and wl.forecast.completed_at == T0 + 7
+        assert e.sample("forescale_last_fit_timestamp_seconds") == T0 + 7  # finished, not scheduled
+    finally:
+        e.close()
 
 
 def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
@@ -127,19 +162,19 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     fs = wl.forecast
     assert fs.forecast is curve and fs.fitted_at == T0 and fs.unusable is None
     assert fs.detail == "refit failed: Prometheus answered HTTP Status Code 400"
-    assert env.sample("forescale_fit_failures_total") == 1
+    assert env.sample("forescale_prometheus_errors_total", kind="history_rejected") == 1
     observe(env, wl)
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (40.0, Reason.FORECAST)
-    # retried after RETRY_AFTER_FAILURE_SECONDS (300), not at every tick
-    env.clock.advance(299)
+    # retried after RETRY_FIRST_SECONDS (60), not at every tick
+    env.clock.advance(59)
     env.reg.tick()
     assert len(env.prom.calls_of("range")) == 2
     env.clock.advance(1)
     env.reg.tick()
     assert len(env.prom.calls_of("range")) == 3 and wl.forecast.forecast is curve
     # the curve ends at END + 6 h; with a 300 s lead it covers decisions up to END + 6 h - 300 s
-    env.clock.advance(21600 - 300 - 3900)
+    env.clock.advance(21600 - 300 - 3660)
     observe(env, wl)  # a current observation: staleness of the observation is not what this test is about
     assert env.reg.decision(wl).reason is Reason.FORECAST
     env.clock.advance(1)  # the observation is 1 s old: current

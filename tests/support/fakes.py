@@ -154,7 +154,7 @@ class Harness:
     NAMESPACE, NAME = "serving", "llm"
 
     def __init__(self, clock, prom: FakePrometheus, metadata: dict, *, metrics=None, config=None, forecasts=None,
-                 tuning=None):
+                 tuning=None, watch=None):
         from scaler.prom import CredentialStore
         from scaler.serve.metrics import ScalerMetrics
         from scaler.serve.registry import Registry, RegistryConfig
@@ -163,7 +163,7 @@ class Harness:
         self.metrics = metrics or ScalerMetrics()
         self.services = [s for s in (forecasts, tuning) if s is not None]
         self.reg = Registry(clock, CredentialStore(None), self.metrics, config or RegistryConfig(),
-                            forecasts=forecasts, tuning=tuning, client_factory=prom.factory())
+                            forecasts=forecasts, tuning=tuning, client_factory=prom.factory(), watch=watch)
 
     def metadata(self, **over) -> dict:
         return {**self.base, **over}

@@ -1,0 +1,94 @@
+"""What the HTTP port shows beyond the metrics: per-trigger detail for ``/status.json`` and the decision log.
+
+``StatusView`` reads the registry (workloads, their last error, their forecast curve) and the ``Watch`` (live
+scores, drift, the decision log). Everything it returns is bounded: curves are cut to the horizon shown
+(``CURVE_POINTS``), messages to ``watch.MAX_TEXT`` characters without control characters.
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import unquote
+
+import numpy as np
+
+from .registry import Registry
+from .watch import Watch, clean
+from .workload import Workload
+
+CURVE_POINTS = 180  # forecast points shown forward from now (3 h at a 1-minute step)
+
+
+def last_error(wl: Workload) -> str | None:
+    """The newest problem of a trigger, as a sanitised, truncated message (None: none)."""
+    err = wl.error
+    if err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at):
+        return clean(f"Prometheus: {err}")
+    if wl.cold_start_error is not None:
+        return clean(f"coldStartQuery: {wl.cold_start_error}")
+    fs = wl.forecast
+    if fs.unusable is not None and fs.detail:
+        return clean(f"forecast ({fs.unusable.value}): {fs.detail}")
+    if fs.detail.startswith("refit failed"):
+        return clean(fs.detail)
+    return None
+
+
+def _floats(a) -> list:
+    return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
+
+
+class StatusView:
+    def __init__(self, registry: Registry, watch: Watch | None):
+        self.registry, self.watch = registry, watch
+
+    def details(self, now: float) -> dict[tuple[str, str, str], dict]:
+        """Per trigger (namespace, name, trigger): last error, tuned choice, scores, drift, the forecast band."""
+        out = {}
+        for wl in self.registry.workloads():
+            d = {"last_error": last_error(wl), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
+                 "tuned": None if wl.tuned is None else {
+                     "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
+                     "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},
+                 "band": self._band(wl, now)}
+            if self.watch is not None:
+                d.update(self.watch.summary(wl, now))
+                d["recent"] = [[x["time"], x["observed"], x["planned"]] for x in self.watch.log(wl)["decisions"]]
+            out[wl.labels] = d
+        return out
+
+    @staticmethod
+    def _band(wl: Workload, now: float) -> dict | None:
+        """The forecast forward from now: times, q0.1, q0.5 (or the mean), the provisioned quantile."""
+        fs = wl.forecast
+        if wl.spec.mode == "reactive" or fs.forecast is None or fs.unusable is not None:
+            return None
+        fc = fs.forecast
+        i = int(np.searchsorted(fc.t, now))
+        sl = slice(i, i + CURVE_POINTS)
+        if i >= len(fc.t):
+            return None
+        qs = fc.quantiles
+
+        def curve(level: float):
+            k = min(qs, key=lambda x: abs(x - level)) if qs else None
+            return _floats(qs[k][sl]) if k is not None and abs(k - level) < 1e-6 else None
+
+        return {"t": _floats(fc.t[sl]), "low": curve(0.1), "mid": curve(0.5) or _floats(fc.mean[sl]),
+                "provisioned": curve(wl.spec.quantile), "lead_seconds": wl.lead().seconds}
+
+    def decisions(self, path: str) -> dict | None:
+        """``/api/scaledobjects/{namespace}/{name}/decisions``: None for another path or an unknown ScaledObject."""
+        parts = path.split("/")
+        if len(parts) != 6 or parts[:3] != ["", "api", "scaledobjects"] or parts[5] != "decisions":
+            return None
+        namespace, name = unquote(parts[3]), unquote(parts[4])
+        wls = self.registry.workloads(namespace, name)
+        if not wls:
+            return None
+        triggers = []
+        for wl in sorted(wls, key=lambda w: w.trigger):
+            logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": []}
+            triggers.append({"trigger": wl.trigger, "metric": wl.spec.metric_name, "mode": wl.spec.mode,
+                             "last_error": last_error(wl), **logged})
+        return {"namespace": namespace, "name": name, "triggers": triggers}

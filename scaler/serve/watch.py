@@ -1,0 +1,232 @@
+"""The scaler watching itself: live scores, drift state and a decision log per trigger.
+
+``Watch`` keeps, per workload, a ``drift.Scorecard`` (the one implementation the replay runs too), a ring of
+the last ``DECISIONS_KEPT`` decisions, and rings of the last ``EVENTS_KEPT`` fits and tuning choices. The
+registry's ``decision`` only reads it (``drifting``, ``window_max``); the caller of a decision records it
+(``record``: the gRPC servicer after GetMetrics). Scores are exported by a collector at scrape time
+(no per-label children kept), and read by ``/status.json`` and ``/api/scaledobjects/{ns}/{name}/decisions``.
+
+Memory per trigger is fixed: the scorecard (two 7-column bucket arrays of 60 and 96 rows, the 30-minute
+observed-max ring, at most ``drift.MAX_PENDING`` provisioned minutes; 2 to 3 in practice), a float array of
+``DECISIONS_KEPT`` x 8 and two deques of ``EVENTS_KEPT`` small tuples. Strings in it are the spec's own
+(model, the tuned label) or cut to ``MAX_TEXT`` characters with control characters removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from collections import deque
+from typing import Callable
+
+import numpy as np
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..policy import REASONS, Decision, Reason
+from ..drift import WINDOWS, DriftConfig, Scorecard
+from .workload import ForecastState, Tuned, Workload
+
+log = logging.getLogger(__name__)
+
+DECISIONS_KEPT = 120  # the decision log's ring, per trigger (KEDA polls every 15-30 s: the last 30-60 minutes)
+EVENTS_KEPT = 10  # fits and tuning choices kept, per trigger
+MAX_TEXT = 300  # an error or detail message is cut to this many characters
+_CTRL = re.compile(r"[\x00-\x1f\x7f]+")
+_REASON = {r: i for i, r in enumerate(REASONS)}
+# decision ring columns
+_T, _OBS, _PEAK, _PLANNED, _REPLICAS, _REASON_C, _TUNED_AT, _LEAD = range(8)
+
+
+def clean(text: str, limit: int = MAX_TEXT) -> str:
+    """A message safe to show: control characters folded to a space, at most ``limit`` characters."""
+    text = _CTRL.sub(" ", str(text))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Entry:
+    __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit")
+
+    def __init__(self, step: float, config: DriftConfig):
+        self.card = Scorecard(step, config)
+        self.ring = np.full((DECISIONS_KEPT, 8), np.nan)
+        self.n = 0  # decisions recorded (the ring's write position is n % DECISIONS_KEPT)
+        self.labels: list = [None] * DECISIONS_KEPT  # (model, tuned label): shared tuples, not copies
+        self.fits: deque[tuple] = deque(maxlen=EVENTS_KEPT)
+        self.tunings: deque[tuple] = deque(maxlen=EVENTS_KEPT)
+        self.seen_fit: float | None = None
+
+
+class Watch:
+    def __init__(self, config: DriftConfig = DriftConfig(), on_alarm: Callable[[Workload], None] | None = None):
+        self.config = config
+        self.on_alarm = on_alarm  # the forecast service's refit-now
+        self._lock = threading.Lock()
+        self._entries: dict[tuple, _Entry] = {}
+        self._workloads: dict[tuple, Workload] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _entry(self, wl: Workload) -> _Entry:
+        e = self._entries.get(wl.key)
+        if e is None:
+            e = self._entries[wl.key] = _Entry(wl.spec.step_seconds, self.config)
+            self._workloads[wl.key] = wl
+        return e
+
+    # -- read by the registry's decision (no side effects) --------------------------
+    def drifting(self, wl: Workload) -> bool:
+        e = self._entries.get(wl.key)
+        return e is not None and e.card.drifting
+
+    def window_max(self, wl: Workload, now: float) -> float | None:
+        with self._lock:
+            e = self._entries.get(wl.key)
+            return None if e is None else e.card.window_max(now)
+
+    # -- written by the decision's caller --------------------------------------------
+    def record(self, wl: Workload, d: Decision, now: float, lead_seconds: float) -> None:
+        """Score what came due with this decision's observation, provision now + lead, log the decision."""
+        spec, fs = wl.spec, wl.forecast
+        q = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + lead]
+        alarm = False
+        with self._lock:
+            e = self._entry(wl)
+            if d.reason is not Reason.PROMETHEUS_STALE:  # a reused observation scores nothing
+                events = e.card.observe(now, d.observed)
+                alarm = "alarm" in events
+                for ev in events:
+                    log.warning("ScaledObject %s/%s trigger %s: forecast drift %s", wl.namespace, wl.name,
+                                wl.trigger, "detected: refitting, serving the safe policy" if ev == "alarm"
+                                else "over: the forecast covers again")
+            if q is not None:
+                e.card.provision(now + lead_seconds, q, spec.quantile, d.planned)
+            row = e.ring[e.n % DECISIONS_KEPT]
+            tuned = wl.tuned
+            row[:] = (now, d.observed, np.nan if d.forecast_peak is None else d.forecast_peak, d.planned,
+                      math.ceil(d.planned / spec.qps_per_replica - 1e-9) if spec.qps_per_replica > 0 else np.nan,
+                      _REASON[d.reason], np.nan if tuned is None else tuned.chosen_at, lead_seconds)
+            label = (fs.model or spec.model if spec.mode != "reactive" else "", tuned.label if tuned is not None else "")
+            last = e.labels[(e.n - 1) % DECISIONS_KEPT]
+            e.labels[e.n % DECISIONS_KEPT] = last if last == label else label  # one shared tuple while it holds
+            e.n += 1
+        if alarm and self.on_alarm is not None:
+            self.on_alarm(wl)
+
+    def note_fit(self, wl: Workload, fs: ForecastState) -> None:
+        """A forecast the registry adopted: logged when it is a new fit (not a re-prediction)."""
+        if fs.fitted_at is None and fs.unusable is None:
+            return
+        with self._lock:
+            e = self._entry(wl)
+            stamp = fs.completed_at or fs.fitted_at
+            if stamp == e.seen_fit and fs.unusable is None:
+                return
+            e.seen_fit = stamp
+            e.fits.append((stamp, fs.model or wl.spec.model, fs.fit_seconds,
+                           fs.unusable.value if fs.unusable is not None else "fitted", clean(fs.detail, 200)))
+
+    def note_tuned(self, wl: Workload, tuned: Tuned) -> None:
+        with self._lock:
+            e = self._entry(wl)
+            if e.tunings and e.tunings[-1][0] == tuned.chosen_at:
+                return
+            e.tunings.append((tuned.chosen_at, tuned.label, tuned.policy, tuned.met, tuned.miss, tuned.cost_ratio,
+                              clean(tuned.summary, 200) or None))
+
+    def forget(self, wl: Workload) -> None:
+        with self._lock:
+            self._entries.pop(wl.key, None)
+            self._workloads.pop(wl.key, None)
+
+    # -- read by the HTTP port ---------------------------------------------------------
+    def summary(self, wl: Workload, now: float) -> dict:
+        with self._lock:
+            e = self._entries.get(wl.key)
+            if e is None:
+                return {"scores": {}, "drift": {"active": False, "alarms": 0, "since": None}}
+            c = e.card
+            return {"scores": {name: c.scores(i, now).as_dict() for i, (name, _, _) in enumerate(WINDOWS)},
+                    "drift": {"active": c.drifting, "alarms": c.alarms, "since": c.since,
+                              "cusum": round(c.cusum, 3)}}
+
+    def log(self, wl: Workload) -> dict:
+        """The decision log of one trigger: decisions (oldest first), fits, tuning choices."""
+        with self._lock:
+            e = self._entries.get(wl.key)
+            if e is None:
+                return {"decisions": [], "fits": [], "tuning": []}
+            k = min(e.n, DECISIONS_KEPT)
+            order = [(e.n - k + i) % DECISIONS_KEPT for i in range(k)]
+            rows = e.ring[order].copy()
+            labels = [e.labels[i] for i in order]
+            fits, tunings = list(e.fits), list(e.tunings)
+
+        def num(x: float) -> float | None:
+            return None if x != x else float(x)
+
+        decisions = [{"time": num(r[_T]), "observed": num(r[_OBS]), "forecast_window_max": num(r[_PEAK]),
+                      "planned": num(r[_PLANNED]), "replicas": None if r[_REPLICAS] != r[_REPLICAS] else int(r[_REPLICAS]),
+                      "reason": REASONS[int(r[_REASON_C])].value, "lead_seconds": num(r[_LEAD]),
+                      "model": lab[0] or None, "tuned": lab[1] or None, "tuned_at": num(r[_TUNED_AT])}
+                     for r, lab in zip(rows, labels)]
+        return {"decisions": decisions,
+                "fits": [{"time": t, "model": m, "seconds": s, "outcome": o, "detail": dt or None}
+                         for t, m, s, o, dt in fits],
+                "tuning": [{"time": t, "chosen": lab, "policy": p, "target_met": met, "expected_miss": miss,
+                            "expected_cost_ratio": cost, "why": why} for t, lab, p, met, miss, cost, why in tunings]}
+
+    def collect(self, now: float):
+        """Metric families for the scrape (a collector: no per-label children are kept)."""
+        cov = GaugeMetricFamily("forescale_forecast_coverage", "Share of scored minutes whose observed rate was "
+                                "at or below the provisioned quantile, per rolling window",
+                                labels=("namespace", "scaledobject", "trigger", "window"))
+        pin = GaugeMetricFamily("forescale_forecast_pinball_loss", "Mean pinball loss of the provisioned quantile "
+                                "(req/s), per rolling window", labels=("namespace", "scaledobject", "trigger", "window"))
+        under = GaugeMetricFamily("forescale_underprovisioned_minutes", "Minutes whose observed rate exceeded the "
+                                  "planned capacity, per rolling window",
+                                  labels=("namespace", "scaledobject", "trigger", "window"))
+        above = GaugeMetricFamily("forescale_demand_above_planned_ratio", "Share of demand above the planned "
+                                  "capacity, per rolling window", labels=("namespace", "scaledobject", "trigger", "window"))
+        drift = GaugeMetricFamily("forescale_forecast_drift", "1 while the drift fallback is served",
+                                  labels=("namespace", "scaledobject", "trigger"))
+        scored = CounterMetricFamily("forescale_forecast_scored_minutes", "Provisioned minutes scored",
+                                     labels=("namespace", "scaledobject", "trigger"))
+        covered = CounterMetricFamily("forescale_forecast_covered_minutes", "Scored minutes the provisioned "
+                                      "quantile covered", labels=("namespace", "scaledobject", "trigger"))
+        alarms = CounterMetricFamily("forescale_forecast_drift_alarms", "Drift alarms (each refits at once)",
+                                     labels=("namespace", "scaledobject", "trigger"))
+        with self._lock:
+            for key, e in self._entries.items():
+                wl = self._workloads[key]
+                labels = list(wl.labels)
+                c = e.card
+                for i, (name, _, _) in enumerate(WINDOWS):
+                    s = c.scores(i, now)
+                    if s.scored:
+                        cov.add_metric(labels + [name], s.coverage)
+                        pin.add_metric(labels + [name], s.pinball)
+                        under.add_metric(labels + [name], s.under_minutes)
+                        if s.demand_above_planned is not None:
+                            above.add_metric(labels + [name], s.demand_above_planned)
+                drift.add_metric(labels, 1.0 if c.drifting else 0.0)
+                scored.add_metric(labels, c.scored_total)
+                covered.add_metric(labels, c.covered_total)
+                alarms.add_metric(labels, c.alarms)
+        return [cov, pin, under, above, drift, scored, covered, alarms]
+
+
+class WatchCollector:
+    """Registers ``Watch.collect`` with a prometheus_client registry."""
+
+    def __init__(self, watch: Watch, clock: Callable[[], float]):
+        self.watch, self.clock = watch, clock
+
+    def collect(self):
+        return self.watch.collect(self.clock())
+
+    def describe(self):
+        return []

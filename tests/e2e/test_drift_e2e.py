@@ -1,0 +1,98 @@
+"""The drift response end to end: a real Prometheus backfilled with a trace whose level jumps 2.5x at a known
+time, a real forescale server (real gRPC, real fit worker processes, the fake clock stepping one minute at a
+time through the backfilled data), KEDA's GetMetrics as the caller.
+
+Bound stated and tested: ``fallback_forecast_drift`` is served within 10 minutes of the jump at a 1-minute
+step (lead 60 s: the minutes provisioned before the jump come due one after the other; the CUSUM alarms on
+the 5th exceedance beyond the 20% margin at quantile 0.9; the next poll serves the fallback). The value served
+is never below the observed rate; the reason clears once the level is back and the forecast covers 15 scored
+minutes; on the same trace without the jump it never appears.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from support import promfixture as pf
+from support.clock import FakeClock
+from support.scaler import Scaler
+
+DAY = 86400.0
+START = 1_700_000_400.0  # the first served minute (a multiple of 60)
+JUMP_AT = START + 30 * 60
+BACK_AT = JUMP_AT + 60 * 60
+BOUND_MINUTES = 10
+
+
+def level(t: np.ndarray, jump: bool) -> np.ndarray:
+    base = 40.0 + 2.0 * np.sin(2 * np.pi * t / 3600.0)  # a little hourly wave: bands of a real width
+    if jump:
+        base = np.where((t >= JUMP_AT) & (t < BACK_AT), 2.5 * base, base)
+    return base
+
+
+def md(prom) -> dict:
+    return {"serverAddress": prom.url, "query": "max(forescale_drift_qps)", "qpsPerReplica": "10",
+            "model": "seasonal_naive", "history": "2d", "minHistory": "1d", "refitInterval": "1h",
+            "levelCorrection": "0", "quantile": "0.9", "coldStartSeconds": "60", "bufferSeconds": "0",
+            "hpaTolerance": "0", "headroom": "1", "tuning": "off"}
+
+
+def reason_of(s: Scaler) -> str:
+    got = [dict(k[1])["reason"] for k, v in s.metrics().items()
+           if k[0] == "forescale_decision_reason" and v == 1.0]
+    assert len(got) == 1, got
+    return got[0]
+
+
+def serve(prometheus_factory, jump: bool, minutes: int) -> list[tuple[float, float, float, str]]:
+    t = np.arange(START - 2 * DAY - 3600, START + minutes * 60 + 120, 60.0)
+    prom = prometheus_factory([pf.SeriesSpec("forescale_drift_qps", {"job": "t"}, "gauge", t, level(t, jump))])
+    clock = FakeClock(START)
+    s = Scaler(clock)
+    out = []
+    try:
+        m = md(prom)
+        s.value(m)
+        wl = s.server.registry.workloads()[0]
+        deadline = time.monotonic() + 120
+        while wl.forecast.forecast is None:  # the first fit (a worker process)
+            assert time.monotonic() < deadline, wl.forecast
+            time.sleep(0.2)
+        for _ in range(minutes):
+            clock.advance(60)
+            deadline = time.monotonic() + 30
+            while wl.observed_at != clock():  # the scheduler's refresh of this minute
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            value = s.value(m).metricValueFloat
+            out.append((clock(), wl.observed, value, reason_of(s)))
+    finally:
+        s.close()
+    return out
+
+
+def test_a_level_jump_serves_the_drift_fallback_then_clears(prometheus_factory):
+    served = serve(prometheus_factory, jump=True, minutes=150)
+    for t, observed, value, _ in served:
+        assert value >= observed - 1e-9, (t, observed, value)  # never below the observed rate
+    drift = [t for t, _, _, r in served if r == "fallback_forecast_drift"]
+    assert drift, "the drift fallback never appeared"
+    assert all(t >= JUMP_AT for t in drift)
+    assert (drift[0] - JUMP_AT) / 60 <= BOUND_MINUTES
+    # during the fallback the value holds the window max of the observed rate (2.5 x ~40)
+    during = [(o, v) for t, o, v, r in served if r == "fallback_forecast_drift"]
+    assert all(v >= 0.95 * 2.5 * 38.0 for _, v in during[:5])
+    # the level came back at BACK_AT: the forecast covers again and the reason clears (15 scored minutes)
+    last = served[-1]
+    assert last[3] != "fallback_forecast_drift" and drift[-1] < BACK_AT + 30 * 60
+
+
+def test_an_unchanged_trace_never_drifts(prometheus_factory):
+    served = serve(prometheus_factory, jump=False, minutes=90)
+    assert [r for *_, r in served if r == "fallback_forecast_drift"] == []
+    assert all(v >= o - 1e-9 for _, o, v, _ in served)
