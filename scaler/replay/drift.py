@@ -20,11 +20,11 @@ from typing import Sequence
 import numpy as np
 
 from ..drift import DEFAULT, DriftConfig, Scorecard, safe_planned
-from ..policy import NO_REASON, REASONS, PolicyParams, Reason, decide_array
+from ..policy import REASONS, PolicyParams, Reason
 from .forecasts import Curve, Packed
-from .hpa import Hpa, poll_ticks, run_hpa
-from .policies import stacked
-from .scenario import EPS, Outcome, Scenario, Timeline, evaluate
+from .hpa import Hpa, run_hpa
+from .policies import polled_decisions
+from .scenario import Outcome, Scenario, Timeline, evaluate
 
 _ACTED = (REASONS.index(Reason.FORECAST), REASONS.index(Reason.OBSERVED_FLOOR))
 _DRIFT = REASONS.index(Reason.FORECAST_DRIFT)
@@ -44,23 +44,12 @@ class DriftReplay:
 def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed, *,
                  step: float = 60.0, config: DriftConfig = DEFAULT, respond: bool = True) -> DriftReplay:
     """The predictive policy with the drift response (``respond``; False: scored, never acted on)."""
-    idx = poll_ticks(sc.n, hpa, sc.tick)
-    times = sc.t0 + sc.tick * idx
-    obs = sc.observed[idx]
-    since = curves.since if isinstance(curves, Packed) else np.array([c.since for c in curves], dtype=np.float64)
-    which = np.searchsorted(since, times + EPS, side="right") - 1
-    stack, row_of, bad, hmax = stacked(curves)
-    at = np.clip(which, 0, None)
-    none = which < 0
-    rows = np.where(none, -1, row_of[at]) if len(since) else np.full(len(idx), -1)
-    d = decide_array(obs, times, params, stack, rows,
-                     unusable=np.where(none, NO_REASON, bad[at]) if len(since) else None,
-                     history_max=np.where(none, np.nan, hmax[at]) if len(since) else None)
+    times, obs, d = polled_decisions(sc, hpa, params, curves)
     provisioned = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + L]
     planned, reason = d.planned.copy(), d.reason.copy()
     card = Scorecard(step, config)
     alarm_times: list[float] = []
-    for i in range(len(idx)):
+    for i in range(len(times)):
         t, y = float(times[i]), float(obs[i])
         if respond and card.drifting and reason[i] in _ACTED:
             planned[i] = safe_planned(planned[i], y, card.window_max(t), params.headroom)

@@ -77,12 +77,11 @@ class Planned:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed) -> Planned:
-    """The server's ``decide`` at every KEDA poll with the curve in force then (``decide_array``, all polls at once).
+def polled_decisions(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed):
+    """``decide_array`` at every KEDA poll with the curve in force then: ``(times, observed, Decisions)``.
 
     ``curves`` (or the same packed) sorted by ``since``; at a poll at time t the latest curve with
     ``since <= t`` is used (none yet: ``decide`` falls back to observed).
-    Hybrid's warm floor is ``params.floor_qps``.
     """
     idx = poll_ticks(sc.n, hpa, sc.tick)
     times = sc.t0 + sc.tick * idx
@@ -96,6 +95,13 @@ def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequenc
     d = decide_array(obs, times, params, stack, rows,
                      unusable=np.where(none, NO_REASON, bad[at]) if len(since) else None,
                      history_max=np.where(none, np.nan, hmax[at]) if len(since) else None)
+    return times, obs, d
+
+
+def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed) -> Planned:
+    """The server's ``decide`` at every KEDA poll with the curve in force then (``polled_decisions``).
+    Hybrid's warm floor is ``params.floor_qps``."""
+    d = polled_decisions(sc, hpa, params, curves)[2]
     return Planned(d.planned, d.reason_counts())
 
 
