@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import Gauge
 
-from ..coldstart import PHASES, ClusterReading, ColdStartEstimate, cross_check, estimate
+from ..coldstart import ClusterReading, ColdStartEstimate, cross_check, estimate
 from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
 from ..limits import MAX_LEAD_SECONDS
 from ..prom import PromError
-from .metrics import ScalerMetrics
+from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import attached, ops_metrics
 
 if TYPE_CHECKING:
@@ -185,8 +185,7 @@ class ColdStartService:
         for reason, count in est.skipped:
             self.samples.labels(*lb, reason).set(count)
         if est.seconds is None:
-            for phase in ("total",) + PHASES:
-                self._remove(self.seconds, *lb, "cluster", phase)
+            drop_series(self.seconds, lambda k: k[:3] == lb and k[3] == "cluster")
             return
         self.seconds.labels(*lb, "cluster", "total").set(est.seconds)
         for phase, v in est.phases:
@@ -195,17 +194,9 @@ class ColdStartService:
         if ratio is not None:
             self.ratio.labels(*lb).set(ratio)
 
-    @staticmethod
-    def _remove(metric, *labels) -> None:
-        try:
-            metric.remove(*labels)
-        except KeyError:
-            pass
-
     def forget(self, wl: "Workload") -> None:
         for metric in (self.seconds, self.in_force, self.samples, self.ratio):
-            for k in [k for k in list(metric._metrics) if k[:3] == wl.labels]:
-                self._remove(metric, *k)
+            drop_series(metric, lambda k: k[:3] == wl.labels)
         with self._lock:
             self._attempt.pop(wl.key, None)
             self._warned.pop(wl.key, None)

@@ -36,7 +36,7 @@ from forecaster.base import Forecast, Series
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
-from .metrics import ScalerMetrics
+from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
 from .workload import Adopt, ForecastState, Workload
@@ -447,6 +447,5 @@ class FitService:
         done = fs.completed_at if fs.completed_at is not None else fs.fitted_at
         if done is not None:
             m.last_fit.labels(*wl.labels).set(done)
-        for k in [k for k in list(m.model_info._metrics) if k[:3] == wl.labels]:
-            m.model_info.remove(*k)
+        drop_series(m.model_info, lambda k: k[:3] == wl.labels)
         m.model_info.labels(*wl.labels, fs.model or wl.spec.model).set(1)

@@ -10,10 +10,23 @@ The tuning series (written by ``scaler.serve.tuning``) keep (namespace, scaledob
 
 from __future__ import annotations
 
+from typing import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SO = ("namespace", "scaledobject")
 TRIGGER = SO + ("trigger",)
+
+
+
+def drop_series(metric, match: Callable[[tuple[str, ...]], bool]) -> None:
+    """Remove ``metric``'s series whose label values ``match`` (prometheus_client removes one label set at a time;
+    one removed meanwhile by another thread is no error)."""
+    for k in [k for k in list(metric._metrics) if match(k)]:
+        try:
+            metric.remove(*k)
+        except KeyError:
+            pass
 
 
 class ScalerMetrics:
@@ -66,8 +79,7 @@ class ScalerMetrics:
         self.decisions.labels(*labels, d.reason.value).inc()
         for r in type(d.reason):
             self.reason.labels(*labels, r.value).set(1.0 if r is d.reason else 0.0)
-        for k in [k for k in list(self.event._metrics) if k[:3] == labels and k[3] != d.event]:
-            self.event.remove(*k)  # one series at most per trigger: the event in force
+        drop_series(self.event, lambda k: k[:3] == labels and k[3] != d.event)  # at most the event in force
         if d.event is not None:
             self.event.labels(*labels, d.event).set(1.0)
         for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
@@ -76,8 +88,7 @@ class ScalerMetrics:
             self.clear_forecast(labels, model=d.reason.value == "mode_reactive")
         else:
             keep = {f"{quantile:g}", "mean"}  # a quantile no longer provisioned (a tuned choice) leaves no series
-            for k in [k for k in list(self.forecast._metrics) if k[:3] == labels and k[3] not in keep]:
-                self.forecast.remove(*k)
+            drop_series(self.forecast, lambda k: k[:3] == labels and k[3] not in keep)
             self.forecast.labels(*labels, f"{quantile:g}").set(d.forecast_peak)
             if d.forecast_mean_peak is not None:
                 self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)
@@ -85,11 +96,7 @@ class ScalerMetrics:
     def clear_forecast(self, labels: tuple[str, str, str], *, model: bool) -> None:
         """Drop the trigger's forecast series (and with ``model``, its model: mode reactive fits none)."""
         for metric in (self.forecast, self.model_info) if model else (self.forecast,):
-            for k in [k for k in list(metric._metrics) if k[:3] == labels]:
-                try:
-                    metric.remove(*k)
-                except KeyError:
-                    pass
+            drop_series(metric, lambda k: k[:3] == labels)
 
     def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
@@ -98,10 +105,5 @@ class ScalerMetrics:
                        self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         for metric in per_trigger + (tuning if whole else ()):
-            labelsets = [k for k in list(metric._metrics) if k[:2] == (namespace, name)
-                         and (trigger is None or metric not in per_trigger or k[2] == trigger)]
-            for k in labelsets:
-                try:
-                    metric.remove(*k)
-                except KeyError:
-                    pass
+            drop_series(metric, lambda k: k[:2] == (namespace, name)
+                        and (trigger is None or metric not in per_trigger or k[2] == trigger))

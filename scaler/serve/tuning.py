@@ -41,7 +41,7 @@ from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
-from .metrics import ScalerMetrics
+from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
 from .workload import TUNABLE, Apply, Tuned, Workload
 
@@ -350,8 +350,7 @@ class TuningService:
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name
-        for k in [k for k in list(m.tuning_info._metrics) if k[:2] == (ns, name)]:
-            m.tuning_info.remove(*k)
+        drop_series(m.tuning_info, lambda k: k[:2] == (ns, name))
         st = dict(tuned.settings)
         applied = wl.declared.mode != "forecastOnly"
         m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", wl.declared.mode)),
