@@ -17,6 +17,16 @@ from support.scaler import Scaler
 EVIL = '<img src=x onerror=window.__pwned=1>'  # in a query: the last error echoes it (names are DNS-1123)
 
 
+def next_minute(clock, s, wl, md) -> None:
+    """A minute later: the refresher observes the new minute, then KEDA polls (a decision is logged)."""
+    clock.advance(60)
+    deadline = time.monotonic() + 30
+    while wl.observed_at != clock():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    s.value(md, name="llm")
+
+
 def test_detail_view_chart_updates_in_place_and_escapes_names(prometheus_factory):
     end = float(int(time.time()) // 60 * 60)
     t = np.arange(end - 3 * 3600, end + 3600, 60.0)
@@ -38,12 +48,7 @@ def test_detail_view_chart_updates_in_place_and_escapes_names(prometheus_factory
             assert time.monotonic() < deadline, wl.forecast
             time.sleep(0.2)
         for _ in range(3):  # three polls a minute apart: the decision log has points to draw
-            clock.advance(60)
-            deadline = time.monotonic() + 30
-            while wl.observed_at != clock():
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            s.value(md, name="llm")
+            next_minute(clock, s, wl, md)
         base = f"http://127.0.0.1:{s.server.http_port}"
         with chromium() as driver:
             driver.get(base + "/")
@@ -69,12 +74,7 @@ def test_detail_view_chart_updates_in_place_and_escapes_names(prometheus_factory
                 assert driver.execute_script(f"return document.querySelectorAll('#chart {sel}').length") == 1, sel
             before = driver.find_element("id", "d_observed").text
             # the view updates in place: a new observation shows up without a reload
-            clock.advance(60)
-            deadline = time.monotonic() + 30
-            while wl.observed_at != clock():
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            s.value(md, name="llm")
+            next_minute(clock, s, wl, md)
             wait_for(driver, f"document.getElementById('d_observed').textContent !== {before!r}", timeout=20,
                      what="the detail view refreshed")
             assert driver.execute_script("return window.__same_page;") == marker
