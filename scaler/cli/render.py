@@ -12,6 +12,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from forecaster.calendar import WEEKDAYS
+
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
@@ -142,7 +144,7 @@ def calendar_json(r: Result) -> dict:
     s = r.settings
     if not (s.holidays or s.events):
         return {}
-    from forecaster.calendar import WEEKDAYS, holiday_days
+    from forecaster.calendar import holiday_days
 
     days = holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window) if s.holidays else {}
     return {"calendar": {
@@ -199,14 +201,15 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
 def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     """The terminal table of the sweep, sorted by cost."""
     pts = sorted(r.points, key=lambda p: (p.cost, p.miss))
-    head = f"{'':2}{'configuration':<44}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
+    w = 56 if any(p.variant.calendar is not None for p in pts) else 44  # with/without holidays: longer labels
+    head = f"{'':2}{'configuration':<{w}}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
     lines = [head, "-" * len(head)]
     for p in pts:
         if only_pareto and not (p.pareto or p.policy == F.ORACLE):
             continue
         mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
-        lines.append(f"{mark:<2}{p.variant.label()[:43]:<44}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
+        lines.append(f"{mark:<2}{p.variant.label()[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")
     n_p = sum(p.pareto for p in r.points)
     lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "
@@ -228,6 +231,8 @@ def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
         md["history"] = format_duration(s.history_seconds)
     if s.refit_seconds != parse_duration(DEFAULTS["refitInterval"]):
         md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
+    if s.holidays:  # the holiday handling replayed (a configuration that dropped it clears it: families.deployment)
+        md.update(holidays=s.holidays, holidayWindow=str(s.holiday_window), holidayAs=WEEKDAYS[s.holiday_as])
     return parse_metadata(md)[0]
 
 

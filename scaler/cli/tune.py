@@ -66,6 +66,9 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         q = min(beats, key=lambda q: (q.cost, q.miss))
         lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.variant.label()} misses "
                      f"{100 * q.miss:.3f} % at {q.cost_ratio:.3f}x oracle")
+    hol = holidays_line(r, sel)
+    if hol:
+        lines.append(hol)
     if not sel.met:
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
@@ -75,11 +78,31 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
                 f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+    if hol:
+        comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):
         comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
                         f"warm under the forecast, as replayed")
     block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
     return "\n".join(lines), block
+
+
+def holidays_line(r, sel) -> str:
+    """With --holidays: whether the chosen configuration keeps the holiday handling, against the best without it
+    (or with it); "" without --holidays or for a choice without a forecast."""
+    from ..replay.frontier import select
+
+    p = sel.point
+    if not r.settings.holidays or p is None or p.variant.calendar is None:
+        return ""
+    kept = p.variant.calendar
+    other = select([q for q in r.points if q.variant.calendar is (not kept)], sel.target_miss, sel.max_cost_ratio)
+    vs = "" if other.point is None else (
+        f"; the best {'without' if kept else 'with'} them: {other.point.variant.label()}, missed "
+        f"{100 * other.point.miss:.3f} % at {other.point.cost_ratio:.3f}x oracle"
+        + ("" if other.met else " (target not met)"))
+    return (f"holidays  {r.settings.holidays} {'kept: the holiday handling pays off' if kept else 'dropped: the forecast without the holiday handling is as good or better'}"
+            f" on this traffic{vs}")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -104,6 +104,8 @@ def deployment(v: "Variant", *, tolerance: float, extra: Mapping | None = None) 
                    level_correction_seconds=float(v.level_correction_seconds or 0.0))
     if fam is Family.HYBRID:
         out["floor_replicas"] = int((extra or {}).get("floorReplicas", 0))
+    if v.calendar is False:  # ``tune`` found the holiday handling does not pay off: the forecast runs without it
+        out["holidays"] = ""
     return out
 
 
@@ -150,6 +152,8 @@ def knobs(v: "Variant", tolerance: float, extra: Mapping | None = None) -> dict:
             k["band"] = v.band
     if v.floor_percentile is not None:
         k["floorPercentile"] = v.floor_percentile
+    if v.calendar is not None:  # tune with holidays: replayed with or without the holiday handling
+        k["holidays"] = "kept" if v.calendar else "dropped"
     for key, val in (extra or {}).items():
         k.setdefault(key, val)
     return k

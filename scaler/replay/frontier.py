@@ -73,7 +73,7 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
     Only configurations no other feasible one dominates (misses less for no
     more cost) are considered. Costs within 0.5 % count as equal; then the
     simpler configuration wins
-    (family order of ``SELECTABLE``, then smaller headroom, no compensation
+    (family order of ``SELECTABLE``, then without holiday handling before with it, then smaller headroom, no compensation
     before compensation, lower quantile), then the lower miss. When nothing
     meets the target: the lowest-miss configuration within the cost cap (or
     overall when there is no cap or nothing is within it), ``met`` False.
@@ -106,5 +106,5 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
 
 def _simplicity(p: Point) -> tuple:
     v = p.variant
-    return (SELECTABLE.index(v.policy), v.headroom, v.compensation, v.quantile or 0.0,
+    return (SELECTABLE.index(v.policy), v.calendar is True, v.headroom, v.compensation, v.quantile or 0.0,
             v.level_correction_seconds or 0.0, v.floor_percentile or 0.0, v.window_seconds or 0.0)

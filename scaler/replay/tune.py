@@ -51,6 +51,8 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
     r = engine.run(trace, settings, variants.variants(grid, settings),
                    score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
                    target_miss=target_miss)
+    if settings.holidays:
+        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss)
     pool = r.points
     if settings.world.active:
         pts, p95 = in_world(r)
@@ -59,6 +61,44 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
         pool = [p for p in pts if target is None or (p95.get(id(p)) is not None and p95[id(p)] <= target + 1e-9)]
     sel = frontier.select(pool or r.points, r.target_miss, max_cost_ratio, families=families_allowed)
     return Tuning(r, sel)
+
+
+NO_HOLIDAYS = "/no-holidays"  # suffix of a model's accuracy entry fitted without the holiday handling
+
+
+def model_key(v: variants.Variant) -> str | None:
+    """The ``Result.models`` key of the curves ``v`` was replayed on."""
+    return None if v.model is None else v.model + (NO_HOLIDAYS if v.calendar is False else "")
+
+
+def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: engine.Settings,
+                              grid: variants.Grid, jobs: int | None, progress: engine.Progress | None,
+                              target_miss: float | MissTarget) -> engine.Result:
+    """``r`` (replayed with ``settings.holidays``) plus every forecast family's variants replayed once more with
+    the holiday handling off, so the selection chooses whether it pays off for this workload: the forecast
+    points marked ``calendar`` True (kept) or False (dropped), the Pareto flags over both, the models fitted
+    without it under ``<model>/no-holidays``. Events (multipliers, floors) apply in both: they are the user's."""
+    fams = tuple(f for f in grid.families if f in families.FORECAST_FAMILIES or f in (families.Family.PREDICTIVE,
+                                                                                      families.Family.HYBRID))
+    if not fams:
+        return r
+    off = engine.run(trace, replace(settings, holidays=""), variants.variants(replace(grid, families=fams), settings),
+                     score=variants.accuracy_models(settings, fams), jobs=jobs, progress=progress,
+                     target_miss=target_miss)
+
+    def mark(p: frontier.Point, kept: bool) -> frontier.Point:
+        if p.variant.model is None:
+            return p
+        return replace(p, variant=replace(p.variant, calendar=kept), default=p.default and kept)
+
+    pts = [mark(p, True) for p in r.points] + [mark(p, False) for p in off.points if p.variant.model is not None]
+    ranked = [i for i, p in enumerate(pts) if p.policy != families.Family.ORACLE]
+    flags = frontier.pareto_flags([pts[i].miss for i in ranked], [pts[i].cost for i in ranked])
+    for i, f in zip(ranked, flags):
+        pts[i] = replace(pts[i], pareto=f)
+    models = {**r.models, **{m + NO_HOLIDAYS: mr for m, mr in off.models.items()}}
+    timing = {**r.timing, "no_holidays_seconds": off.timing.get("total_seconds", 0.0)}
+    return replace(r, points=pts, models=models, timing=timing)
 
 
 def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | None]]:
@@ -73,9 +113,9 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
         v = p.variant
         if families.TABLE[v.policy].hpa:
             k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds,
-                  v.band)
+                  v.band, v.calendar)
             if k1 not in stage1:
-                pk = packs.get(v.model) if v.model is not None else None
+                pk = packs.get(model_key(v)) if v.model is not None else None
                 if pk is not None and v.quantile is not None:  # as the engine's batches: this quantile only
                     pk = pk.only([v.quantile])
                 stage1[k1] = base_values(ctx, v, pk)

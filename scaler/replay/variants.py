@@ -78,6 +78,7 @@ class Variant:
     window_seconds: float | None = None  # envelope
     band: str | None = None  # None: the model's pointwise quantile; "window": window-max calibration (``calibration``)
     searched: bool = False  # found by ``tune``'s targeted search along headroom (``search``), not a grid point
+    calendar: bool | None = None  # ``tune`` with holidays: True = the holiday handling kept, False = dropped
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", family(self.policy))  # a Family (equal to its name)
@@ -88,6 +89,8 @@ class Variant:
             parts.append(f"w {format_duration(self.window_seconds)}")
         if self.policy in (F.PREDICTIVE, F.HYBRID) and self.model:
             parts.append(self.model)
+        if self.calendar is not None:
+            parts.append("holidays" if self.calendar else "no-holidays")
         if self.floor_percentile is not None:
             parts.append(f"floor p{self.floor_percentile:g}")
         if self.quantile is not None:

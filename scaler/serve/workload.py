@@ -53,7 +53,8 @@ class ForecastState:
 
 
 # What ``tuning: auto`` may change: the value's knobs, never the metric (qpsPerReplica, metricName) nor the series.
-TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance", "floor_replicas")
+TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", "hpa_tolerance", "floor_replicas",
+           "holidays")  # holidays: only ever cleared (tune found the holiday handling does not pay off)
 
 
 @dataclass(frozen=True)
