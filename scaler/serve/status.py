@@ -29,7 +29,8 @@ FIELDS = {
 def status_json(registry: CollectorRegistry, now: float, details: dict | None = None) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
-    decisions}]}`` from the registry's samples."""
+    decisions, event (a user event in force), and from ``details`` (``scaler.serve.view``) calendar (holidays and
+    events: periods, active, coming), ...}]}`` from the registry's samples."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
@@ -87,7 +88,7 @@ h1 { font-size: 1.3em; margin: 0 0 .2em; }
 #meta { color: #666; font-size: .9em; margin-bottom: 1em; }
 table { border-collapse: collapse; }
 th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }
-th:nth-child(-n+3), td:nth-child(-n+3) { text-align: left; }
+th:nth-child(-n+4), td:nth-child(-n+4) { text-align: left; }
 td.fallback { color: #b00020; font-weight: bold; }
 td.err { color: #b00020; }
 #empty { color: #666; }
@@ -102,12 +103,14 @@ td[data-col=name] { cursor: pointer; text-decoration: underline dotted; }
 #chart .mid { stroke: #ff7f0e; fill: none; stroke-dasharray: 4 3; }
 #chart .prov { stroke: #d62728; fill: none; stroke-width: 1.5; }
 #chart .lead { stroke: #2ca02c; stroke-dasharray: 2 2; }
+#chart .hol { fill: #f2c94c; fill-opacity: .25; }
+#chart .evt { fill: #9467bd; fill-opacity: .18; }
 #chart text { font-size: 11px; fill: #555; }
 """
 
 SCRIPT = """
 "use strict";
-const COLS = ["namespace", "name", "reason", "observed", "forecast_peak", "planned", "lead_seconds", "t_cold",
+const COLS = ["namespace", "name", "reason", "event", "observed", "forecast_peak", "planned", "lead_seconds", "t_cold",
               "model", "last_fit", "errors"];
 function num(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
 function age(now, t) {
@@ -117,10 +120,19 @@ function age(now, t) {
   if (s < 7200) return Math.round(s / 60) + " min ago";
   return (s / 3600).toFixed(1) + " h ago";
 }
+function mins(s) { return s < 90 ? Math.round(s) + " s" : Math.round(s / 60) + " min"; }
+function eventText(so) {  // the holidays and events in force now, else the one starting within the lead
+  const c = so.calendar;
+  if (!c) return so.event || "-";
+  const on = c.active.slice();
+  if (so.event && !on.includes(so.event) && !(c.coming && c.coming.name === so.event)) on.push(so.event);
+  if (on.length) return on.join(", ");
+  return c.coming ? c.coming.name + " in " + mins(c.coming.in_seconds) : "-";
+}
 function cells(so, now, several) {
   return {
     namespace: so.namespace, name: several && so.trigger ? so.name + " [" + so.trigger + "]" : so.name,
-    reason: so.reason || "-",
+    reason: so.reason || "-", event: eventText(so),
     observed: num(so.observed, 2), planned: num(so.planned, 2),
     forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
     lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
@@ -152,6 +164,17 @@ function chart(so) {
   const t0 = Math.min(...pts.map(p => p[0])), t1 = Math.max(...pts.map(p => p[0])) || t0 + 1;
   const v1 = Math.max(1e-9, ...pts.map(p => p[1]));
   const x = t => P + (W - 2 * P) * (t - t0) / Math.max(1, t1 - t0), y = v => H - P + (2 * P - H) * v / v1;
+  for (const p of (so.calendar ? so.calendar.periods : [])) {  // holidays and events, behind the lines
+    const a = Math.max(p.start, t0), z = Math.min(p.end, t1);
+    if (!(z > a)) continue;
+    const r = document.createElementNS(SVG, "rect"), tip = document.createElementNS(SVG, "title");
+    r.setAttribute("class", p.kind === "holiday" ? "hol" : "evt");
+    r.setAttribute("x", x(a).toFixed(1)); r.setAttribute("width", Math.max(1, x(z) - x(a)).toFixed(1));
+    r.setAttribute("y", P / 2); r.setAttribute("height", H - P - P / 2);
+    tip.textContent = p.kind + ": " + p.name;
+    r.appendChild(tip);
+    svg.appendChild(r);
+  }
   function line(cls, xs) {
     const e = document.createElementNS(SVG, cls === "band" ? "polygon" : "polyline");
     e.setAttribute("class", cls);
@@ -175,7 +198,7 @@ function chart(so) {
   const lab = document.createElementNS(SVG, "text");
   lab.setAttribute("x", 4); lab.setAttribute("y", 14);
   lab.textContent = "req/s, max " + v1.toFixed(2) + "  - observed (black), planned (blue), forecast band and " +
-    "provisioned quantile (orange, red), now + lead (green)";
+    "provisioned quantile (orange, red), now + lead (green); shaded: holidays (yellow), events (purple)";
   svg.appendChild(lab);
 }
 function detail(doc) {
@@ -187,7 +210,7 @@ function detail(doc) {
   const fields = {
     d_title: so.namespace + "/" + so.name + (so.trigger ? " [" + so.trigger + "]" : ""),
     d_observed: num(so.observed, 2) + " req/s", d_planned: num(so.planned, 2) + " req/s",
-    d_reason: so.reason || "-", d_mode: (so.mode || "-") + ", q" + (so.quantile ?? "-"),
+    d_reason: so.reason || "-", d_event: eventText(so), d_mode: (so.mode || "-") + ", q" + (so.quantile ?? "-"),
     d_tuned: t ? t.chosen + " (chosen " + age(doc.now, t.at) + ", expected miss " + pct(t.expected_miss) + ")" : "-",
     d_scores1: scoreText(so.scores && so.scores["1h"]), d_scores24: scoreText(so.scores && so.scores["24h"]),
     d_drift: so.drift ? (so.drift.active ? "fallback_forecast_drift served" : "no drift") + ", " +
@@ -261,12 +284,12 @@ PAGE = f"""<!doctype html>
 <style>{STYLE}</style></head><body>
 <h1>forescale: tracked ScaledObjects</h1>
 <div id="meta">loading...</div>
-<table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>observed req/s</th>
+<table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>event / holiday</th><th>observed req/s</th>
 <th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>last fit</th><th>errors</th>
 </tr></thead><tbody id="rows"></tbody></table>
 <p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
 <section id="detail" hidden><h2 id="d_title"></h2>
-<dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd>
+<dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd><dt>event / holiday</dt><dd id="d_event"></dd>
 <dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
 <dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
 <svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>

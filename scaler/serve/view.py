@@ -7,11 +7,15 @@ scores, drift, the decision log). Everything it returns is bounded: curves are c
 
 from __future__ import annotations
 
+import functools
 import math
 from urllib.parse import unquote
 
 import numpy as np
 
+from forecaster.calendar import DAY, CalendarError, holiday_days
+
+from ..events import FILES
 from .registry import Registry
 from .watch import Watch, clean
 from .workload import Workload
@@ -34,6 +38,41 @@ def last_error(wl: Workload) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _holidays(spec: str, d0: int, d1: int, window: int) -> tuple[tuple[int, str], ...]:
+    """The holiday days of ``spec`` in epoch days ``[d0, d1]`` (cached: the page asks every 5 s per trigger)."""
+    try:
+        return tuple(holiday_days(spec, d0 * DAY, d1 * DAY, window).items())
+    except CalendarError:  # the spec was validated when parsed; a package without the country shows nothing
+        return ()
+
+
+def calendar(wl: Workload, now: float, t_from: float, t_to: float) -> dict | None:
+    """The holidays (``holidays``) and events (``eventsFile``) of a trigger for the status page (None: neither set):
+    ``periods`` overlapping ``[t_from, t_to]`` (kind, name, start, end), ``active`` (the names in force now: a
+    holiday's day, an event from ``start`` to ``end``) and ``coming`` (the first one starting within the lead,
+    with ``in_seconds``; capacity for an event is already planned from ``start - lead``)."""
+    spec = wl.spec
+    events = FILES.get(spec.events_file).events if spec.events_file else ()
+    if not spec.holidays and not events:
+        return None
+    lead = wl.lead().seconds
+    lo, hi = min(t_from, now), max(t_to, now + lead)
+    periods = []
+    if spec.holidays:
+        days = _holidays(spec.holidays, int(lo // DAY), int(hi // DAY), spec.holiday_window)
+        periods += [{"kind": "holiday", "name": clean(name), "start": n * DAY, "end": (n + 1) * DAY}
+                    for n, name in days]
+    periods += [{"kind": "event", "name": e.name, "start": e.start, "end": e.end}
+                for e in events if e.end >= lo and e.start <= hi]
+    periods.sort(key=lambda p: (p["start"], p["kind"]))
+    active = [p["name"] for p in periods if p["start"] <= now < p["end"]]
+    coming = next(({"name": p["name"], "kind": p["kind"], "in_seconds": p["start"] - now} for p in periods
+                   if now < p["start"] <= now + lead), None)
+    shown = [p for p in periods if p["end"] >= t_from and p["start"] <= t_to][:50]
+    return {"periods": shown, "active": active, "coming": coming}
+
+
 def _floats(a) -> list:
     return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
 
@@ -54,6 +93,9 @@ class StatusView:
             if self.watch is not None:
                 d.update(self.watch.summary(wl, now))
                 d["recent"] = [[x["time"], x["observed"], x["planned"]] for x in self.watch.log(wl)["decisions"]]
+            band_t = d["band"]["t"] if d["band"] else []
+            t_from = min([r[0] for r in d.get("recent", []) if r[0] is not None] or [now])
+            d["calendar"] = calendar(wl, now, t_from, band_t[-1] if band_t and band_t[-1] is not None else now)
             out[wl.labels] = d
         return out
 
