@@ -382,7 +382,7 @@ def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, sele
     """Write the PNGs and index.html into ``out_dir`` (created); returns index.html's path.
     ``verb`` titles the page; ``metadata_yaml`` (tune) is shown ready to paste; ``cold_starts`` (a
     ``coldstart.StartSample``, backtest ``--cold-starts``) adds the start-up distribution."""
-    from .report_html import charts_html, yaml_html
+    from .report_html import accuracy_html, charts_html, yaml_html
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -412,11 +412,6 @@ def write_report(r: Result, out_dir: str | Path, *, frontier: bool = False, sele
             f"{p['replica_hours']:.1f}", "-" if p["cost_ratio"] is None else f"{p['cost_ratio']:.2f}",
             p["scale_ups"], p["peak_replicas"], f"{100 * (p['cold_start_request_fraction'] or 0):.1f}",
             html.escape(p.get("note", "")))) + "</tr>")
-    frows = []
-    for m, f in doc["forecast"].items():
-        frows.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
-            html.escape(m), _h(f["mase"], 3), _h(f["wape"], 3), _h(f["pinball"], 2), _h(f["coverage"], 3),
-            f["fits"])) + "</tr>")
     st = doc["settings"]
     names = ["capacity.png", "capacity_zoom.png", "forecast.png", "frontier.png"] + (["frontier_sweep.png"] if frontier else [])
     pngs = ", ".join(f'<a href="{n}">{n}</a>' for n in names)
@@ -428,6 +423,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }}
 td:first-child, th:first-child, td:last-child {{ text-align: left; }}
+tr.split td {{ color: #555; font-size: 0.92em; }}
 .js-plotly-plot {{ margin: 0.5em 0 1.5em; }}
 pre {{ background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }}
 </style></head><body>
@@ -442,10 +438,7 @@ refit every {st['refit_seconds'] / 60:g} min on {st['history_seconds'] / 86400:g
 <th>peak</th><th>in cold start %</th><th>what it does</th></tr>
 {''.join(rows)}</table>
 {world_html}{sweep_html}{charts_html(r, selection, frontier)}
-<h2>Forecast accuracy at horizon L</h2>
-<table><tr><th>model</th><th>MASE</th><th>WAPE</th><th>pinball</th><th>coverage</th><th>fits</th></tr>
-{''.join(frows)}</table>
-<p>Static images of the same (for terminals and documents): {pngs}.</p>
+{accuracy_html(doc)}<p>Static images of the same (for terminals and documents): {pngs}.</p>
 <h2>Terminal output</h2>
 <pre>{html.escape(format_table(r))}</pre>
 <p><small>Generated {made} by forescale {verb}. {html.escape(r.trace.attribution)}</small></p>
@@ -455,6 +448,3 @@ refit every {st['refit_seconds'] / 60:g} min on {st['history_seconds'] / 86400:g
     index.write_text(page, encoding="utf-8")
     return index
 
-
-def _h(x, d: int) -> str:
-    return "-" if x is None else f"{x:.{d}f}"

@@ -8,6 +8,10 @@ Charts (zoom with the range slider or a drag, toggle a policy by clicking its le
                       miss-vs-cost plane, hover for the knobs
 * ``chart-forecast``  the forecast L ahead vs the actual rate, with its quantile band
 
+With ``--holidays``/``--events`` the time charts shade the holidays (orange) and events (green) of the span
+(hover a shading's label for its name), the accuracy table is split into ordinary days and holidays/events, and
+a table lists the holidays and events of the span.
+
 ``tune`` adds the paste-ready trigger metadata (YAML) it selected.
 """
 
@@ -30,12 +34,39 @@ def _iso(t: np.ndarray) -> list[str]:
     return [str(x) for x in (np.asarray(t, dtype="float64") * 1e3).astype("datetime64[ms]")]
 
 
+HOLIDAY_COLOR, EVENT_COLOR = "#ff7f0e", "#2ca02c"  # as forecast.png's shading (report._mark_calendar)
+
+
+def calendar_periods(r: Result) -> list[tuple[float, float, str, str]]:
+    """(start, end, kind, name) of the holidays and events within the simulated span, clipped to it."""
+    s = r.settings
+    out = []
+    if s.holidays:
+        from forecaster.calendar import DAY, holiday_days
+
+        out += [(n * DAY, (n + 1) * DAY, "holiday", name)
+                for n, name in holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window).items()]
+    out += [(e.start, e.end, "event", e.name) for e in s.events]
+    return sorted((max(a, r.sim_start), min(b, r.sim_end), kind, name) for a, b, kind, name in out
+                  if b > r.sim_start and a < r.sim_end)
+
+
+def _shade(fig, periods) -> None:
+    """Holidays and events behind a time chart's lines, each labelled (plotly reads labels as HTML: escaped)."""
+    for a, b, kind, name in periods:
+        x0, x1 = _iso(np.array([a, b]))
+        fig.add_vrect(x0=x0, x1=x1, fillcolor=HOLIDAY_COLOR if kind == "holiday" else EVENT_COLOR, opacity=0.12,
+                      layer="below", line_width=0, annotation_text=html.escape(name), annotation_position="top left",
+                      annotation_font_size=9, name=f"{kind}: {html.escape(name)}")
+
+
 def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, str, object]]:
     import plotly.graph_objects as go
 
     from .report import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 
     sc = r.scenario
+    periods = calendar_periods(r)
     k = max(1, math.ceil(sc.n / MAX_POINTS))
     tt = _iso(sc.times[::k])
     figs = []
@@ -47,6 +78,7 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
                                                                                             "oracle") else "legendonly"))
     cap.update_layout(title="Demand vs ready capacity (req/s); click the legend to show or hide a policy",
                       xaxis=dict(rangeslider=dict(visible=True)), yaxis_title="req/s", height=520)
+    _shade(cap, periods)
     figs.append(("chart-capacity", "Demand vs ready capacity", cap))
 
     miss = go.Figure()
@@ -57,6 +89,7 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
                                   line=dict(width=1.3, color=colors.get(name))))
     miss.update_layout(title="Requests missed so far (% of all requests in the span)", yaxis_title="% missed",
                        height=420)
+    _shade(miss, periods)
     figs.append(("chart-misses", "Misses over time", miss))
 
     fr = go.Figure()
@@ -106,6 +139,7 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
                                 line=dict(color="black", width=1)))
         fc.update_layout(title=f"{mr.model}: forecast at horizon L vs actual", yaxis_title="req/s", height=460,
                          xaxis=dict(rangeslider=dict(visible=True)))
+        _shade(fc, periods)
         figs.append(("chart-forecast", "Forecast vs actual", fc))
     return figs
 
@@ -120,6 +154,44 @@ def charts_html(r: Result, selection=None, sweep: bool = False) -> str:
         parts.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False, div_id=div_id,
                                  config={"displaylogo": False, "responsive": True}))
     return "\n".join(parts)
+
+
+def accuracy_html(doc: dict) -> str:
+    """The forecast accuracy table; with --holidays/--events each model's ordinary days and holidays/events too."""
+    rows = []
+    for m, f in doc["forecast"].items():
+        parts = [(html.escape(m), f, "")] + [(f"&nbsp;&nbsp;{part.replace('_or_', ' / ').replace('_', ' ')} days", ps,
+                                             ' class="split"') for part, ps in f.get("days", {}).items()]
+        for name, sc, cls in parts:
+            rows.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in (
+                name, _h(sc.get("mase"), 3), _h(sc.get("wape"), 3), _h(sc.get("pinball"), 2),
+                _h(sc.get("coverage"), 3), sc.get("n", "") if cls else f.get("fits", ""))) + "</tr>")
+    split = any("days" in f for f in doc["forecast"].values())
+    return ('<h2>Forecast accuracy at horizon L</h2><table id="accuracy"><tr><th>model</th><th>MASE</th><th>WAPE</th>'
+            f"<th>pinball</th><th>coverage</th><th>{'fits (points scored)' if split else 'fits'}</th></tr>"
+            + "".join(rows) + "</table>\n" + calendar_html(doc))
+
+
+def calendar_html(doc: dict) -> str:
+    """The holidays and events of the simulated span (the JSON's ``calendar``), "" without them."""
+    cal = doc.get("calendar")
+    if not cal:
+        return ""
+    rows = [("holiday", d["name"], d["start"], d["end"], "-") for d in cal["holiday_days"]]
+    rows += [("event", e["name"], e["start"], e["end"], ", ".join(
+        x for x in (e["multiplier"] is not None and f"x{e['multiplier']:g}" or "",
+                    e["floor_qps"] is not None and f"floor {e['floor_qps']:g} req/s" or "") if x))
+             for e in cal["events"]]
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    what = (f"holidays {html.escape(cal['holidays'])} (window {cal['holiday_window']} d, forecast as "
+            f"{html.escape(cal['holiday_as'])})" if cal["holidays"] else "no holidays")
+    return (f'<h2>Holidays and events in the span</h2><p>{what}; shaded on the charts above (holidays orange, events '
+            'green).</p><table id="calendar"><tr><th>kind</th><th>name</th><th>start</th><th>end</th><th>effect</th>'
+            f"</tr>{body}</table>\n")
+
+
+def _h(x, d: int) -> str:
+    return "-" if x is None else f"{x:.{d}f}"
 
 
 def yaml_html(block: str | None) -> str:
