@@ -16,7 +16,8 @@ from .coldstarts import cold_start_options, sampled_world, wanted
 from .options import (Duration, calendar_options, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
-from .scaledobjects import check_series, fetch_missing, load_plans, load_series, scaledobject_options
+from .scaledobjects import (check_series, fetch_missing, load_plans, load_series, resolve_events,
+                            scaledobject_options)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,7 +61,8 @@ from .scaledobjects import check_series, fetch_missing, load_plans, load_series,
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
-                     do_sweep, drift, jobs, scaledobject_files, trigger_series, calendar=None, **world_opts) -> None:
+                     do_sweep, drift, jobs, scaledobject_files, trigger_series, events_map, calendar=None,
+                     **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -110,7 +112,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
-    plans = load_plans(scaledobject_files)
+    plans = resolve_events(load_plans(scaledobject_files), events_map, (calendar or {}).get("events"))
     series_by_trigger = fetch_missing(plans, load_series(trigger_series), prometheus_url, tr)
     check_series(plans, series_by_trigger)
     try:  # a scenario after the simulated span would be dropped silently

@@ -14,7 +14,7 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a ScaledObject file is a few KiB; refuse
 
 
 def scaledobject_options(f):
-    """--scaledobject and --trigger-series."""
+    """--scaledobject, --trigger-series and --events-map."""
     for opt in reversed((
         click.option("--scaledobject", "scaledobject_files", multiple=True, metavar="FILE.yaml",
                      help="Also replay each KEDA ScaledObject in this file (several documents are fine, other kinds "
@@ -25,6 +25,11 @@ def scaledobject_options(f):
                           "SCALEDOBJECT/TRIGGER), CSV a file with a header timestamp,value; NAME=observed uses "
                           "the trace's own rate over 2 min. With --prometheus, a trigger without one has its own query fetched from "
                           "there. Repeatable."),
+        click.option("--events-map", "events_map", multiple=True, metavar="PATH=FILE",
+                     help="For --scaledobject: a forescale trigger whose eventsFile is PATH (a path in the scaler's "
+                          "pod, where its ConfigMap is mounted) reads FILE here instead. Without it such a trigger "
+                          "reads --events, else PATH itself if it is a file here, else the run stops naming it. "
+                          "Repeatable."),
     )):
         f = opt(f)
     return f
@@ -150,3 +155,47 @@ def fetch_missing(plans: list, series: dict[str, object], prometheus_url: str | 
                 fail(f"{p.where} (ScaledObject {p.name!r}), {t.where}: {e}")
             out[f"{p.name}/{t.name}"] = (np.asarray(tr.series.t, dtype=float), np.asarray(tr.series.y, dtype=float))
     return out
+
+
+def resolve_events(plans: list, items: tuple[str, ...], run_events: tuple | None) -> list:
+    """Each forescale trigger that sets ``eventsFile`` with its events, read from (first that applies)
+    ``--events-map PATH=FILE``, the run's ``--events`` (``run_events``), or PATH itself when it is a file here;
+    else exit 2 naming the field and what is accepted. A floor above maxReplicaCount x qpsPerReplica exits 2."""
+    from forecaster.calendar import CalendarError, check_floors, load_events
+
+    from ..replay.manifest import with_events
+
+    mapping: dict[str, str] = {}
+    for item in items:
+        path, sep, local = item.partition("=")
+        if not sep or not path or not local:
+            fail(f"--events-map {item[:80]!r}: accepted is PATH=FILE (PATH: a trigger's eventsFile, FILE: a file here)")
+        mapping[path] = local
+    declared = {t.spec.events_file for p in plans for t in p.triggers if t.spec is not None and t.spec.events_file}
+    for path in mapping:
+        if path not in declared:
+            fail(f"--events-map {path}: no forescale trigger of the --scaledobject files has eventsFile {path!r}; "
+                 f"accepted: {', '.join(repr(x) for x in sorted(declared)) or '(no trigger sets eventsFile)'}")
+
+    def read(p, t) -> tuple[tuple, str]:
+        path, events = t.spec.events_file, None
+        where = f"{p.where} (ScaledObject {p.name!r}): {t.where}.metadata.eventsFile {path!r}"
+        if path in mapping:
+            source = mapping[path]
+        elif run_events is not None:
+            events, source = run_events, "--events"
+        elif Path(path).is_file():
+            source = path
+        else:
+            fail(f"{where} is not a file here (it is a path in the scaler's pod, where the ConfigMap is mounted); "
+                 f"accepted: --events FILE (for every trigger that sets eventsFile) or --events-map {path}=FILE")
+        try:
+            if events is None:
+                events = load_events(source)
+            check_floors(events, p.hpa.max_replicas * t.spec.qps_per_replica, source=source)
+        except CalendarError as e:
+            fail(f"{where}: {e}" + (f" (maxReplicaCount {p.hpa.max_replicas} x qpsPerReplica "
+                                     f"{t.spec.qps_per_replica:g})" if "maxReplicaCount" in str(e) else ""))
+        return events, source
+
+    return with_events(plans, read)

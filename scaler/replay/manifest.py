@@ -14,8 +14,8 @@ and ``cron`` (``timezone``, ``start``, ``end``, ``desiredReplicas``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Mapping
 
 from ..policy import KUBERNETES_TOLERANCE
 from ..spec import MetadataError, ScalerSpec, parse_metadata
@@ -66,6 +66,8 @@ class Trigger:
     start: str = ""
     end: str = ""
     desired: int = 1
+    events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
+    events_source: str = ""  # where they were read (the note says it)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,21 @@ class Plan:
     fallback: Fallback | None
     modifiers: Modifiers | None
     explicit_up_tolerance: bool  # behavior.scaleUp.tolerance given (else the cluster's, --hpa-tolerance)
+
+
+def with_events(plans_: Iterable[Plan], read: Callable[[Plan, Trigger], tuple[tuple, str]]) -> list[Plan]:
+    """``plans_`` with each forescale trigger that sets ``eventsFile`` holding ``read(plan, trigger)``'s events and
+    their source (the path in the manifest is one in the scaler's pod: the caller says which file stands for it)."""
+    out = []
+    for p in plans_:
+        trig = []
+        for t in p.triggers:
+            if t.kind == "forescale" and t.spec is not None and t.spec.events_file:
+                events, source = read(p, t)
+                t = replace(t, events=tuple(events), events_source=source)
+            trig.append(t)
+        out.append(replace(p, triggers=tuple(trig)))
+    return out
 
 
 def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:

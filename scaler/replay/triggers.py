@@ -97,7 +97,8 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
         params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
                               qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
                               level_correction_seconds=s.level_correction_seconds,
-                              floor_qps=s.floor_replicas * s.qps_per_replica)  # floorReplicas, as the server has it
+                              floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
+                              events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
         pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else ())
         return pv.values, pv.reasons
     if trig.kind == "prometheus":
@@ -166,6 +167,8 @@ def _caveats(t: Trigger) -> str:
         out += f"; {t.name}: tuning auto replayed as the knobs written (self-tuning is not replayed)"
     if s.cold_start_query:
         out += f"; {t.name}: coldStartQuery not read, lead from coldStartSeconds"
+    if s.events_file:
+        out += f"; {t.name}: eventsFile {s.events_file} read from {t.events_source} ({len(t.events)} events)"
     return out
 
 
