@@ -89,6 +89,7 @@ class Settings:
     holiday_window: int = 0  # holidayWindow, days
     holiday_as: int = 6  # holidayAs, Monday = 0
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
+    holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
 
     def lead(self) -> LeadTime:
@@ -284,7 +285,8 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
         return {}
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
     ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
-    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
+    return dict(holiday_days=days if settings.holiday_handling else (), holiday_as=settings.holiday_as,
+                special_days=tuple(sorted(set(days) | ev)))
 
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),

@@ -75,14 +75,16 @@ def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: e
                               grid: variants.Grid, jobs: int | None, progress: engine.Progress | None,
                               target_miss: float | MissTarget) -> engine.Result:
     """``r`` (replayed with ``settings.holidays``) plus every forecast family's variants replayed once more with
-    the holiday handling off, so the selection chooses whether it pays off for this workload: the forecast
-    points marked ``calendar`` True (kept) or False (dropped), the Pareto flags over both, the models fitted
-    without it under ``<model>/no-holidays``. Events (multipliers, floors) apply in both: they are the user's."""
+    the holiday handling off (``Settings.holiday_handling``: the same days still split the accuracy), so the
+    selection chooses whether it pays off for this workload: the forecast points marked ``calendar`` True (kept)
+    or False (dropped), the Pareto flags over both, the models fitted without it under ``<model>/no-holidays``.
+    Events (multipliers, floors) apply in both: they are the user's. The model-free families are not replayed
+    twice (their points are the same either way)."""
     fams = tuple(f for f in grid.families if f in families.FORECAST_FAMILIES or f in (families.Family.PREDICTIVE,
                                                                                       families.Family.HYBRID))
     if not fams:
         return r
-    off = engine.run(trace, replace(settings, holidays=""), variants.variants(replace(grid, families=fams), settings),
+    off = engine.run(trace, replace(settings, holiday_handling=False), variants.variants(replace(grid, families=fams), settings),
                      score=variants.accuracy_models(settings, fams), jobs=jobs, progress=progress,
                      target_miss=target_miss)
 

@@ -70,7 +70,11 @@ def test_tune_keeps_holidays_when_the_dip_would_be_copied_into_the_next_week():
     assert p.variant.policy == "predictive" and p.variant.calendar is True and tr.selection.met
     assert tr.deployment().get("holidays") is None  # kept: the declared holidays stay in force
     # the forecast's accuracy with and without, on the span (all of it ordinary days)
-    assert r.models["seasonal_naive"].scores["mase"] < r.models["seasonal_naive" + NO_HOLIDAYS].scores["mase"]
+    on, off = r.models["seasonal_naive"].scores, r.models["seasonal_naive" + NO_HOLIDAYS].scores
+    assert on["mase"] < off["mase"]
+    # both split on the same days (the span has none of them: all its cutoffs are ordinary)
+    assert on["days"]["ordinary"]["n"] == off["days"]["ordinary"]["n"] > 0
+    assert on["days"]["holiday_or_event"]["n"] == off["days"]["holiday_or_event"]["n"] == 0
 
 
 def test_tune_drops_holidays_when_they_change_nothing():
