@@ -38,7 +38,7 @@ from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 4  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 5  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:

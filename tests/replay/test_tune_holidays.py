@@ -18,6 +18,8 @@ from forecaster.base import Series
 from scaler.cli import main
 from scaler.replay import engine, frontier, variants
 from scaler.replay.tune import NO_HOLIDAYS, tune
+from scaler.serve.workload import Tuned
+from scaler.spec import parse_metadata
 
 STEP = 300.0
 DAY = 86400.0
@@ -90,7 +92,13 @@ def test_tune_drops_holidays_when_they_change_nothing():
             pairs.setdefault(q.variant.label().replace("no-holidays", "holidays"), []).append(q)
     assert pairs and all(len(v) == 2 and v[0].miss == v[1].miss and v[0].cost == v[1].cost for v in pairs.values())
     assert p.variant.calendar is False and "no-holidays" in p.variant.label()
-    assert tr.deployment()["holidays"] == ""  # the server's tuning: auto clears it (TUNABLE)
+    assert tr.deployment()["holidays"] == ""
+    # the server's tuning: auto runs the declared spec with the choice applied: holidays cleared (TUNABLE)
+    declared = parse_metadata({"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "10",
+                               "holidays": "US", "tuning": "auto"})[0]
+    tuned = Tuned("k", tuple(tr.deployment().items()), p.variant.label(), str(p.variant.policy), 0.0, True, p.miss, 1.0)
+    ran = tuned.apply(declared)
+    assert declared.holidays == "US" and ran.holidays == "" and ran.model == "seasonal_naive"
 
 
 def test_tune_cli_prints_which_and_the_metadata_says_it(tmp_path):
