@@ -424,6 +424,7 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }}
 td:first-child, th:first-child, td:last-child {{ text-align: left; }}
 tr.split td {{ color: #555; font-size: 0.92em; }}
+#calendar td, #calendar th {{ text-align: left; }}
 .js-plotly-plot {{ margin: 0.5em 0 1.5em; }}
 pre {{ background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }}
 </style></head><body>

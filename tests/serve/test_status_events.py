@@ -73,10 +73,12 @@ def test_event_column_and_chart_shading(prometheus_factory, tmp_path):
         row = next(r for r in doc["scaledobjects"] if r["name"] == "llm")
         cal = row["calendar"]
         # the event is in force (floor 1 req/s, below the demand: the reason is not `event`, the event is shown)
-        assert row["event"] == EVIL and EVIL in cal["active"] and holiday in " ".join(cal["active"])
+        assert row["event"] == EVIL and EVIL in cal["active"]
         kinds = {(p["kind"], p["name"]) for p in cal["periods"]}
         assert ("event", EVIL) in kinds and ("event", "later") in kinds  # both within the chart's 3 h ahead
-        assert any(k == "holiday" for k, _ in kinds)
+        # today is a holiday day of that country (the holiday found, or a neighbour's window claiming the day)
+        on_today = [n for k, n in kinds if k == "holiday" and n in cal["active"]]
+        assert len(on_today) == 1, (country, window, holiday, cal)
         srow = next(r for r in doc["scaledobjects"] if r["name"] == "soon")
         # launch starts at end + 90 s, the clock is at end + 60 s: 30 s ahead, within the lead (120 s)
         assert srow["calendar"]["active"] == [] and srow["calendar"]["coming"]["name"] == "launch"
@@ -86,7 +88,7 @@ def test_event_column_and_chart_shading(prometheus_factory, tmp_path):
             rid = "so:serving/llm"
             wait_for(driver, f"document.getElementById({rid!r})", what="the row")
             cell = driver.find_element("css selector", f"[id={json.dumps(rid)}] td[data-col=event]").text
-            assert EVIL in cell and holiday in cell  # as text
+            assert EVIL in cell and on_today[0] in cell  # as text
             soon_cell = driver.find_element("css selector", "[id='so:serving/soon'] td[data-col=event]").text
             assert soon_cell == "launch in 30 s"
             driver.execute_script(f"document.getElementById({rid!r}).querySelector('td[data-col=name]').click()")
