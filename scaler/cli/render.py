@@ -5,14 +5,13 @@ The JSON contract is documented in the README ("The JSON contract").
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from typing import Mapping, Sequence
 
 import numpy as np
-
-from forecaster.calendar import WEEKDAYS
 
 from ..replay.engine import Result, iso
 from ..replay.scenario import DAY
@@ -144,7 +143,7 @@ def calendar_json(r: Result) -> dict:
     s = r.settings
     if not (s.holidays or s.events):
         return {}
-    from forecaster.calendar import holiday_days
+    from forecaster.calendar import WEEKDAYS, holiday_days
 
     days = holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window) if s.holidays else {}
     return {"calendar": {
@@ -231,9 +230,9 @@ def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
         md["history"] = format_duration(s.history_seconds)
     if s.refit_seconds != parse_duration(DEFAULTS["refitInterval"]):
         md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
-    if s.holidays:  # the holiday handling replayed (a configuration that dropped it clears it: families.deployment)
-        md.update(holidays=s.holidays, holidayWindow=str(s.holiday_window), holidayAs=WEEKDAYS[s.holiday_as])
-    return parse_metadata(md)[0]
+    spec = parse_metadata(md)[0]
+    # the holiday handling replayed (a configuration that dropped it clears it: families.deployment)
+    return dataclasses.replace(spec, holidays=s.holidays, holiday_window=s.holiday_window, holiday_as=s.holiday_as)
 
 
 def metadata_for(p: Point, r: Result, *, server_address: str, query: str,

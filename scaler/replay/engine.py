@@ -285,8 +285,7 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
         return {}
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
     ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
-    return dict(holiday_days=days if settings.holiday_handling else (), holiday_as=settings.holiday_as,
-                special_days=tuple(sorted(set(days) | ev)))
+    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
 
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
@@ -350,6 +349,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
                       level_seconds=settings.level_correction_seconds, seed=settings.seed,
                       **holiday_kw(settings, series, horizon * step)) for m in models}
+    if not settings.holiday_handling:  # tune's no-holidays twin: the holidays still split the accuracy, no more
+        for kw in fit_kw.values():
+            kw["holiday_days"] = ()
 
     # batches: the model-free variants at once; a model's variants per quantile once its curves are there
     free = [(v, is_default(v, settings)) for v in vs if v.model is None]
