@@ -51,9 +51,10 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
     r = engine.run(trace, settings, variants.variants(grid, settings),
                    score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
                    target_miss=target_miss)
-    if settings.holidays:
-        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss)
     pool = r.points
+    if settings.holidays:  # replayed with and without the holiday handling: the selection chooses
+        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss)
+        pool = r.points
     if settings.world.active:
         pts, p95 = in_world(r)
         r = replace(r, points=pts)
