@@ -8,6 +8,7 @@ Thanksgiving. The model is seasonal_naive with 21 days of history (>= 2 weeks: a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -118,3 +119,29 @@ def test_tune_cli_prints_which_and_the_metadata_says_it(tmp_path):
     block = res.stdout[res.stdout.index("apiVersion"):]
     md = yaml.safe_load(block.split("\n\n")[0])["spec"]["triggers"][0]["metadata"]
     assert md["holidays"] == "US" and md["model"] == "seasonal_naive"
+
+
+def test_the_fleet_chooses_per_workload(tmp_path):
+    # two workloads of one CSV fleet over the same days: "shop" dips to a fifth on Thanksgiving, "batch" does not.
+    # With --holidays US the fleet keeps holidays for shop (as the first test: the dip is not copied into
+    # 2025-12-04) and drops them for batch (its forecasts with and without are the same curves: a tie)
+    tr = trace(THANKSGIVING + 8 * DAY)
+    flat = ramp(tr.series.t)
+    csv = tmp_path / "fleet.csv"
+    with open(csv, "w") as f:
+        f.write("timestamp,service,qps\n")
+        for name, y in (("shop", tr.series.y), ("batch", flat)):
+            f.writelines(f"{int(a)},{name},{b:.4f}\n" for a, b in zip(tr.series.t, y))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["tune", str(csv), "--series-column", "service", "--out", str(out),
+                                    "--model", "seasonal_naive", "--span", "1d", "--history", "21d", "--refit", "2h",
+                                    "--step", "5m", "--qps-per-replica", "10", "--cold-start", "600", "--target-miss",
+                                    "0.001", "--jobs", "1", "--no-progress", "--holidays", "US"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    md = {n: yaml.safe_load((out / f"{n}.yaml").read_text())["spec"]["triggers"][0]["metadata"]
+          for n in ("shop", "batch")}
+    assert md["shop"]["holidays"] == "US" and "holidays" not in md["batch"]
+    doc = {w["workload"]: w["selection"] for w in json.loads((out / "fleet.json").read_text())["workloads"]}
+    assert "seasonal_naive holidays" in doc["shop"]["label"] and "no-holidays" in doc["batch"]["label"]
+    assert doc["shop"]["knobs"]["holidays"] == "kept" and doc["batch"]["knobs"]["holidays"] == "dropped"
