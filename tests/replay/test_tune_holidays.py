@@ -145,3 +145,22 @@ def test_the_fleet_chooses_per_workload(tmp_path):
     doc = {w["workload"]: w["selection"] for w in json.loads((out / "fleet.json").read_text())["workloads"]}
     assert "seasonal_naive holidays" in doc["shop"]["label"] and "no-holidays" in doc["batch"]["label"]
     assert doc["shop"]["knobs"]["holidays"] == "kept" and doc["batch"]["knobs"]["holidays"] == "dropped"
+
+
+def test_the_servers_tuning_job_drops_or_keeps_holidays():
+    # tuning: auto's worker (serve.tuning.run_job) on the same trace: the server's families, the choice as the
+    # ScalerSpec fields it applies (TUNABLE): holidays kept = not among them, dropped = cleared
+    from scaler.misstarget import MissTarget
+    from scaler.serve.tuning import TuningJob, run_job
+
+    def job(tr: engine.Trace) -> dict:
+        return run_job(TuningJob(name="serving/shop", t=tr.series.t, y=tr.series.y, step=STEP, qps_per_replica=10.0,
+                                 cold_start_seconds=600.0, buffer_seconds=105.0, model="seasonal_naive",
+                                 history_seconds=21 * DAY, refit_seconds=7200.0, span_seconds=DAY, tolerance=0.1,
+                                 activation_threshold=0.0, target_miss=MissTarget(0.001), max_cost_ratio=None,
+                                 holidays="US"))
+
+    kept = job(trace(THANKSGIVING + 8 * DAY))
+    assert "holidays" not in kept["settings"] and kept["knobs"]["holidays"] == "kept"
+    dropped = job(trace(1762819200.0, days=28))  # no US holiday in it (the second test)
+    assert dropped["settings"]["holidays"] == "" and "no-holidays" in dropped["label"]
