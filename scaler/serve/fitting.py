@@ -25,7 +25,6 @@ import signal
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,6 +38,7 @@ from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
+from .worker import Worker
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -196,97 +196,62 @@ class FitService:
         self.metrics = metrics
         self.store = store
         self.workers = workers
-        self._pool = pool
-        self._own_pool = pool is None
-        self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
-        self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
-        self._retry_at: dict[tuple, float] = {}
-        self._failures: dict[tuple, int] = {}  # fits failed in a row per workload key (the backoff's exponent)
-        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
-        self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
-        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
-        self._lock = threading.Lock()
         self.ops = ops_metrics(metrics)
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io"),
+                             pool, pool_factory or self._new_pool, on_broken=self._broken)
+        self._lock = self.worker.lock  # one lock for the skeleton's state and the service's own
+        self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
+        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
+        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
         self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
         self._failing_interval = math.inf  # the refit interval of that failure's workload
-        self._pool_factory = pool_factory
 
     def _new_pool(self) -> Executor:
-        if self._pool_factory is not None:
-            return self._pool_factory()
         # forkserver: never fork the gRPC process itself (threads); workers import the models once
         ctx = multiprocessing.get_context("forkserver")
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=worker_init,
                                    initargs=(os.getpid(),))
 
+    def _broken(self, replaced: bool) -> None:
+        if replaced:
+            self.ops.worker_restarts.inc()
+            log.warning("a fit worker died; worker pool replaced")
+        self.ops.fit_retries.inc()
+
     def start(self) -> None:
-        if self._pool is None:
-            self._pool = self._new_pool()
+        self.worker.start()
 
     def stop(self) -> None:
         """Bounded: queued work is dropped and worker processes are killed, not awaited."""
-        self._io.shutdown(wait=False, cancel_futures=True)
-        pool, self._pool = self._pool, None
-        if pool is not None and self._own_pool:
-            processes = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in processes:
-                p.kill()
+        self.worker.stop()
 
     def healthy(self, now: float) -> bool:
         """False when fits have failed (other than for Prometheus) with no success for longer than a refit interval."""
         with self._lock:
             return self._failing_since is None or now - self._failing_since <= self._failing_interval
 
-    def _run(self, job: FitJob) -> dict:
-        """``run_fit`` in the worker pool; a dead worker's pool is replaced and the fit retried once."""
-        for attempt in (0, 1):
-            pool = self._pool
-            if pool is None:
-                raise RuntimeError("forecast service stopped")
-            try:
-                return pool.submit(run_fit, job).result()
-            except BrokenProcessPool:
-                if attempt == 1 or not self._own_pool:
-                    raise
-                with self._lock:
-                    if self._pool is pool:  # the first to see it replaces it
-                        self._pool = self._new_pool()
-                        self.ops.worker_restarts.inc()
-                        log.warning("a fit worker died; worker pool replaced")
-                    self.ops.fit_retries.inc()
-                pool.shutdown(wait=False, cancel_futures=True)
-        raise AssertionError("unreachable")
-
     # -- ForecastService -------------------------------------------------------
     def fitting(self, wl: Workload) -> bool:
-        with self._lock:
-            return wl.key in self._busy
+        return self.worker.busy(wl.key)
 
     def maybe_refit(self, wl: Workload, now: float, adopt: Adopt) -> None:
-        if self._pool is None:
-            return
         key, spec, fs = wl.key, wl.spec, wl.forecast
         fkey = spec.forecast_key()
-        with self._lock:
-            if key in self._busy or (now < self._retry_at.get(key, -math.inf) and key not in self._urgent):
-                return
-            if key in self._urgent:
+
+        def choose(backing_off: bool):  # under the worker's lock
+            if key in self._urgent:  # a drift alarm: whatever a failure's backoff
                 self._urgent.discard(key)
-                job = self._fit
-            elif fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
-                                                           and now >= self._spread_until.get(key, -math.inf)):
-                job = self._fit
-            elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
-                  and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
-                job = self._repredict
-            else:
-                return
-            self._busy.add(key)
-        try:
-            self._io.submit(job, wl, spec, now, adopt)
-        except RuntimeError:  # shut down
-            self._done(key)
+                return self._fit
+            if backing_off:
+                return None
+            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+                                                          and now >= self._spread_until.get(key, -math.inf)):
+                return self._fit
+            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
+                    and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                return self._repredict
+            return None
+        self.worker.schedule(key, now, choose, wl, spec, now, adopt)
 
     def refit_now(self, wl: Workload) -> None:
         """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""
@@ -294,11 +259,10 @@ class FitService:
             self._urgent.add(wl.key)
 
     def forget(self, wl: Workload) -> None:
+        self.worker.forget(wl.key)
         with self._lock:
             self._urgent.discard(wl.key)
             self._model_state.pop(wl.key, None)
-            self._retry_at.pop(wl.key, None)
-            self._failures.pop(wl.key, None)
             self._spread_until.pop(wl.key, None)
         # its state file stays: the registry's sweep removes it once the trigger stayed away (it may come back)
 
@@ -329,46 +293,38 @@ class FitService:
         return fs
 
     # -- the work (I/O thread) -------------------------------------------------
-    def _done(self, key: tuple) -> None:
-        with self._lock:
-            self._busy.discard(key)
-
     def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt) -> None:
         key, started, fkey = wl.key, time.perf_counter(), spec.forecast_key()
+        model_state = None
         try:
-            model_state = None
-            try:
-                state, model_state, points = self._fit_once(wl, spec, now)
-            except Exception as e:  # a fit must never take the service down
-                prom = isinstance(e, PromError)
-                log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
-                            e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-                if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
-                    self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
-                else:
-                    self.metrics.fit_failures.labels(*wl.labels).inc()
-                with self._lock:
-                    n = self._failures[key] = self._failures.get(key, 0) + 1
-                    self._retry_at[key] = now + retry_delay(n, spec.refit_interval_seconds)
-                    if not prom and self._failing_since is None:
-                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
-                old = wl.forecast
-                if old.forecast is not None and old.key == fkey:
-                    # keep serving the previous curve while it covers the lead window (decide() checks)
-                    state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
-                else:  # fitted_at None: due again once the backoff has passed (not a whole refit interval)
-                    state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
+            state, model_state, points = self._fit_once(wl, spec, now)
+        except Exception as e:  # a fit must never take the service down
+            prom = isinstance(e, PromError)
+            log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
+                        e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
+            if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
+                self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
             else:
+                self.metrics.fit_failures.labels(*wl.labels).inc()
+            self.worker.failed(key, now, lambda n: retry_delay(n, spec.refit_interval_seconds))
+            if not prom:
                 with self._lock:
-                    self._retry_at.pop(key, None)
-                    self._failures.pop(key, None)
-                    if model_state is not None:
-                        self._failing_since = None
-            if adopt(wl, state, fkey) and model_state is not None:
-                self._keep(wl, spec, state, model_state, points)
-            self.metrics.fit_duration.observe(time.perf_counter() - started)
-        finally:
-            self._done(key)
+                    if self._failing_since is None:
+                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
+            old = wl.forecast
+            if old.forecast is not None and old.key == fkey:
+                # keep serving the previous curve while it covers the lead window (decide() checks)
+                state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
+            else:  # fitted_at None: due again once the backoff has passed (not a whole refit interval)
+                state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
+        else:
+            self.worker.succeeded(key)
+            if model_state is not None:
+                with self._lock:
+                    self._failing_since = None
+        if adopt(wl, state, fkey) and model_state is not None:
+            self._keep(wl, spec, state, model_state, points)
+        self.metrics.fit_duration.observe(time.perf_counter() - started)
 
     def _keep(self, wl: Workload, spec: ScalerSpec, fs: ForecastState, model_state: dict, points: int) -> None:
         """An adopted fit: its parameters warm-start the next one, and it is stored and exported."""
@@ -390,26 +346,23 @@ class FitService:
 
         old = wl.forecast
         try:
-            try:
-                step = spec.step_seconds
-                end = math.floor(now / step) * step
-                fc_old = old.forecast
-                horizon = int(round((fc_old.t[-1] - end) / step))
-                if horizon <= 0:
-                    raise ValueError("the curve no longer reaches past now")
-                recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
-                with self._lock:
-                    model_state = self._model_state[wl.key]
-                fitted = from_state(model_state)
-                fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
-                new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
-                                          predicted_at=now)
-            except Exception as e:  # keep the current curve; the next step tries again
-                log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
-                new = dataclasses.replace(old, predicted_at=now)
-            adopt(wl, new, spec.forecast_key(), replaces=old)
-        finally:
-            self._done(wl.key)
+            step = spec.step_seconds
+            end = math.floor(now / step) * step
+            fc_old = old.forecast
+            horizon = int(round((fc_old.t[-1] - end) / step))
+            if horizon <= 0:
+                raise ValueError("the curve no longer reaches past now")
+            recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
+            with self._lock:
+                model_state = self._model_state[wl.key]
+            fitted = from_state(model_state)
+            fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
+            new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
+                                      predicted_at=now)
+        except Exception as e:  # keep the current curve; the next step tries again
+            log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
+            new = dataclasses.replace(old, predicted_at=now)
+        adopt(wl, new, spec.forecast_key(), replaces=old)
 
     def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> tuple[ForecastState, dict | None, int]:
         """The new state, the fitted model's parameters (None: nothing fitted) and the points it used."""
@@ -436,7 +389,7 @@ class FitService:
             warm = self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
                      spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), now + horizon_s))
-        out = self._run(job)
+        out = self.worker.run(run_fit, job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=now, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)

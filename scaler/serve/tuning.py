@@ -29,7 +29,6 @@ import logging
 import math
 import multiprocessing
 import os
-import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
+from .worker import Worker
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -194,40 +194,27 @@ class TuningService:
         self.metrics = metrics
         self.config = config or TuningConfig()
         self.store = store
-        self._io = io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune")  # one run at a time
-        self._pool: Executor | None = pool
-        self._own_pool = pool is None
-        self._busy: set[tuple] = set()  # workload keys with a run queued or running
-        self._retry_at: dict[tuple, float] = {}
-        self._lock = threading.Lock()
+        # one run at a time: one I/O thread, one worker process
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune"), pool, self._new_pool)
+
+    def _new_pool(self) -> Executor:
+        ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
+        return ProcessPoolExecutor(max_workers=1, mp_context=ctx,
+                                   initializer=_lower_priority if self.config.nice else None)
 
     def start(self) -> None:
-        if self._pool is None:
-            ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                             initializer=_lower_priority if self.config.nice else None)
+        self.worker.start()
 
     def stop(self) -> None:
-        self._io.shutdown(wait=False, cancel_futures=True)
-        pool, self._pool = self._pool, None
-        if pool is not None and self._own_pool:
-            procs = list(getattr(pool, "_processes", {}).values())  # a sweep takes minutes: do not wait for it
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                try:
-                    p.terminate()
-                except Exception:  # pragma: no cover
-                    pass
-            for p in procs:
-                p.join(timeout=5)
+        """Bounded: a sweep takes minutes; it is not waited for (its process is killed)."""
+        self.worker.stop()
 
     # -- TuningService protocol -------------------------------------------------
     def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool:
         return declared.tuning == "auto" and tuned.key == tuning_key(declared)
 
     def busy(self, wl: Workload) -> bool:
-        with self._lock:
-            return wl.key in self._busy
+        return self.worker.busy(wl.key)
 
     def restore(self, wl: Workload) -> Tuned | None:
         if self.store is None:
@@ -244,27 +231,18 @@ class TuningService:
 
     def maybe_tune(self, wl: Workload, now: float, apply: Apply) -> None:
         declared = wl.declared
-        key = wl.key
-        if self._pool is None or declared.tuning != "auto":
+        if declared.tuning != "auto":
             return
-        with self._lock:
-            if key in self._busy:
-                return
+
+        def choose(backing_off: bool):  # under the worker's lock
             t = wl.tuned
             if t is not None and self.applies(t, declared) and now - t.chosen_at < declared.tuning_interval_seconds:
-                return
-            if now < self._retry_at.get(key, -math.inf):
-                return
-            self._busy.add(key)
-        try:
-            self._io.submit(self._run, wl, declared, now, apply)
-        except RuntimeError:  # shut down
-            with self._lock:
-                self._busy.discard(key)
+                return None
+            return None if backing_off else self._run
+        self.worker.schedule(wl.key, now, choose, wl, declared, now, apply)
 
     def forget(self, wl: Workload) -> None:
-        with self._lock:
-            self._retry_at.pop(wl.key, None)
+        self.worker.forget(wl.key)
 
     # -- the work (tuning thread) ------------------------------------------------
     def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply) -> None:
@@ -293,8 +271,7 @@ class TuningService:
                     log.warning("cannot write tuning state for %s/%s: %s", ns, name, e)
             self._export(wl, tuned)
             self.metrics.tuning_runs.labels(ns, name, "chosen").inc()
-            with self._lock:
-                self._retry_at.pop(key, None)
+            self.worker.succeeded(key)
             log.log(logging.INFO if tuned.met else logging.WARNING,
                     "ScaledObject %s/%s: tuning chose %s: expected miss %.3f %% (target %.3f %%: %s%s), %.3fx oracle's "
                     "replica-hours, %d violation min in %.1f d of history; %d configurations swept (%d Pareto) in "
@@ -304,20 +281,15 @@ class TuningService:
                     out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
         except NotEnoughHistory as e:  # the normal first week: not a failure
             self.metrics.tuning_runs.labels(ns, name, "waiting").inc()
-            with self._lock:
-                self._retry_at[key] = now + min(max(e.wait_seconds, self.config.min_wait_seconds),
-                                                self.config.retry_seconds)
+            self.worker.retry_at(key, now + min(max(e.wait_seconds, self.config.min_wait_seconds),
+                                                self.config.retry_seconds))
             log.info("ScaledObject %s/%s: tuning waits for history: %s", ns, name, e)
         except Exception as e:  # a tuning run must never take the service down
             self.metrics.tuning_runs.labels(ns, name, "failed").inc()
-            with self._lock:
-                self._retry_at[key] = now + min(declared.tuning_interval_seconds, self.config.retry_seconds)
+            self.worker.failed(key, now, lambda _: min(declared.tuning_interval_seconds, self.config.retry_seconds))
             log.warning("ScaledObject %s/%s: tuning failed (keeping %s): %s", ns, name,
                         wl.tuned.label if wl.tuned is not None else "the declared configuration",
                         e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
-        finally:
-            with self._lock:
-                self._busy.discard(key)
 
     def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
         step = spec.step_seconds
@@ -343,10 +315,7 @@ class TuningService:
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
                         holiday_window=spec.holiday_window, holiday_as=spec.holiday_as)
-        pool = self._pool
-        if pool is None:
-            raise RuntimeError("tuning service stopped")
-        return pool.submit(run_job, job).result()
+        return self.worker.run(run_job, job)
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name

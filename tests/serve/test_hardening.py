@@ -183,7 +183,7 @@ def test_a_dead_fit_worker_is_replaced_and_the_fit_retried(tmp_path):
     ctx = multiprocessing.get_context("fork")
     h, fits = _fit_env(tmp_path, lambda: ProcessPoolExecutor(1, mp_context=ctx))
     try:
-        pool = fits._pool  # noqa: SLF001 - the pool whose worker this test kills
+        pool = fits.worker.pool  # the pool whose worker this test kills
         pool.submit(int, 1).result()  # the worker exists
         for p in list(pool._processes.values()):  # noqa: SLF001
             os.kill(p.pid, signal.SIGKILL)  # as the OOM killer does
