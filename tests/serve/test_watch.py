@@ -152,6 +152,7 @@ def test_a_reactive_switch_leaves_no_stale_forecast_or_model_series(env):
     import dataclasses
     wl.spec = dataclasses.replace(wl.spec, mode="reactive")  # as a tuned choice would
     d = env.reg.decision(wl)
+    env.reg.record(wl, d)
     assert d.reason is Reason.MODE_REACTIVE
     assert env.sample("forescale_model_info", model="naive") is None
     assert env.sample("forescale_forecast_qps", quantile="0.9") is None
