@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import logging
 import math
 import multiprocessing
@@ -38,7 +39,7 @@ from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
-from .worker import Worker
+from .worker import SETTLE_SECONDS, Worker, cutoff
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -238,15 +239,17 @@ class FitService:
         key, spec, fs = wl.key, wl.spec, wl.forecast
         fkey = spec.forecast_key()
 
+        at = cutoff(now, spec.refit_interval_seconds, key)  # the same in every replica (worker.cutoff)
+
         def choose(backing_off: bool):  # under the worker's lock
-            if key in self._urgent:  # a drift alarm: whatever a failure's backoff
+            if key in self._urgent:  # a drift alarm: on the newest data, whatever a failure's backoff
                 self._urgent.discard(key)
-                return self._fit
+                return functools.partial(self._fit, at=now)
             if backing_off:
                 return None
-            if fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
+            if fs.key != fkey or fs.fitted_at is None or (fs.fitted_at < at
                                                           and now >= self._spread_until.get(key, -math.inf)):
-                return self._fit
+                return functools.partial(self._fit, at=at)
             if (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
                     and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
                 return self._repredict
@@ -283,21 +286,22 @@ class FitService:
         with self._lock:
             if model_state:
                 self._model_state[wl.key] = model_state
-            # after a restart every stored forecast may be due at once: spread their refits (and history
-            # queries) over one refit interval, at a fixed offset per trigger; the stored curve serves meanwhile
-            spread = int(digest(wl.key)[:8], 16) / 0xFFFFFFFF * wl.spec.refit_interval_seconds
-            self._spread_until[wl.key] = self.clock() + spread
+            # after a restart every stored forecast may be due at once: an overdue one is refitted once its
+            # trigger's next cutoff is in force (spread over one refit interval); the stored curve serves meanwhile
+            interval = wl.spec.refit_interval_seconds
+            self._spread_until[wl.key] = cutoff(self.clock(), interval, wl.key) + interval + SETTLE_SECONDS
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: restored a %s forecast fitted at %.0f", wl.namespace, wl.name, fs.model,
                  fs.fitted_at)
         return fs
 
     # -- the work (I/O thread) -------------------------------------------------
-    def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt) -> None:
+    def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt, at: float) -> None:
+        """A fit on the history up to ``at`` (a cutoff, or now for a drift alarm), its result handed to ``adopt``."""
         key, started, fkey = wl.key, time.perf_counter(), spec.forecast_key()
         model_state = None
         try:
-            state, model_state, points = self._fit_once(wl, spec, now)
+            state, model_state, points = self._fit_once(wl, spec, now, at)
         except Exception as e:  # a fit must never take the service down
             prom = isinstance(e, PromError)
             log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
@@ -364,10 +368,11 @@ class FitService:
             new = dataclasses.replace(old, predicted_at=now)
         adopt(wl, new, spec.forecast_key(), replaces=old)
 
-    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> tuple[ForecastState, dict | None, int]:
-        """The new state, the fitted model's parameters (None: nothing fitted) and the points it used."""
+    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[ForecastState, dict | None, int]:
+        """The new state, the fitted model's parameters (None: nothing fitted) and the points it used: the
+        ``history`` window up to ``at`` (``fitted_at``), a curve from there on past ``now`` + the horizon."""
         step, fkey = spec.step_seconds, spec.forecast_key()
-        end = math.floor(now / step) * step
+        end = math.floor(at / step) * step
         self.ops.queries.labels("history").inc()
         try:
             series, report = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
@@ -375,23 +380,25 @@ class FitService:
             if e.kind is not PromErrorKind.NO_DATA:
                 raise
             return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, detail="no history returned", key=fkey,
-                                 fitted_at=now), None, 0
+                                 fitted_at=at), None, 0
         finite = np.isfinite(series.y)
         covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
         if covered < spec.min_history_seconds:
-            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=now,
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=at,
                                  detail=f"{covered / 3600:.1f} h of history, minHistory is "
                                         f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
         lead = wl.lead().seconds
-        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
+        # from the cutoff, not now (every replica asks for the same curve): past now + lead until the next
+        # cutoff's fit, which comes at most a refit interval + SETTLE_SECONDS after ``at``
+        horizon_s = max(MIN_HORIZON_SECONDS, 3 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
         with self._lock:
             warm = self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
-                     spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), now + horizon_s))
+                     spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), end + horizon_s))
         out = self.worker.run(run_fit, job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
-        fs = ForecastState(forecast=fc, fitted_at=now, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
+        fs = ForecastState(forecast=fc, fitted_at=at, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)
         return fs, out["state"], int(finite.sum())
 

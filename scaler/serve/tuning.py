@@ -36,13 +36,15 @@ from typing import Callable
 
 import numpy as np
 
+from forecaster.base import Series
+
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
-from .worker import Worker
+from .worker import SETTLE_SECONDS, Worker, cutoff, last_boundary, phase
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,12 @@ class NotEnoughHistory(Exception):
         super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
                          f"(tuningMinHistory)")
         self.wait_seconds = need - covered
+
+
+def covered(series: Series) -> float:
+    """Seconds from the first to the last finite point of ``series``, one step included (0 when none)."""
+    finite = np.isfinite(series.y)
+    return float(series.t[finite][-1] - series.t[finite][0] + series.step) if finite.any() else 0.0
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
@@ -234,24 +242,26 @@ class TuningService:
         if declared.tuning != "auto":
             return
 
+        at = cutoff(now, declared.tuning_interval_seconds, wl.key)  # the same in every replica (worker.cutoff)
+
         def choose(backing_off: bool):  # under the worker's lock
             t = wl.tuned
-            if t is not None and self.applies(t, declared) and now - t.chosen_at < declared.tuning_interval_seconds:
-                return None
+            if t is not None and self.applies(t, declared) and t.chosen_at >= at:
+                return None  # chosen on this cutoff's window (or, a first choice, on a later one)
             return None if backing_off else self._run
-        self.worker.schedule(wl.key, now, choose, wl, declared, now, apply)
+        self.worker.schedule(wl.key, now, choose, wl, declared, now, apply, at)
 
     def forget(self, wl: Workload) -> None:
         self.worker.forget(wl.key)
 
     # -- the work (tuning thread) ------------------------------------------------
-    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply) -> None:
+    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply, at: float) -> None:
         key = wl.key
         ns, name = wl.namespace, wl.name
         try:
-            out = self._tune_once(wl, declared, now)
+            out, at = self._tune_once(wl, declared, now, at)
             tuned = Tuned(key=tuning_key(declared), settings=tuple(out["settings"].items()), label=out["label"],
-                          policy=out["policy"], chosen_at=now, met=bool(out["met"]), miss=float(out["miss"]),
+                          policy=out["policy"], chosen_at=at, met=bool(out["met"]), miss=float(out["miss"]),
                           cost_ratio=out["cost_ratio"],
                           summary=(f"{out['points']} configurations swept ({out['pareto']} Pareto) on "
                                    f"{out['simulated_days']:.1f} d of history; target miss "
@@ -291,31 +301,62 @@ class TuningService:
                         wl.tuned.label if wl.tuned is not None else "the declared configuration",
                         e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
 
-    def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
+    def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
+        """The ``history`` window up to the cutoff ``at`` (from ``since``, given) and the time its finite points
+        cover."""
         step = spec.step_seconds
-        end = math.floor(now / step) * step
+        end = math.floor(at / step) * step
+        start = end - spec.history_seconds + step if since is None else math.floor(since / step) * step
         try:
-            series, _ = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
+            series, _ = wl.client.range_series(spec.query, start, end, step)
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA:
                 raise ValueError("no history returned by the query") from None
             raise
+        return series, covered(series)
+
+    def _first_window(self, wl: Workload, spec: ScalerSpec, now: float, at: float,
+                      need: float) -> tuple[Series, float, float]:
+        """A first choice whose ``tuningInterval`` cutoff has too short a history: the window up to the earliest
+        boundary of a finer grid (``retry_seconds``, the same in every replica) whose history covers ``need``,
+        that boundary and the time it covers; while that boundary is ahead, the latest one's."""
+        grid, step = self.config.retry_seconds, spec.step_seconds
+        offset = phase(wl.key, grid)
+        latest = last_boundary(now - SETTLE_SECONDS, grid, offset)
+        # from the start of ``at``'s window (the history began after it): where it began, whatever ``latest`` is
+        series, _ = self._history(wl, spec, latest, since=math.floor(at / step) * step - spec.history_seconds + step)
         finite = np.isfinite(series.y)
-        covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
+        keep = series.t > math.floor(latest / step) * step - spec.history_seconds
+        have = covered(Series(series.t[keep], series.y[keep], step))
+        if have >= need and finite.any():
+            first = math.ceil((float(series.t[finite][0]) - step + need - offset) / grid) * grid + offset
+            if at < first < latest:  # (after ``at``: a choice made on it is not due again before the next cutoff)
+                end = math.floor(first / step) * step
+                keep = (series.t > end - spec.history_seconds) & (series.t <= end)
+                series = Series(series.t[keep], series.y[keep], step)
+                return series, first, covered(series)
+        return Series(series.t[keep], series.y[keep], step), latest, have
+
+    def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[dict, float]:
+        """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
+        step = spec.step_seconds
         need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        if covered < need:
-            raise NotEnoughHistory(covered, need)
+        series, have = self._history(wl, spec, at)
+        if have < need:
+            series, at, have = self._first_window(wl, spec, now, at, need)
+        if have < need:
+            raise NotEnoughHistory(have, need)
         cold = wl.t_cold().seconds  # the T_cold in force: the cluster's, the probe's or coldStartSeconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
                         qps_per_replica=spec.qps_per_replica, cold_start_seconds=cold,
                         buffer_seconds=spec.lead.buffer_seconds, model=model, history_seconds=spec.history_seconds,
                         refit_seconds=max(spec.refit_interval_seconds, self.config.min_refit_seconds),
-                        span_seconds=min(self.config.span_seconds, covered / 2), tolerance=cluster_tolerance(spec),
+                        span_seconds=min(self.config.span_seconds, have / 2), tolerance=cluster_tolerance(spec),
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
                         holiday_window=spec.holiday_window, holiday_as=spec.holiday_as)
-        return self.worker.run(run_job, job)
+        return self.worker.run(run_job, job), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name

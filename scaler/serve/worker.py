@@ -33,15 +33,26 @@ from .state import digest
 log = logging.getLogger(__name__)
 
 
+# a boundary's data is used once this long has passed: the samples up to it have been scraped and ingested
+SETTLE_SECONDS = 60.0
+
+
 def phase(key: tuple, interval: float) -> float:
-    """A fixed offset in [0, interval) for the workload ``key`` (a digest of it: the same in every replica),
-    spreading the boundaries of many triggers over the interval."""
-    return int(digest(key)[:8], 16) / 0xFFFFFFFF * interval
+    """A fixed offset in [0, interval) for the workload ``key``, in whole minutes (a digest of the key: the
+    same in every replica), spreading the boundaries of many triggers over the interval."""
+    return math.floor(int(digest(key)[:8], 16) / 0x100000000 * interval / 60.0) * 60.0
 
 
 def last_boundary(now: float, interval: float, offset: float = 0.0) -> float:
     """The latest ``k * interval + offset`` at or before ``now`` (``offset`` in [0, interval))."""
     return math.floor((now - offset) / interval) * interval + offset
+
+
+def cutoff(now: float, interval: float, key: tuple) -> float:
+    """The data cutoff in force at ``now`` for the workload ``key`` on an ``interval`` schedule: its latest
+    boundary (``phase`` offset) at least ``SETTLE_SECONDS`` old. The same in every replica; a replica that
+    starts mid-interval works at once on this cutoff's window, not on ``now``'s."""
+    return last_boundary(now - SETTLE_SECONDS, interval, phase(key, interval))
 
 
 class Worker:
