@@ -389,8 +389,8 @@ class FitService:
                                         f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
         lead = wl.lead().seconds
         # from the cutoff, not now (every replica asks for the same curve): past now + lead until the next
-        # cutoff's fit, which comes at most a refit interval + SETTLE_SECONDS after ``at``
-        horizon_s = max(MIN_HORIZON_SECONDS, 3 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
+        # cutoff's fit, due a refit interval + SETTLE_SECONDS after ``at``, with a refit interval to spare
+        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
         with self._lock:
             warm = self._model_state.get(wl.key)

@@ -77,7 +77,7 @@ def test_a_fit_is_adopted_and_decides(env):
     fs = wl.forecast
     assert (fs.fitted_at, fs.predicted_at, fs.model, fs.history_max) == (end, T0, "naive", 40.0)
     assert fs.key == wl.spec.forecast_key() and fs.unusable is None
-    # 6 h ahead of the cutoff, the minimum horizon (3 x 1 h + 300 s lead + 60 s settle is less)
+    # 6 h ahead of the cutoff, the minimum horizon (2 x 1 h + 300 s lead + 60 s settle is less)
     assert fs.forecast.t[0] == end + 60 and len(fs.forecast) == 360
     assert not env.fits.fitting(wl)
     d = env.reg.decision(wl)
