@@ -13,6 +13,7 @@ replica is killed with SIGKILL.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -113,6 +114,99 @@ def test_two_replicas_agree_and_one_survives_the_others_sigkill(prometheus_facto
         print(f"observed {observed:.3f}; replicas {pairs}; via the service {before} -> {after}")
         assert all(abs(v - before[0]) <= 0.01 * before[0] for v in after), (before, after)
         assert reason(replicas[1][2]) == "forecast"  # warm: its own forecast, no fallback
+    finally:
+        for ch in channels:
+            ch.close()
+        for proc, _, _, log in replicas:
+            stop(proc)
+            log.close()
+
+
+# ----------------------------------------------------------------------------- the default path (issue 22, item 6)
+
+# The answers of two replicas on Prophet with tuning auto: the tuned choice and its cutoff identical, the fits'
+# cutoffs identical, the forecast curves within FORECAST_RTOL of each other, GetMetrics within ANSWER_RTOL.
+FORECAST_RTOL = 1e-3
+ANSWER_RTOL = 0.01
+
+
+def status_of(http_port: int) -> dict | None:
+    """This trigger's row of /status.json (None before the first call)."""
+    doc = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/status.json", timeout=5).read())
+    rows = [r for r in doc["scaledobjects"] if r["name"] == "llm"]
+    return rows[0] if rows else None
+
+
+def settled(row: dict | None) -> bool:
+    """Tuned, and a forecast fitted for the tuned configuration (or none needed: reactive)."""
+    if row is None or row.get("tuned") is None or row.get("fitted_at") is None:
+        return False
+    return row["mode"] == "reactive" or (row.get("band") is not None and row["reason"] in ("forecast", "observed_floor"))
+
+
+def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answers(prometheus_factory, tmp_path):
+    """Two real servers, one real Prometheus, the default path: model prophet, tuning auto (history and
+    tuningMinHistory shortened, a 5-minute step, so that the sweeps fit in a minute or two of CPU). The second
+    replica starts after the first has tuned and fitted -- mid-interval -- and works at once on the same
+    cutoffs' windows: both hold the same choice, fitted on the same cutoff, and answer alike."""
+    now = time.time()
+    t = pf.sample_times(now - 2.5 * DAY, now + 3600)
+    rng = np.random.default_rng(7)
+    wiggle = rng.normal(0.0, 3.0, 400)  # a fixed, seeded irregularity (per quarter hour), the same each run
+
+    def qps(x):
+        return 50 + 40 * np.sin(2 * math.pi * (x - now) / DAY) + wiggle[((x - t[0]) // 900).astype(int) % 400]
+
+    prom = prometheus_factory([pf.SeriesSpec("replica_requests_total", {"job": "llm"}, "counter", t,
+                                             pf.counter_from_rate(t, qps))])
+    md = {"serverAddress": prom.url, "query": RATE, "qpsPerReplica": "10", "history": "2d", "minHistory": "1d",
+          "tuningMinHistory": "1d", "step": "300s", "coldStartSeconds": "900"}  # model prophet, tuning auto
+    ref = pb.ScaledObjectRef(name="llm", namespace="serving", scalerMetadata=md)
+    replicas, channels, stubs = [], [], []
+    try:
+        for n in ("a", "b"):
+            replicas.append(start_replica(tmp_path, n))
+            ch = grpc.insecure_channel(f"127.0.0.1:{replicas[-1][1]}")
+            grpc.channel_ready_future(ch).result(timeout=60)
+            channels.append(ch)
+            stubs.append(pb_grpc.ExternalScalerStub(ch))
+            deadline = time.monotonic() + 400
+            while not settled(status_of(replicas[-1][2])):  # KEDA polls; the fit and the sweep run meanwhile
+                value(stubs[-1], ref)
+                assert time.monotonic() < deadline, f"replica {n} not tuned and fitted: {status_of(replicas[-1][2])}"
+                time.sleep(1.0)
+        rows = [status_of(r[2]) for r in replicas]
+        deadline = time.monotonic() + 400
+        # a boundary may pass between the two (a new cutoff): both then work on it and agree again
+        while (rows[0]["fitted_at"], rows[0]["tuned"]["at"]) != (rows[1]["fitted_at"], rows[1]["tuned"]["at"]) \
+                or not all(settled(r) for r in rows):
+            assert time.monotonic() < deadline, rows
+            for s in stubs:
+                value(s, ref)
+            time.sleep(1.0)
+            rows = [status_of(r[2]) for r in replicas]
+        a, b = rows
+        print("replica a:", {k: a[k] for k in ("fitted_at", "tuned", "model", "mode", "reason")})
+        print("replica b:", {k: b[k] for k in ("fitted_at", "tuned", "model", "mode", "reason")})
+        # the same cutoffs, at least the settle time old, on whole minutes; the same choice
+        assert a["fitted_at"] == b["fitted_at"] <= time.time() - 60 and a["fitted_at"] % 60 == 0
+        assert a["tuned"]["at"] == b["tuned"]["at"] <= time.time() - 60 and a["tuned"]["at"] % 60 == 0
+        assert a["tuned"]["chosen"] == b["tuned"]["chosen"] and a["model"] == b["model"]
+        assert a["tuned"]["expected_miss"] == pytest.approx(b["tuned"]["expected_miss"], rel=1e-6, abs=1e-9)
+        if a["mode"] != "reactive":  # the curves over the times both show
+            ta, tb = np.array(a["band"]["t"]), np.array(b["band"]["t"])
+            common = np.intersect1d(ta, tb)
+            assert len(common) >= 30
+            for part in ("mid", "provisioned"):
+                va = np.array(a["band"][part], float)[np.isin(ta, common)]
+                vb = np.array(b["band"][part], float)[np.isin(tb, common)]
+                rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(va), 1e-9)))
+                print(f"forecast {part}: max relative difference {rel:.2e} over {len(common)} points")
+                assert rel <= FORECAST_RTOL, (part, rel)
+        pairs = [(value(stubs[0], ref), value(stubs[1], ref)) for _ in range(5)]
+        print("answers", pairs)
+        for x, y in pairs:
+            assert x > 0 and abs(x - y) <= ANSWER_RTOL * max(x, y), pairs
     finally:
         for ch in channels:
             ch.close()

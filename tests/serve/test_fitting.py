@@ -374,3 +374,35 @@ def test_an_unwritable_state_dir_is_refused_with_a_clear_message(tmp_path):
 def test_file_names_are_safe(tmp_path):
     store = JsonStore(tmp_path)
     assert store.path("team a", "llm/x", "forescale-team-a").name == "team_a__llm_x__forescale-team-a.json"
+
+
+def test_two_replicas_fit_on_the_same_cutoffs_whenever_they_start(env):
+    """Issue 22 (item 6): a replica started mid-interval fits at once on the latest cutoff's window, as one
+    that has been running all along; both refit when the next cutoff is in force (60 s after it), not before."""
+    env.prom.set_range(Q, lambda t: 40.0 + 10.0 * np.sin(t / 5000.0))  # a curve that tells windows apart
+    wl = env.workload()
+    env.reg.tick()
+    c = b0(wl)
+    late_start = c + 3600 + SETTLE_SECONDS - 1  # the other replica starts a second before the next cutoff is in force
+    other = Env(clock=FakeClock(late_start), prom=env.prom)
+    try:
+        wl2 = other.workload()
+        other.reg.tick()
+        assert wl2.key == wl.key and wl2.forecast.fitted_at == wl.forecast.fitted_at == c
+        np.testing.assert_array_equal(wl2.forecast.forecast.t, wl.forecast.forecast.t)
+        np.testing.assert_allclose(wl2.forecast.forecast.quantiles[0.9], wl.forecast.forecast.quantiles[0.9], rtol=1e-12)
+        # the first replica: nothing due until the next cutoff is in force, then a fit on its window
+        env.clock.advance(late_start - env.clock())
+        env.workload()
+        env.reg.tick()
+        assert wl.forecast.fitted_at == c and len(env.prom.calls_of("range")) == 3  # two fits, one re-prediction
+        for e, w in ((env, wl), (other, wl2)):
+            e.clock.advance(1)
+            e.workload()
+            e.reg.tick()
+            assert w.forecast.fitted_at == c + 3600
+        assert env.prom.calls_of("range")[-1] == env.prom.calls_of("range")[-2] == ("range", Q, c + 3600 - 7200 + 60,
+                                                                                   c + 3600, 60.0)
+        np.testing.assert_allclose(wl2.forecast.forecast.quantiles[0.9], wl.forecast.forecast.quantiles[0.9], rtol=1e-12)
+    finally:
+        other.close()
