@@ -39,7 +39,7 @@ from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
-from .worker import SETTLE_SECONDS, Worker, cutoff
+from .worker import SETTLE_SECONDS, Worker, cutoff, phase
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,11 @@ RECENT_STEPS = 30
 # (and never later than the refit interval)
 RETRY_FIRST_SECONDS = 60.0
 RETRY_MAX_SECONDS = 900.0
+# A fit on a cutoff that is the first of its day (one in every round(ANCHOR_SECONDS / refitInterval) cutoffs,
+# counted from the epoch) starts cold; the others warm-start from the previous fit. Two replicas that fitted the
+# same cutoffs since the last such anchor hold identical curves (a warm start lands elsewhere on Prophet's flat
+# optimum than a cold one: docs/performance.md).
+ANCHOR_SECONDS = 86400.0
 STATE_VERSION = 1
 MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
@@ -173,6 +178,13 @@ def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict |
     fs = ForecastState(forecast=fc, fitted_at=float(fitted_at), completed_at=completed_at, history_max=history_max,
                        model=str(doc.get("model", "")), fit_seconds=fit_seconds, key=key)
     return fs, doc.get("model_state")
+
+
+def anchored(at: float, interval: float, key: tuple) -> bool:
+    """The fit on cutoff ``at`` of the workload ``key`` starts cold (see ``ANCHOR_SECONDS``); ``at`` off the
+    cutoffs (a drift alarm's fit, at now) never does."""
+    k = (at - phase(key, interval)) / interval
+    return k == math.floor(k) and int(k) % max(1, round(ANCHOR_SECONDS / interval)) == 0
 
 
 def retry_delay(failures: int, refit_interval: float) -> float:
@@ -392,8 +404,8 @@ class FitService:
         # cutoff's fit, due a refit interval + SETTLE_SECONDS after ``at``, with a refit interval to spare
         horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
-        with self._lock:
-            warm = self._model_state.get(wl.key)
+        with self._lock:  # cold on an anchor cutoff
+            warm = None if anchored(at, spec.refit_interval_seconds, wl.key) else self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
                      spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), end + horizon_s))
         out = self.worker.run(run_fit, job)

@@ -124,10 +124,14 @@ def test_two_replicas_agree_and_one_survives_the_others_sigkill(prometheus_facto
 
 # ----------------------------------------------------------------------------- the default path (issue 22, item 6)
 
-# The answers of two replicas on Prophet with tuning auto: the tuned choice and its cutoff identical, the fits'
-# cutoffs identical, the forecast curves within FORECAST_RTOL of each other, GetMetrics within ANSWER_RTOL.
-FORECAST_RTOL = 1e-3
+# Two replicas on Prophet with tuning auto: the tuned choice and the cutoffs identical. Having fitted the same
+# cutoffs (from the same cold start here), identical curves (to float rounding: SAME_RTOL) and GetMetrics within
+# ANSWER_RTOL (the observed rate each replica read last may differ). A refit warm-started from another fit than
+# the other replica's (a cutoff passed between their starts) lands elsewhere on Prophet's flat optimum: up to
+# WARM_RTOL of the curve's peak (docs/performance.md), until the next day's first cutoff fits both cold.
+SAME_RTOL = 1e-9
 ANSWER_RTOL = 0.01
+WARM_RTOL = 0.05
 
 
 def status_of(http_port: int) -> dict | None:
@@ -150,20 +154,23 @@ def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answ
     replica starts after the first has tuned and fitted -- mid-interval -- and works at once on the same
     cutoffs' windows: both hold the same choice, fitted on the same cutoff, and answer alike."""
     now = time.time()
-    t = pf.sample_times(now - 2.5 * DAY, now + 3600)
+    t = pf.sample_times(now - 4.5 * DAY, now + 3600)
     rng = np.random.default_rng(7)
-    wiggle = rng.normal(0.0, 3.0, 400)  # a fixed, seeded irregularity (per quarter hour), the same each run
+    wiggle = rng.normal(0.0, 12.0, 1000)  # a fixed, seeded irregularity (per 5 minutes), the same each run
 
-    def qps(x):
-        return 50 + 40 * np.sin(2 * math.pi * (x - now) / DAY) + wiggle[((x - t[0]) // 900).astype(int) % 400]
+    def qps(x):  # a working day: 20 req/s at night, a steep rise to 190 at 08:00 (now is 07:00), down at 18:00
+        hour = ((np.asarray(x) - now) / 3600 + 7) % 24
+        day = 20 + 170 / (1 + np.exp(-(hour - 8) * 4)) - 170 / (1 + np.exp(-(hour - 18) * 4))
+        return np.maximum(day + wiggle[((np.asarray(x) - t[0]) // 300).astype(int) % 1000], 1.0)
 
     prom = prometheus_factory([pf.SeriesSpec("replica_requests_total", {"job": "llm"}, "counter", t,
                                              pf.counter_from_rate(t, qps))])
-    md = {"serverAddress": prom.url, "query": RATE, "qpsPerReplica": "10", "history": "2d", "minHistory": "1d",
-          "tuningMinHistory": "1d", "step": "300s", "coldStartSeconds": "900"}  # model prophet, tuning auto
+    md = {"serverAddress": prom.url, "query": RATE, "qpsPerReplica": "10", "history": "4d", "minHistory": "1d",
+          "tuningMinHistory": "4d", "step": "300s", "coldStartSeconds": "1800"}  # model prophet, tuning auto
     ref = pb.ScaledObjectRef(name="llm", namespace="serving", scalerMetadata=md)
     replicas, channels, stubs = [], [], []
     try:
+        first_cutoff = None
         for n in ("a", "b"):
             replicas.append(start_replica(tmp_path, n))
             ch = grpc.insecure_channel(f"127.0.0.1:{replicas[-1][1]}")
@@ -175,6 +182,7 @@ def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answ
                 value(stubs[-1], ref)
                 assert time.monotonic() < deadline, f"replica {n} not tuned and fitted: {status_of(replicas[-1][2])}"
                 time.sleep(1.0)
+            first_cutoff = first_cutoff or status_of(replicas[-1][2])["fitted_at"]
         rows = [status_of(r[2]) for r in replicas]
         deadline = time.monotonic() + 400
         # a boundary may pass between the two (a new cutoff): both then work on it and agree again
@@ -193,20 +201,26 @@ def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answ
         assert a["tuned"]["at"] == b["tuned"]["at"] <= time.time() - 60 and a["tuned"]["at"] % 60 == 0
         assert a["tuned"]["chosen"] == b["tuned"]["chosen"] and a["model"] == b["model"]
         assert a["tuned"]["expected_miss"] == pytest.approx(b["tuned"]["expected_miss"], rel=1e-6, abs=1e-9)
-        if a["mode"] != "reactive":  # the curves over the times both show
+        same_chain = a["fitted_at"] == first_cutoff  # no cutoff passed since the first replica's first fit
+        rtol = SAME_RTOL if same_chain else WARM_RTOL
+        # on this trace (a steep morning rise, a 30-min cold start) the sweep picks Prophet's forecast; should it
+        # pick reactive one day (the window moves with the cutoff), the choice and the answers are still compared
+        if a["mode"] != "reactive":
+            assert a["model"] == b["model"] == "prophet"
             ta, tb = np.array(a["band"]["t"]), np.array(b["band"]["t"])
-            common = np.intersect1d(ta, tb)
+            common = np.intersect1d(ta, tb)  # the curves over the times both show
             assert len(common) >= 30
             for part in ("mid", "provisioned"):
                 va = np.array(a["band"][part], float)[np.isin(ta, common)]
                 vb = np.array(b["band"][part], float)[np.isin(tb, common)]
-                rel = float(np.max(np.abs(va - vb) / np.maximum(np.abs(va), 1e-9)))
-                print(f"forecast {part}: max relative difference {rel:.2e} over {len(common)} points")
-                assert rel <= FORECAST_RTOL, (part, rel)
+                rel = float(np.max(np.abs(va - vb)) / np.max(np.abs(va)))
+                print(f"forecast {part}: max difference / peak {rel:.2e} over {len(common)} points "
+                      f"(same chain: {same_chain})")
+                assert rel <= rtol, (part, rel, same_chain)
         pairs = [(value(stubs[0], ref), value(stubs[1], ref)) for _ in range(5)]
         print("answers", pairs)
         for x, y in pairs:
-            assert x > 0 and abs(x - y) <= ANSWER_RTOL * max(x, y), pairs
+            assert x > 0 and abs(x - y) <= max(ANSWER_RTOL, rtol) * max(x, y), pairs
     finally:
         for ch in channels:
             ch.close()

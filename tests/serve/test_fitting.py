@@ -11,7 +11,7 @@ import pytest
 
 from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
-from scaler.serve.fitting import FitService, forecast_document, forecast_from_document, forecast_key_hash
+from scaler.serve.fitting import FitJob, FitService, anchored, forecast_document, forecast_from_document, forecast_key_hash
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
 from scaler.serve.workload import ForecastState
@@ -406,3 +406,33 @@ def test_two_replicas_fit_on_the_same_cutoffs_whenever_they_start(env):
         np.testing.assert_allclose(wl2.forecast.forecast.quantiles[0.9], wl.forecast.forecast.quantiles[0.9], rtol=1e-12)
     finally:
         other.close()
+
+
+def test_a_fit_on_the_first_cutoff_of_a_day_starts_cold_the_others_warm():
+    """Two replicas' warm-start chains meet again: the fit on a day's first cutoff (1 in 24 at refitInterval 1h)
+    starts cold, the next ones from the previous fit's parameters."""
+    pool = InlineExecutor()
+    e = Env(pool=pool)
+    try:
+        e.prom.set_scalar(Q, 12.0)
+        e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        wl = e.workload()
+        p = phase(wl.key, 3600.0)
+        day_anchor = math.floor((T0 - p) / 86400) * 86400 + p + 86400  # the next cutoff at k x 3600 + p with k % 24 == 0
+        day_anchor += 86400 if day_anchor - 3600 + SETTLE_SECONDS <= T0 else 0  # the cutoff before it still ahead
+        assert anchored(day_anchor, 3600.0, wl.key) and not anchored(day_anchor - 3600, 3600.0, wl.key)
+        assert not anchored(day_anchor + 1, 3600.0, wl.key)  # off the cutoffs (a drift alarm's fit at now)
+        e.clock.advance(day_anchor - 3600 + SETTLE_SECONDS - T0)  # the cutoff before it: the first fit, cold (no state)
+        e.workload()
+        e.reg.tick()
+        e.clock.advance(3600)  # the day's first cutoff: cold although a state is there
+        e.workload()
+        e.reg.tick()
+        e.clock.advance(3600)  # the next: warm
+        e.workload()
+        e.reg.tick()
+        jobs = [args[0] for fn, args in pool.submitted if isinstance(args[0], FitJob)]
+        assert [j.t[-1] for j in jobs] == [day_anchor - 3600, day_anchor, day_anchor + 3600]
+        assert [j.warm_state is not None for j in jobs] == [False, False, True]
+    finally:
+        e.close()
