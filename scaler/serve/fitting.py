@@ -1,8 +1,10 @@
 """Background forecast fits: off the RPC threads, in worker processes, persisted.
 
-For each workload the service refits on ``refitInterval`` (and at once when
-the spec's forecast inputs change): a range query for the ``history`` window
-(I/O thread), then the model fit and a curve for the next hours in a worker
+For each workload the service refits on clock-aligned cutoffs every
+``refitInterval`` (``worker.cutoff``: the same in every replica; at once when
+the spec's forecast inputs change, on the latest cutoff): a range query for
+the ``history`` window that ends at the cutoff (I/O thread), then the model
+fit and a curve for the next hours in a worker
 process (Prophet holds the GIL in its Python parts and runs Stan). The curve
 and the fitted model's parameters (for warm-started refits) are kept in
 memory and written to ``--state-dir``, so a restarted scaler answers with a

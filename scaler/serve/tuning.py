@@ -1,10 +1,14 @@
 """``tuning: auto``: the scaler runs ``forescale tune``'s selection on its own history, in the background.
 
 For each ScaledObject with ``tuning: auto`` (the default unless the trigger
-sets one of the knobs it replaces) the service, on a slow schedule
-(``tuningInterval``, default daily; at once when there is no valid choice
-yet, but not before the history covers ``tuningMinHistory``: until then the
-run counts as ``waiting`` and is looked at again within the hour), fetches the workload's ``history`` window from Prometheus (range query,
+sets one of the knobs it replaces) the service, on clock-aligned cutoffs
+(``worker.cutoff``: multiples of ``tuningInterval``, default daily, plus the
+trigger's phase, the same in every replica; at once on the latest cutoff when
+there is no valid choice yet, but not before the history covers
+``tuningMinHistory``: until then the run counts as ``waiting`` and is looked
+at again within the hour, and the first choice is made on the earliest
+whole-hour boundary whose window covers it), fetches the workload's
+``history`` window up to the cutoff from Prometheus (range query,
 the workload's own client, an I/O thread), replays the last few days of it
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
