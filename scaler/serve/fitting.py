@@ -382,7 +382,8 @@ class FitService:
             new = dataclasses.replace(old, predicted_at=now)
         adopt(wl, new, spec.forecast_key(), replaces=old)
 
-    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[ForecastState, dict | None, int]:
+    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float,
+                  at: float) -> tuple[ForecastState, dict | None, int]:
         """The new state, the fitted model's parameters (None: nothing fitted) and the points it used: the
         ``history`` window up to ``at`` (``fitted_at``), a curve from there on past ``now`` + the horizon."""
         step, fkey = spec.step_seconds, spec.forecast_key()
@@ -404,7 +405,8 @@ class FitService:
         lead = wl.lead().seconds
         # from the cutoff, not now (every replica asks for the same curve): past now + lead until the next
         # cutoff's fit, due a refit interval + SETTLE_SECONDS after ``at``, with a refit interval to spare
-        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
+        horizon_s = max(MIN_HORIZON_SECONDS,
+                        2 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
         with self._lock:  # cold on an anchor cutoff
             warm = None if anchored(at, spec.refit_interval_seconds, wl.key) else self._model_state.get(wl.key)
