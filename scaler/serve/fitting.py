@@ -1,8 +1,10 @@
 """Background forecast fits: off the RPC threads, in worker processes, persisted.
 
-For each workload the service refits on ``refitInterval`` (and at once when
-the spec's forecast inputs change): a range query for the ``history`` window
-(I/O thread), then the model fit and a curve for the next hours in a worker
+For each workload the service refits on clock-aligned cutoffs every
+``refitInterval`` (``worker.cutoff``: the same in every replica; at once when
+the spec's forecast inputs change, on the latest cutoff): a range query for
+the ``history`` window that ends at the cutoff (I/O thread), then the model
+fit and a curve for the next hours in a worker
 process (Prophet holds the GIL in its Python parts and runs Stan). The curve
 and the fitted model's parameters (for warm-started refits) are kept in
 memory and written to ``--state-dir``, so a restarted scaler answers with a
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import logging
 import math
 import multiprocessing
@@ -25,7 +28,6 @@ import signal
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,6 +41,7 @@ from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
+from .worker import SETTLE_SECONDS, Worker, cutoff, phase
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,11 @@ RECENT_STEPS = 30
 # (and never later than the refit interval)
 RETRY_FIRST_SECONDS = 60.0
 RETRY_MAX_SECONDS = 900.0
+# A fit on a cutoff that is the first of its day (one in every round(ANCHOR_SECONDS / refitInterval) cutoffs,
+# counted from the epoch) starts cold; the others warm-start from the previous fit. Two replicas that fitted the
+# same cutoffs since the last such anchor hold identical curves (a warm start lands elsewhere on Prophet's flat
+# optimum than a cold one: docs/performance.md).
+ANCHOR_SECONDS = 86400.0
 STATE_VERSION = 1
 MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
@@ -174,6 +182,13 @@ def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict |
     return fs, doc.get("model_state")
 
 
+def anchored(at: float, interval: float, key: tuple) -> bool:
+    """The fit on cutoff ``at`` of the workload ``key`` starts cold (see ``ANCHOR_SECONDS``); ``at`` off the
+    cutoffs (a drift alarm's fit, at now) never does."""
+    k = (at - phase(key, interval)) / interval
+    return k == math.floor(k) and int(k) % max(1, round(ANCHOR_SECONDS / interval)) == 0
+
+
 def retry_delay(failures: int, refit_interval: float) -> float:
     """Seconds before the next try after ``failures`` failed fits in a row: 60, 120, 240, ... capped at
     ``RETRY_MAX_SECONDS`` and at the refit interval."""
@@ -196,97 +211,64 @@ class FitService:
         self.metrics = metrics
         self.store = store
         self.workers = workers
-        self._pool = pool
-        self._own_pool = pool is None
-        self._io = io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io")
-        self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
-        self._retry_at: dict[tuple, float] = {}
-        self._failures: dict[tuple, int] = {}  # fits failed in a row per workload key (the backoff's exponent)
-        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
-        self._busy: set[tuple] = set()  # workload keys with a fit or re-prediction queued or running
-        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
-        self._lock = threading.Lock()
         self.ops = ops_metrics(metrics)
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io"),
+                             pool, pool_factory or self._new_pool, on_broken=self._broken)
+        self._lock = self.worker.lock  # one lock for the skeleton's state and the service's own
+        self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
+        self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
+        self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
         self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
         self._failing_interval = math.inf  # the refit interval of that failure's workload
-        self._pool_factory = pool_factory
 
     def _new_pool(self) -> Executor:
-        if self._pool_factory is not None:
-            return self._pool_factory()
         # forkserver: never fork the gRPC process itself (threads); workers import the models once
         ctx = multiprocessing.get_context("forkserver")
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=worker_init,
                                    initargs=(os.getpid(),))
 
+    def _broken(self, replaced: bool) -> None:
+        if replaced:
+            self.ops.worker_restarts.inc()
+            log.warning("a fit worker died; worker pool replaced")
+        self.ops.fit_retries.inc()
+
     def start(self) -> None:
-        if self._pool is None:
-            self._pool = self._new_pool()
+        self.worker.start()
 
     def stop(self) -> None:
         """Bounded: queued work is dropped and worker processes are killed, not awaited."""
-        self._io.shutdown(wait=False, cancel_futures=True)
-        pool, self._pool = self._pool, None
-        if pool is not None and self._own_pool:
-            processes = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in processes:
-                p.kill()
+        self.worker.stop()
 
     def healthy(self, now: float) -> bool:
         """False when fits have failed (other than for Prometheus) with no success for longer than a refit interval."""
         with self._lock:
             return self._failing_since is None or now - self._failing_since <= self._failing_interval
 
-    def _run(self, job: FitJob) -> dict:
-        """``run_fit`` in the worker pool; a dead worker's pool is replaced and the fit retried once."""
-        for attempt in (0, 1):
-            pool = self._pool
-            if pool is None:
-                raise RuntimeError("forecast service stopped")
-            try:
-                return pool.submit(run_fit, job).result()
-            except BrokenProcessPool:
-                if attempt == 1 or not self._own_pool:
-                    raise
-                with self._lock:
-                    if self._pool is pool:  # the first to see it replaces it
-                        self._pool = self._new_pool()
-                        self.ops.worker_restarts.inc()
-                        log.warning("a fit worker died; worker pool replaced")
-                    self.ops.fit_retries.inc()
-                pool.shutdown(wait=False, cancel_futures=True)
-        raise AssertionError("unreachable")
-
     # -- ForecastService -------------------------------------------------------
     def fitting(self, wl: Workload) -> bool:
-        with self._lock:
-            return wl.key in self._busy
+        return self.worker.busy(wl.key)
 
     def maybe_refit(self, wl: Workload, now: float, adopt: Adopt) -> None:
-        if self._pool is None:
-            return
         key, spec, fs = wl.key, wl.spec, wl.forecast
         fkey = spec.forecast_key()
-        with self._lock:
-            if key in self._busy or (now < self._retry_at.get(key, -math.inf) and key not in self._urgent):
-                return
-            if key in self._urgent:
+
+        at = cutoff(now, spec.refit_interval_seconds, key)  # the same in every replica (worker.cutoff)
+
+        def choose(backing_off: bool):  # under the worker's lock
+            if key in self._urgent:  # a drift alarm: on the newest data, whatever a failure's backoff
                 self._urgent.discard(key)
-                job = self._fit
-            elif fs.key != fkey or fs.fitted_at is None or (now - fs.fitted_at >= spec.refit_interval_seconds
-                                                           and now >= self._spread_until.get(key, -math.inf)):
-                job = self._fit
-            elif (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
-                  and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
-                job = self._repredict
-            else:
-                return
-            self._busy.add(key)
-        try:
-            self._io.submit(job, wl, spec, now, adopt)
-        except RuntimeError:  # shut down
-            self._done(key)
+                return functools.partial(self._fit, at=now)
+            if backing_off:
+                return None
+            if fs.key != fkey or fs.fitted_at is None or (fs.fitted_at < at
+                                                          and now >= self._spread_until.get(key, -math.inf)):
+                return functools.partial(self._fit, at=at)
+            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
+                    and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                return self._repredict
+            return None
+        self.worker.schedule(key, now, choose, wl, spec, now, adopt)
 
     def refit_now(self, wl: Workload) -> None:
         """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""
@@ -294,11 +276,10 @@ class FitService:
             self._urgent.add(wl.key)
 
     def forget(self, wl: Workload) -> None:
+        self.worker.forget(wl.key)
         with self._lock:
             self._urgent.discard(wl.key)
             self._model_state.pop(wl.key, None)
-            self._retry_at.pop(wl.key, None)
-            self._failures.pop(wl.key, None)
             self._spread_until.pop(wl.key, None)
         # its state file stays: the registry's sweep removes it once the trigger stayed away (it may come back)
 
@@ -319,56 +300,49 @@ class FitService:
         with self._lock:
             if model_state:
                 self._model_state[wl.key] = model_state
-            # after a restart every stored forecast may be due at once: spread their refits (and history
-            # queries) over one refit interval, at a fixed offset per trigger; the stored curve serves meanwhile
-            spread = int(digest(wl.key)[:8], 16) / 0xFFFFFFFF * wl.spec.refit_interval_seconds
-            self._spread_until[wl.key] = self.clock() + spread
+            # after a restart every stored forecast may be due at once: an overdue one is refitted once its
+            # trigger's next cutoff is in force (spread over one refit interval); the stored curve serves meanwhile
+            interval = wl.spec.refit_interval_seconds
+            self._spread_until[wl.key] = cutoff(self.clock(), interval, wl.key) + interval + SETTLE_SECONDS
         self._export(wl, fs)
         log.info("ScaledObject %s/%s: restored a %s forecast fitted at %.0f", wl.namespace, wl.name, fs.model,
                  fs.fitted_at)
         return fs
 
     # -- the work (I/O thread) -------------------------------------------------
-    def _done(self, key: tuple) -> None:
-        with self._lock:
-            self._busy.discard(key)
-
-    def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt) -> None:
+    def _fit(self, wl: Workload, spec: ScalerSpec, now: float, adopt: Adopt, at: float) -> None:
+        """A fit on the history up to ``at`` (a cutoff, or now for a drift alarm), its result handed to ``adopt``."""
         key, started, fkey = wl.key, time.perf_counter(), spec.forecast_key()
+        model_state = None
         try:
-            model_state = None
-            try:
-                state, model_state, points = self._fit_once(wl, spec, now)
-            except Exception as e:  # a fit must never take the service down
-                prom = isinstance(e, PromError)
-                log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
-                            e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-                if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
-                    self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
-                else:
-                    self.metrics.fit_failures.labels(*wl.labels).inc()
-                with self._lock:
-                    n = self._failures[key] = self._failures.get(key, 0) + 1
-                    self._retry_at[key] = now + retry_delay(n, spec.refit_interval_seconds)
-                    if not prom and self._failing_since is None:
-                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
-                old = wl.forecast
-                if old.forecast is not None and old.key == fkey:
-                    # keep serving the previous curve while it covers the lead window (decide() checks)
-                    state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
-                else:  # fitted_at None: due again once the backoff has passed (not a whole refit interval)
-                    state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
+            state, model_state, points = self._fit_once(wl, spec, now, at)
+        except Exception as e:  # a fit must never take the service down
+            prom = isinstance(e, PromError)
+            log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
+                        e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
+            if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
+                self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
             else:
+                self.metrics.fit_failures.labels(*wl.labels).inc()
+            self.worker.failed(key, now, lambda n: retry_delay(n, spec.refit_interval_seconds))
+            if not prom:
                 with self._lock:
-                    self._retry_at.pop(key, None)
-                    self._failures.pop(key, None)
-                    if model_state is not None:
-                        self._failing_since = None
-            if adopt(wl, state, fkey) and model_state is not None:
-                self._keep(wl, spec, state, model_state, points)
-            self.metrics.fit_duration.observe(time.perf_counter() - started)
-        finally:
-            self._done(key)
+                    if self._failing_since is None:
+                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
+            old = wl.forecast
+            if old.forecast is not None and old.key == fkey:
+                # keep serving the previous curve while it covers the lead window (decide() checks)
+                state = dataclasses.replace(old, unusable=None, detail=f"refit failed: {e}")
+            else:  # fitted_at None: due again once the backoff has passed (not a whole refit interval)
+                state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
+        else:
+            self.worker.succeeded(key)
+            if model_state is not None:
+                with self._lock:
+                    self._failing_since = None
+        if adopt(wl, state, fkey) and model_state is not None:
+            self._keep(wl, spec, state, model_state, points)
+        self.metrics.fit_duration.observe(time.perf_counter() - started)
 
     def _keep(self, wl: Workload, spec: ScalerSpec, fs: ForecastState, model_state: dict, points: int) -> None:
         """An adopted fit: its parameters warm-start the next one, and it is stored and exported."""
@@ -390,31 +364,30 @@ class FitService:
 
         old = wl.forecast
         try:
-            try:
-                step = spec.step_seconds
-                end = math.floor(now / step) * step
-                fc_old = old.forecast
-                horizon = int(round((fc_old.t[-1] - end) / step))
-                if horizon <= 0:
-                    raise ValueError("the curve no longer reaches past now")
-                recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
-                with self._lock:
-                    model_state = self._model_state[wl.key]
-                fitted = from_state(model_state)
-                fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
-                new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
-                                          predicted_at=now)
-            except Exception as e:  # keep the current curve; the next step tries again
-                log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
-                new = dataclasses.replace(old, predicted_at=now)
-            adopt(wl, new, spec.forecast_key(), replaces=old)
-        finally:
-            self._done(wl.key)
+            step = spec.step_seconds
+            end = math.floor(now / step) * step
+            fc_old = old.forecast
+            horizon = int(round((fc_old.t[-1] - end) / step))
+            if horizon <= 0:
+                raise ValueError("the curve no longer reaches past now")
+            recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
+            with self._lock:
+                model_state = self._model_state[wl.key]
+            fitted = from_state(model_state)
+            fc = fitted.predict(horizon, tuple(sorted(fc_old.quantiles)), origin=end, recent=recent)
+            new = dataclasses.replace(old, forecast=Forecast(fc.t, fc.mean, dict(fc.quantiles), fc_old.model),
+                                      predicted_at=now)
+        except Exception as e:  # keep the current curve; the next step tries again
+            log.debug("ScaledObject %s/%s: re-prediction skipped: %s", wl.namespace, wl.name, e)
+            new = dataclasses.replace(old, predicted_at=now)
+        adopt(wl, new, spec.forecast_key(), replaces=old)
 
-    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float) -> tuple[ForecastState, dict | None, int]:
-        """The new state, the fitted model's parameters (None: nothing fitted) and the points it used."""
+    def _fit_once(self, wl: Workload, spec: ScalerSpec, now: float,
+                  at: float) -> tuple[ForecastState, dict | None, int]:
+        """The new state, the fitted model's parameters (None: nothing fitted) and the points it used: the
+        ``history`` window up to ``at`` (``fitted_at``), a curve from there on past ``now`` + the horizon."""
         step, fkey = spec.step_seconds, spec.forecast_key()
-        end = math.floor(now / step) * step
+        end = math.floor(at / step) * step
         self.ops.queries.labels("history").inc()
         try:
             series, report = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
@@ -422,23 +395,26 @@ class FitService:
             if e.kind is not PromErrorKind.NO_DATA:
                 raise
             return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, detail="no history returned", key=fkey,
-                                 fitted_at=now), None, 0
+                                 fitted_at=at), None, 0
         finite = np.isfinite(series.y)
         covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
         if covered < spec.min_history_seconds:
-            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=now,
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=at,
                                  detail=f"{covered / 3600:.1f} h of history, minHistory is "
                                         f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
         lead = wl.lead().seconds
-        horizon_s = max(MIN_HORIZON_SECONDS, 2 * spec.refit_interval_seconds + lead + (now - series.t[-1]))
+        # from the cutoff, not now (every replica asks for the same curve): past now + lead until the next
+        # cutoff's fit, due a refit interval + SETTLE_SECONDS after ``at``, with a refit interval to spare
+        horizon_s = max(MIN_HORIZON_SECONDS,
+                        2 * spec.refit_interval_seconds + lead + SETTLE_SECONDS + (end - series.t[-1]))
         quantiles = tuple(sorted({0.1, 0.5, 0.9, round(spec.quantile, 6)}))
-        with self._lock:
-            warm = self._model_state.get(wl.key)
+        with self._lock:  # cold on an anchor cutoff
+            warm = None if anchored(at, spec.refit_interval_seconds, wl.key) else self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
-                     spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), now + horizon_s))
-        out = self._run(job)
+                     spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), end + horizon_s))
+        out = self.worker.run(run_fit, job)
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
-        fs = ForecastState(forecast=fc, fitted_at=now, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
+        fs = ForecastState(forecast=fc, fitted_at=at, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)
         return fs, out["state"], int(finite.sum())
 

@@ -67,7 +67,7 @@ class ScalerMetrics:
         self.tuning_cost = Gauge("forescale_tuning_expected_cost_ratio",
                                  "Replica-hours of the chosen configuration / a perfect-foresight oracle's, on the history",
                                  SO, registry=r)
-        self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "When the current choice was made", SO,
+        self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "The cutoff of the current choice (its history's end)", SO,
                                  registry=r)
         self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet)",
                                    SO + ("outcome",), registry=r)

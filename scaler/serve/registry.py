@@ -2,9 +2,10 @@
 
 ``Registry`` owns every tracked ScaledObject (a ``Workload``): its validated
 spec, its Prometheus client, the last observation, the cold-start value and
-the forecast. A scheduler thread (``tick``) refreshes observations every few
-seconds on an I/O pool, asks the forecast service to refit on its schedule and
-forgets ScaledObjects that KEDA stopped polling. ``decision`` turns that state
+the forecast. A scheduler thread (``tick``) has observations refreshed every few
+seconds (``scaler.serve.refresher``: the queries, on an I/O pool), asks the forecast and
+tuning services to run on their schedules and forgets ScaledObjects that KEDA
+stopped polling. Parsed metadata is cached apart (``identity.SpecCache``). ``decision`` turns that state
 into the policy's answer or a ``ScalerError`` -- never a blocking call, except
 the first call for a new ScaledObject, which may wait for one bounded refresh.
 
@@ -34,13 +35,11 @@ import logging
 import math
 import re
 import threading
-from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping
 
 from ..policy import Decision, Reason, decide
-from ..prom import CredentialStore, Credentials, PrometheusClient, PromError, PromErrorKind
-from ..limits import MAX_LEAD_SECONDS, MAX_RATE
+from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
+from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
 from .coldstart import ColdStartService
@@ -48,6 +47,7 @@ from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
 from .identity import SpecCache, cut, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
+from .refresher import Refresher
 from .registryconfig import PRECONDITION, RegistryConfig  # noqa: F401 - RegistryConfig: re-exported
 from .watch import Watch
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
@@ -62,9 +62,6 @@ class Registry:
                  monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
-        # instant queries carry no time= (Prometheus' own now, as KEDA's scaler); only a simulated clock (tests
-        # replaying backfilled data) passes itself here to evaluate them at its time
-        self.query_at = query_at
         self.credentials = credentials
         self.metrics = metrics
         self.config = config
@@ -78,12 +75,14 @@ class Registry:
         self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
         self._workloads: dict[tuple[str, str, str], Workload] = {}
         self.specs = SpecCache(config.max_specs_cached, config.max_spec_cache_bytes)
-        self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
-        self._waiting: dict[str, deque[Workload]] = {}  # refreshes due, queued behind their target's limit
         self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
         self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
-        self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
+        # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
+        # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
+        # ``query_at`` to evaluate them at its time
+        self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
+                                   lambda w: self._workloads.get(w.key) is w, query_at)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -122,7 +121,7 @@ class Registry:
                 self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
                 self.metrics.refit_interval.labels(*wl.labels).set(spec.refit_interval_seconds)
                 if wl.observed_at is None:
-                    self._submit_refresh(wl, now)
+                    self.refresher.submit(wl, now)
                 created = True
             else:
                 created = False
@@ -198,7 +197,9 @@ class Registry:
 
     # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
-        """Staleness is judged here, by the age of the last good observation, whatever kept it from being renewed."""
+        """The answer for ``wl`` now, read from memory; changes nothing (its caller records what it served:
+        ``record``, or ``export`` for IsActive). Staleness is judged here, by the age of the last good
+        observation, whatever kept it from being renewed."""
         now = self.clock()
         err, observed, stale = wl.error, wl.observed, False
         failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)
@@ -229,16 +230,17 @@ class Registry:
                 raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
                                                  "number (the forecast or the observation is not usable)")
             d = dataclasses.replace(d, planned=MAX_RATE)
-        self._export(wl, d)
         return d
 
     def record(self, wl: Workload, d: Decision) -> None:
-        """The caller of ``decision`` records what it served: scored and logged (``scaler.serve.watch``)."""
+        """The caller of ``decision`` records what it served (GetMetrics): exported, scored and logged
+        (``scaler.serve.watch``)."""
+        self.export(wl, d)
         if self.watch is not None:
             self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
-    def _export(self, wl: Workload, d: Decision) -> None:
-        """The decision as metrics: read from the Decision and the spec only (no clock, no curve)."""
+    def export(self, wl: Workload, d: Decision) -> None:
+        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
 
     # -- background ------------------------------------------------------------
@@ -265,7 +267,7 @@ class Registry:
                     wl.changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._io.shutdown(wait=False, cancel_futures=True)
+        self.refresher.stop()
         self.coldstarts.stop()
 
     def wait_changed(self, wl: Workload, seconds: float) -> None:
@@ -310,11 +312,11 @@ class Registry:
         for wl in due:
             late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
             with self._lock:
-                started = self._submit_refresh(wl, now)
+                started = self.refresher.submit(wl, now)
             if started and late:
                 self.ops.late.inc()
         with self._lock:
-            self.ops.in_flight.set(sum(self._inflight.values()))
+            self.ops.in_flight.set(self.refresher.in_flight())
         wall = self.wall()
         for wl in kept:
             if self.forecasts is not None and wl.spec.mode != "reactive":
@@ -391,95 +393,6 @@ class Registry:
         if self.watch is not None:
             self.watch.forget(wl)
         log.info("forgot ScaledObject %s/%s trigger %s (%s)", wl.namespace, wl.name, wl.trigger, why)
-
-    def _submit_refresh(self, wl: Workload, now: float) -> bool:
-        """Caller holds the lock. False, and the refresh stays due, while its target has
-        ``per_target_refreshes`` in flight (a hung target holds no one else's I/O thread)."""
-        target = wl.spec.prometheus.server_address
-        if self._inflight[target] >= self.config.per_target_refreshes:
-            if not wl.queued:  # started as soon as one of its target's refreshes ends
-                wl.queued = True
-                self._waiting.setdefault(target, deque()).append(wl)
-            return False
-        wl.refreshing = True
-        wl.attempted_at = now
-        try:
-            self._io.submit(self._refresh, wl, target)
-        except RuntimeError:  # pool shut down
-            wl.refreshing = False
-            return False
-        self._inflight[target] += 1
-        return True
-
-    def _start_waiting(self, target: str, now: float) -> None:
-        """Caller holds the lock: refreshes queued behind ``target``'s limit, as slots free up."""
-        waiting = self._waiting.get(target)
-        while waiting and self._inflight[target] < self.config.per_target_refreshes:
-            w = waiting.popleft()
-            w.queued = False
-            if not w.refreshing and self._workloads.get(w.key) is w:
-                self._submit_refresh(w, now)
-        if not waiting:
-            self._waiting.pop(target, None)
-
-    def _refresh(self, wl: Workload, target: str) -> None:
-        spec = wl.spec
-        observed: float | None = None
-        error: PromError | None = None
-        self.ops.queries.labels("observe").inc()
-        try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, self._at(), ignore_null=spec.ignore_null_values)))
-        except PromError as e:
-            error = e
-        except Exception as e:  # never let a refresher thread die silently
-            error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
-            self.limiter.log(log, logging.ERROR, (*wl.labels, "crash"), "ScaledObject %s/%s: refresh failed: %s",
-                             wl.namespace, wl.name, cut(repr(e), 300))
-        now = self.clock()
-        if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
-            self._refresh_cold_start(wl, now)
-        with self.changed:
-            self._inflight[target] -= 1
-            if self._inflight[target] <= 0:
-                del self._inflight[target]
-            wl.refreshing = False
-            self._start_waiting(target, now)
-            if error is None:
-                wl.observed, wl.observed_at, wl.error = observed, now, None
-            else:
-                wl.error, wl.error_at = error, now
-            wl.first_done.set()
-            if wl.changed is not None:
-                wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh
-        if error is not None:
-            self.metrics.prom_errors.labels(*wl.labels, error.kind.value).inc()
-            self.limiter.log(log, logging.WARNING, (*wl.labels, error.kind.value), "ScaledObject %s/%s: %s",
-                             wl.namespace, wl.name, error)
-
-    def _at(self) -> float | None:
-        return None if self.query_at is None else self.query_at()
-
-    def _refresh_cold_start(self, wl: Workload, now: float) -> None:
-        self.ops.queries.labels("cold_start").inc()
-        try:
-            v = wl.client.scalar(wl.spec.cold_start_query, self._at(), ignore_null=False)
-            if v < 0:
-                raise PromError(PromErrorKind.BAD_VALUE, f"coldStartQuery returned a negative value {v}")
-            lead = wl.spec.lead.with_cold_start(v).seconds
-            if lead > MAX_LEAD_SECONDS:
-                wl.cold_start_error = PromError(
-                    PromErrorKind.BAD_VALUE, f"coldStartQuery returned {v:g}s: the lead time would be {lead:g}s, above "
-                                             f"the maximum {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS)")
-                wl.cold_start_at = now
-                return
-            wl.cold_start, wl.cold_start_at, wl.cold_start_error = v, now, None
-        except PromError as e:
-            # keep the last good T_cold, else coldStartSeconds stands in; say so once per attempt
-            self.metrics.prom_errors.labels(*wl.labels, "cold_start_" + e.kind.value).inc()
-            self.limiter.log(log, logging.WARNING, (*wl.labels, "cold_start"),
-                             "ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
-                        f"last value {wl.cold_start:g}s" if wl.cold_start is not None
-                        else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
 
     def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
         """The tracked workloads (of one ScaledObject, given its namespace and name)."""

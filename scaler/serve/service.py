@@ -73,7 +73,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         return self.registry.workload(ref.namespace, ref.name, dict(ref.scalerMetadata))
 
     def _active(self, wl: Workload) -> bool:
-        return self.registry.decision(wl).planned > wl.spec.activation_threshold
+        d = self.registry.decision(wl)
+        self.registry.export(wl, d)  # its metrics (at zero replicas KEDA asks IsActive only)
+        return d.planned > wl.spec.activation_threshold
 
     def _spec(self, wl: Workload) -> pb.GetMetricSpecResponse:
         target = wl.spec.qps_per_replica
@@ -100,7 +102,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             wl = self._workload(request.scaledObjectRef)
             self.registry.match_metric(wl, request.metricName)
             d = self.registry.decision(wl)
-            self.registry.record(wl, d)  # live scoring and the decision log (decision() itself changes nothing)
+            self.registry.record(wl, d)  # metrics, live scoring and the decision log (decision() changes nothing)
             value = d.planned
             if not math.isfinite(value) or value < 0:  # never sent; the spec's ranges keep the math finite
                 raise ScalerError("INTERNAL", f"ScaledObject {wl.namespace}/{wl.name}: the planned value is not a "

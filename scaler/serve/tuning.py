@@ -1,10 +1,14 @@
 """``tuning: auto``: the scaler runs ``forescale tune``'s selection on its own history, in the background.
 
 For each ScaledObject with ``tuning: auto`` (the default unless the trigger
-sets one of the knobs it replaces) the service, on a slow schedule
-(``tuningInterval``, default daily; at once when there is no valid choice
-yet, but not before the history covers ``tuningMinHistory``: until then the
-run counts as ``waiting`` and is looked at again within the hour), fetches the workload's ``history`` window from Prometheus (range query,
+sets one of the knobs it replaces) the service, on clock-aligned cutoffs
+(``worker.cutoff``: multiples of ``tuningInterval``, default daily, plus the
+trigger's phase, the same in every replica; at once on the latest cutoff when
+there is no valid choice yet, but not before the history covers
+``tuningMinHistory``: until then the run counts as ``waiting`` and is looked
+at again within the hour, and the first choice is made on the earliest
+whole-hour boundary whose window covers it), fetches the workload's
+``history`` window up to the cutoff from Prometheus (range query,
 the workload's own client, an I/O thread), replays the last few days of it
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
@@ -29,7 +33,6 @@ import logging
 import math
 import multiprocessing
 import os
-import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,12 +40,15 @@ from typing import Callable
 
 import numpy as np
 
+from forecaster.base import Series
+
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
+from .worker import SETTLE_SECONDS, Worker, cutoff, last_boundary, phase
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,12 @@ class NotEnoughHistory(Exception):
         super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
                          f"(tuningMinHistory)")
         self.wait_seconds = need - covered
+
+
+def covered(series: Series) -> float:
+    """Seconds from the first to the last finite point of ``series``, one step included (0 when none)."""
+    finite = np.isfinite(series.y)
+    return float(series.t[finite][-1] - series.t[finite][0] + series.step) if finite.any() else 0.0
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
@@ -194,40 +206,27 @@ class TuningService:
         self.metrics = metrics
         self.config = config or TuningConfig()
         self.store = store
-        self._io = io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune")  # one run at a time
-        self._pool: Executor | None = pool
-        self._own_pool = pool is None
-        self._busy: set[tuple] = set()  # workload keys with a run queued or running
-        self._retry_at: dict[tuple, float] = {}
-        self._lock = threading.Lock()
+        # one run at a time: one I/O thread, one worker process
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune"), pool, self._new_pool)
+
+    def _new_pool(self) -> Executor:
+        ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
+        return ProcessPoolExecutor(max_workers=1, mp_context=ctx,
+                                   initializer=_lower_priority if self.config.nice else None)
 
     def start(self) -> None:
-        if self._pool is None:
-            ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                             initializer=_lower_priority if self.config.nice else None)
+        self.worker.start()
 
     def stop(self) -> None:
-        self._io.shutdown(wait=False, cancel_futures=True)
-        pool, self._pool = self._pool, None
-        if pool is not None and self._own_pool:
-            procs = list(getattr(pool, "_processes", {}).values())  # a sweep takes minutes: do not wait for it
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                try:
-                    p.terminate()
-                except Exception:  # pragma: no cover
-                    pass
-            for p in procs:
-                p.join(timeout=5)
+        """Bounded: a sweep takes minutes; it is not waited for (its process is killed)."""
+        self.worker.stop()
 
     # -- TuningService protocol -------------------------------------------------
     def applies(self, tuned: Tuned, declared: ScalerSpec) -> bool:
         return declared.tuning == "auto" and tuned.key == tuning_key(declared)
 
     def busy(self, wl: Workload) -> bool:
-        with self._lock:
-            return wl.key in self._busy
+        return self.worker.busy(wl.key)
 
     def restore(self, wl: Workload) -> Tuned | None:
         if self.store is None:
@@ -244,36 +243,29 @@ class TuningService:
 
     def maybe_tune(self, wl: Workload, now: float, apply: Apply) -> None:
         declared = wl.declared
-        key = wl.key
-        if self._pool is None or declared.tuning != "auto":
+        if declared.tuning != "auto":
             return
-        with self._lock:
-            if key in self._busy:
-                return
+
+        at = cutoff(now, declared.tuning_interval_seconds, wl.key)  # the same in every replica (worker.cutoff)
+
+        def choose(backing_off: bool):  # under the worker's lock
             t = wl.tuned
-            if t is not None and self.applies(t, declared) and now - t.chosen_at < declared.tuning_interval_seconds:
-                return
-            if now < self._retry_at.get(key, -math.inf):
-                return
-            self._busy.add(key)
-        try:
-            self._io.submit(self._run, wl, declared, now, apply)
-        except RuntimeError:  # shut down
-            with self._lock:
-                self._busy.discard(key)
+            if t is not None and self.applies(t, declared) and t.chosen_at >= at:
+                return None  # chosen on this cutoff's window (or, a first choice, on a later one)
+            return None if backing_off else self._run
+        self.worker.schedule(wl.key, now, choose, wl, declared, now, apply, at)
 
     def forget(self, wl: Workload) -> None:
-        with self._lock:
-            self._retry_at.pop(wl.key, None)
+        self.worker.forget(wl.key)
 
     # -- the work (tuning thread) ------------------------------------------------
-    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply) -> None:
+    def _run(self, wl: Workload, declared: ScalerSpec, now: float, apply: Apply, at: float) -> None:
         key = wl.key
         ns, name = wl.namespace, wl.name
         try:
-            out = self._tune_once(wl, declared, now)
+            out, at = self._tune_once(wl, declared, now, at)
             tuned = Tuned(key=tuning_key(declared), settings=tuple(out["settings"].items()), label=out["label"],
-                          policy=out["policy"], chosen_at=now, met=bool(out["met"]), miss=float(out["miss"]),
+                          policy=out["policy"], chosen_at=at, met=bool(out["met"]), miss=float(out["miss"]),
                           cost_ratio=out["cost_ratio"],
                           summary=(f"{out['points']} configurations swept ({out['pareto']} Pareto) on "
                                    f"{out['simulated_days']:.1f} d of history; target miss "
@@ -293,8 +285,7 @@ class TuningService:
                     log.warning("cannot write tuning state for %s/%s: %s", ns, name, e)
             self._export(wl, tuned)
             self.metrics.tuning_runs.labels(ns, name, "chosen").inc()
-            with self._lock:
-                self._retry_at.pop(key, None)
+            self.worker.succeeded(key)
             log.log(logging.INFO if tuned.met else logging.WARNING,
                     "ScaledObject %s/%s: tuning chose %s: expected miss %.3f %% (target %.3f %%: %s%s), %.3fx oracle's "
                     "replica-hours, %d violation min in %.1f d of history; %d configurations swept (%d Pareto) in "
@@ -304,49 +295,72 @@ class TuningService:
                     out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
         except NotEnoughHistory as e:  # the normal first week: not a failure
             self.metrics.tuning_runs.labels(ns, name, "waiting").inc()
-            with self._lock:
-                self._retry_at[key] = now + min(max(e.wait_seconds, self.config.min_wait_seconds),
-                                                self.config.retry_seconds)
+            self.worker.retry_at(key, now + min(max(e.wait_seconds, self.config.min_wait_seconds),
+                                                self.config.retry_seconds))
             log.info("ScaledObject %s/%s: tuning waits for history: %s", ns, name, e)
         except Exception as e:  # a tuning run must never take the service down
             self.metrics.tuning_runs.labels(ns, name, "failed").inc()
-            with self._lock:
-                self._retry_at[key] = now + min(declared.tuning_interval_seconds, self.config.retry_seconds)
+            self.worker.failed(key, now, lambda _: min(declared.tuning_interval_seconds, self.config.retry_seconds))
             log.warning("ScaledObject %s/%s: tuning failed (keeping %s): %s", ns, name,
                         wl.tuned.label if wl.tuned is not None else "the declared configuration",
                         e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
-        finally:
-            with self._lock:
-                self._busy.discard(key)
 
-    def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
+    def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
+        """The ``history`` window up to the cutoff ``at`` (from ``since``, given) and the time its finite points
+        cover."""
         step = spec.step_seconds
-        end = math.floor(now / step) * step
+        end = math.floor(at / step) * step
+        start = end - spec.history_seconds + step if since is None else math.floor(since / step) * step
         try:
-            series, _ = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
+            series, _ = wl.client.range_series(spec.query, start, end, step)
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA:
                 raise ValueError("no history returned by the query") from None
             raise
+        return series, covered(series)
+
+    def _first_window(self, wl: Workload, spec: ScalerSpec, now: float, at: float,
+                      need: float) -> tuple[Series, float, float]:
+        """A first choice whose ``tuningInterval`` cutoff has too short a history: the window up to the earliest
+        boundary of a finer grid (``retry_seconds``, the same in every replica) whose history covers ``need``,
+        that boundary and the time it covers; while that boundary is ahead, the latest one's."""
+        grid, step = self.config.retry_seconds, spec.step_seconds
+        offset = phase(wl.key, grid)
+        latest = last_boundary(now - SETTLE_SECONDS, grid, offset)
+        # from the start of ``at``'s window (the history began after it): where it began, whatever ``latest`` is
+        series, _ = self._history(wl, spec, latest, since=math.floor(at / step) * step - spec.history_seconds + step)
         finite = np.isfinite(series.y)
-        covered = float(series.t[finite][-1] - series.t[finite][0] + step) if finite.any() else 0.0
+        keep = series.t > math.floor(latest / step) * step - spec.history_seconds
+        have = covered(Series(series.t[keep], series.y[keep], step))
+        if have >= need and finite.any():
+            first = math.ceil((float(series.t[finite][0]) - step + need - offset) / grid) * grid + offset
+            if at < first < latest:  # (after ``at``: a choice made on it is not due again before the next cutoff)
+                end = math.floor(first / step) * step
+                keep = (series.t > end - spec.history_seconds) & (series.t <= end)
+                series = Series(series.t[keep], series.y[keep], step)
+                return series, first, covered(series)
+        return Series(series.t[keep], series.y[keep], step), latest, have
+
+    def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[dict, float]:
+        """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
+        step = spec.step_seconds
         need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        if covered < need:
-            raise NotEnoughHistory(covered, need)
+        series, have = self._history(wl, spec, at)
+        if have < need:
+            series, at, have = self._first_window(wl, spec, now, at, need)
+        if have < need:
+            raise NotEnoughHistory(have, need)
         cold = wl.t_cold().seconds  # the T_cold in force: the cluster's, the probe's or coldStartSeconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
                         qps_per_replica=spec.qps_per_replica, cold_start_seconds=cold,
                         buffer_seconds=spec.lead.buffer_seconds, model=model, history_seconds=spec.history_seconds,
                         refit_seconds=max(spec.refit_interval_seconds, self.config.min_refit_seconds),
-                        span_seconds=min(self.config.span_seconds, covered / 2), tolerance=cluster_tolerance(spec),
+                        span_seconds=min(self.config.span_seconds, have / 2), tolerance=cluster_tolerance(spec),
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
                         holiday_window=spec.holiday_window, holiday_as=spec.holiday_as)
-        pool = self._pool
-        if pool is None:
-            raise RuntimeError("tuning service stopped")
-        return pool.submit(run_job, job).result()
+        return self.worker.run(run_job, job), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name

@@ -86,6 +86,7 @@ class StatusView:
         out = {}
         for wl in self.registry.workloads():
             d = {"last_error": last_error(wl), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
+                 "fitted_at": wl.forecast.fitted_at,  # the fit's data cutoff (the same in every replica)
                  "tuned": None if wl.tuned is None else {
                      "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
                      "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},

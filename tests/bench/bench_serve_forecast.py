@@ -75,7 +75,7 @@ def main() -> None:
             print(f"refits completed: {fits} in {elapsed:.0f} s = {fits / elapsed * 60:.0f} per minute "
                   "(14 days of 1-min history each, warm-started after the first)")
             ch.close()
-            workers = [_hwm_mib(pid) for pid in (server.forecasts._pool._processes or {})]
+            workers = [_hwm_mib(pid) for pid in (server.forecasts.worker.pool._processes or {})]
         finally:
             server.stop(grace=1.0)
     self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -90,9 +90,11 @@ def test_forecast_leads_the_daily_rise_and_survives_restart(rising, tmp_path):
         # ... and what really came in the next 30 minutes (the held-out part of the trace) justifies it
         real_next = trace_peak_after_cut()
         assert real_next > 1.05 * observed
-        # the value is the 0.9 quantile's max over [now, now+L] of an independent fit on the same history
-        hist = PrometheusClient(PrometheusTarget(prom.url)).range(RATE, math.floor(now / 60) * 60 - 14 * 86400 + 60,
-                                                                   math.floor(now / 60) * 60, 60)
+        # the value is the 0.9 quantile's max over [now, now+L] of an independent fit on the same history: the
+        # 14 days up to the fit's cutoff (a clock-aligned boundary at least 60 s before now)
+        cut = wl.forecast.fitted_at
+        assert cut % 60 == 0 and now - 1800 - 60 < cut <= now - 60
+        hist = PrometheusClient(PrometheusTarget(prom.url)).range(RATE, cut - 14 * 86400 + 60, cut, 60)
         series, _ = from_prometheus_matrix(hist, 60.0)
         fc = make("prophet", seed=0, level_half_life=14400.0).fit(series).predict(360, (0.1, 0.5, 0.9))
         expected = decide(observed, fc, PolicyParams("forecastAndScale", 1800.0, 0.9, 20.0, hpa_tolerance=0.0,
@@ -150,20 +152,31 @@ def test_recent_point_models_are_re_predicted_from_now_between_fits(prometheus_f
              "quantile": "0.5"}
         s.value(m, name="ramp")
         wl = wait_for_fit(s, "ramp")
+        cut = wl.forecast.fitted_at  # the fit's cutoff: the latest whole hour + the trigger's phase, 60 s settled
+        if cut + 3600 + 60 <= now + 900:  # the next cutoff comes into force within 15 min: start from its fit
+            s.clock.advance(cut + 3660 - now)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and wl.forecast.fitted_at != cut + 3600:
+                s.value(m, name="ramp")
+                time.sleep(0.1)
+            assert wl.forecast.fitted_at == cut + 3600
+            while time.monotonic() < deadline and s.server.forecasts.fitting(wl):
+                time.sleep(0.1)
+        start = s.clock()
         fitted_at, first = wl.forecast.fitted_at, wl.forecast.forecast
         s.clock.advance(900)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (wl.forecast.predicted_at or 0) < now + 900:
+        while time.monotonic() < deadline and (wl.forecast.predicted_at or 0) < start + 900:
             time.sleep(0.1)
         fs = wl.forecast
-        assert fs.predicted_at == now + 900 and fs.fitted_at == fitted_at  # re-predicted, not refitted
-        assert fs.forecast.t[0] == pytest.approx(first.t[0] + 900)  # the curve starts from the new now
-        # the newest points carry the ramp on: the plan at now+900 is the ramp's rate 5 min (L) later
+        assert fs.predicted_at == start + 900 and fs.fitted_at == fitted_at  # re-predicted, not refitted
+        assert fs.forecast.t[0] == math.floor((start + 900) / 60) * 60 + 60  # the curve starts from the new now
+        # the newest points carry the ramp on: the plan at start+900 is the ramp's rate 5 min (L) later
         d = s.server.registry.decision(wl)
-        expected = 10.0 + slope * (now + 900 + 300 - t[0])
+        expected = 10.0 + slope * (start + 900 + 300 - t[0])
         assert d.reason is Reason.FORECAST
         assert d.planned == pytest.approx(expected, rel=0.03)
-        # the curve fitted 15 minutes earlier would have planned for the old level
-        assert first.window_max(now, now + 300, 0.5) < expected - 2.5
+        # the curve as fitted would have planned 15 minutes earlier for the level then
+        assert first.window_max(start, start + 300, 0.5) < expected - 2.5
     finally:
         s.close()

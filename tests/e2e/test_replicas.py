@@ -13,6 +13,7 @@ replica is killed with SIGKILL.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -113,6 +114,113 @@ def test_two_replicas_agree_and_one_survives_the_others_sigkill(prometheus_facto
         print(f"observed {observed:.3f}; replicas {pairs}; via the service {before} -> {after}")
         assert all(abs(v - before[0]) <= 0.01 * before[0] for v in after), (before, after)
         assert reason(replicas[1][2]) == "forecast"  # warm: its own forecast, no fallback
+    finally:
+        for ch in channels:
+            ch.close()
+        for proc, _, _, log in replicas:
+            stop(proc)
+            log.close()
+
+
+# ----------------------------------------------------------------------------- the default path (issue 22, item 6)
+
+# Two replicas on Prophet with tuning auto: the tuned choice and the cutoffs identical. Having fitted the same
+# cutoffs (from the same cold start here), identical curves (to float rounding: SAME_RTOL) and GetMetrics within
+# ANSWER_RTOL (the observed rate each replica read last may differ). A refit warm-started from another fit than
+# the other replica's (a cutoff passed between their starts) lands elsewhere on Prophet's flat optimum: up to
+# WARM_RTOL of the curve's peak (docs/performance.md), until the next day's first cutoff fits both cold.
+SAME_RTOL = 1e-9
+ANSWER_RTOL = 0.01
+WARM_RTOL = 0.05
+
+
+def status_of(http_port: int) -> dict | None:
+    """This trigger's row of /status.json (None before the first call)."""
+    doc = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/status.json", timeout=5).read())
+    rows = [r for r in doc["scaledobjects"] if r["name"] == "llm"]
+    return rows[0] if rows else None
+
+
+def settled(row: dict | None) -> bool:
+    """Tuned, and a forecast fitted for the tuned configuration (or none needed: reactive)."""
+    if row is None or row.get("tuned") is None or row.get("fitted_at") is None:
+        return False
+    return row["mode"] == "reactive" or (row.get("band") is not None and row["reason"] in ("forecast", "observed_floor"))
+
+
+def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answers(prometheus_factory, tmp_path):
+    """Two real servers, one real Prometheus, the default path: model prophet, tuning auto (history and
+    tuningMinHistory shortened, a 5-minute step, so that the sweeps fit in a minute or two of CPU). The second
+    replica starts after the first has tuned and fitted -- mid-interval -- and works at once on the same
+    cutoffs' windows: both hold the same choice, fitted on the same cutoff, and answer alike."""
+    now = time.time()
+    t = pf.sample_times(now - 4.5 * DAY, now + 3600)
+    rng = np.random.default_rng(7)
+    wiggle = rng.normal(0.0, 12.0, 1000)  # a fixed, seeded irregularity (per 5 minutes), the same each run
+
+    def qps(x):  # a working day: 20 req/s at night, a steep rise to 190 at 08:00 (now is 07:00), down at 18:00
+        hour = ((np.asarray(x) - now) / 3600 + 7) % 24
+        day = 20 + 170 / (1 + np.exp(-(hour - 8) * 4)) - 170 / (1 + np.exp(-(hour - 18) * 4))
+        return np.maximum(day + wiggle[((np.asarray(x) - t[0]) // 300).astype(int) % 1000], 1.0)
+
+    prom = prometheus_factory([pf.SeriesSpec("replica_requests_total", {"job": "llm"}, "counter", t,
+                                             pf.counter_from_rate(t, qps))])
+    md = {"serverAddress": prom.url, "query": RATE, "qpsPerReplica": "10", "history": "4d", "minHistory": "1d",
+          "tuningMinHistory": "4d", "step": "300s", "coldStartSeconds": "1800"}  # model prophet, tuning auto
+    ref = pb.ScaledObjectRef(name="llm", namespace="serving", scalerMetadata=md)
+    replicas, channels, stubs = [], [], []
+    try:
+        first_cutoff = None
+        for n in ("a", "b"):
+            replicas.append(start_replica(tmp_path, n))
+            ch = grpc.insecure_channel(f"127.0.0.1:{replicas[-1][1]}")
+            grpc.channel_ready_future(ch).result(timeout=60)
+            channels.append(ch)
+            stubs.append(pb_grpc.ExternalScalerStub(ch))
+            deadline = time.monotonic() + 400
+            while not settled(status_of(replicas[-1][2])):  # KEDA polls; the fit and the sweep run meanwhile
+                value(stubs[-1], ref)
+                assert time.monotonic() < deadline, f"replica {n} not tuned and fitted: {status_of(replicas[-1][2])}"
+                time.sleep(1.0)
+            first_cutoff = first_cutoff or status_of(replicas[-1][2])["fitted_at"]
+        rows = [status_of(r[2]) for r in replicas]
+        deadline = time.monotonic() + 400
+        # a boundary may pass between the two (a new cutoff): both then work on it and agree again
+        while (rows[0]["fitted_at"], rows[0]["tuned"]["at"]) != (rows[1]["fitted_at"], rows[1]["tuned"]["at"]) \
+                or not all(settled(r) for r in rows):
+            assert time.monotonic() < deadline, rows
+            for s in stubs:
+                value(s, ref)
+            time.sleep(1.0)
+            rows = [status_of(r[2]) for r in replicas]
+        a, b = rows
+        print("replica a:", {k: a[k] for k in ("fitted_at", "tuned", "model", "mode", "reason")})
+        print("replica b:", {k: b[k] for k in ("fitted_at", "tuned", "model", "mode", "reason")})
+        # the same cutoffs, at least the settle time old, on whole minutes; the same choice
+        assert a["fitted_at"] == b["fitted_at"] <= time.time() - 60 and a["fitted_at"] % 60 == 0
+        assert a["tuned"]["at"] == b["tuned"]["at"] <= time.time() - 60 and a["tuned"]["at"] % 60 == 0
+        assert a["tuned"]["chosen"] == b["tuned"]["chosen"] and a["model"] == b["model"]
+        assert a["tuned"]["expected_miss"] == pytest.approx(b["tuned"]["expected_miss"], rel=1e-6, abs=1e-9)
+        same_chain = a["fitted_at"] == first_cutoff  # no cutoff passed since the first replica's first fit
+        rtol = SAME_RTOL if same_chain else WARM_RTOL
+        # on this trace (a steep morning rise, a 30-min cold start) the sweep picks Prophet's forecast; should it
+        # pick reactive one day (the window moves with the cutoff), the choice and the answers are still compared
+        if a["mode"] != "reactive":
+            assert a["model"] == b["model"] == "prophet"
+            ta, tb = np.array(a["band"]["t"]), np.array(b["band"]["t"])
+            common = np.intersect1d(ta, tb)  # the curves over the times both show
+            assert len(common) >= 30
+            for part in ("mid", "provisioned"):
+                va = np.array(a["band"][part], float)[np.isin(ta, common)]
+                vb = np.array(b["band"][part], float)[np.isin(tb, common)]
+                rel = float(np.max(np.abs(va - vb)) / np.max(np.abs(va)))
+                print(f"forecast {part}: max difference / peak {rel:.2e} over {len(common)} points "
+                      f"(same chain: {same_chain})")
+                assert rel <= rtol, (part, rel, same_chain)
+        pairs = [(value(stubs[0], ref), value(stubs[1], ref)) for _ in range(5)]
+        print("answers", pairs)
+        for x, y in pairs:
+            assert x > 0 and abs(x - y) <= max(ANSWER_RTOL, rtol) * max(x, y), pairs
     finally:
         for ch in channels:
             ch.close()

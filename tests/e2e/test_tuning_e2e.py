@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from concurrent.futures import Future
 import threading
 import time
 
@@ -17,6 +18,7 @@ from scaler.spec import parse_metadata
 from scaler.serve.registry import Registry
 from scaler.serve.workload import Tuned
 from support.clock import FakeClock
+from support.fakes import InlineExecutor
 from support.scaler import Scaler
 
 RATE = "sum(rate(tune_requests_total[2m]))"
@@ -144,10 +146,14 @@ def test_a_metadata_change_keeps_or_drops_the_choice():
 
 
 def test_tuning_off_never_runs():
-    svc = TuningService(lambda: 0.0, ScalerMetrics())
-    svc._pool = object()  # as if started
     ran = threading.Event()
-    svc._io.submit = lambda *a, **k: ran.set()  # type: ignore[method-assign]
+
+    class Recording(InlineExecutor):  # records that a run was submitted, runs nothing
+        def submit(self, fn, /, *args, **kwargs):
+            ran.set()
+            return Future()
+
+    svc = TuningService(lambda: 0.0, ScalerMetrics(), pool=InlineExecutor(), io=Recording())  # as if started
     reg = Registry(lambda: 0.0, CredentialStore(None), ScalerMetrics(), tuning=svc)
     try:
         reg.workload("serving", "llm", meta("http://127.0.0.1:1", tuning="off"), wait=False)

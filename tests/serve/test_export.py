@@ -90,10 +90,13 @@ def test_a_decision_is_exported_from_the_decision_and_the_spec(reg):
     assert reg.adopt_forecast(wl, fs, fs.key)
     reads = reg.clock.reads
     d = reg.decision(wl)
-    # two clock reads per decision (the monotonic age, the wall time of the forecast; one fake serves both):
-    # the export reads none
+    # two clock reads per decision (the monotonic age, the wall time of the forecast; one fake serves both)
     assert reg.clock.reads == reads + 2
     assert d.planned == pytest.approx(60 - CORRECTION)
+    # the decision itself changes nothing: exported when its caller records it (GetMetrics), reading no clock
+    assert sample(reg, "forescale_planned_qps") is None and sample(reg, "forescale_decisions_total", reason="forecast") is None
+    reg.export(wl, d)
+    assert reg.clock.reads == reads + 2
     assert sample(reg, "forescale_observed_qps") == 30.0
     assert sample(reg, "forescale_planned_qps") == pytest.approx(60 - CORRECTION)
     assert sample(reg, "forescale_forecast_qps", quantile="0.9") == pytest.approx(60 - CORRECTION)
@@ -104,13 +107,14 @@ def test_a_decision_is_exported_from_the_decision_and_the_spec(reg):
     assert sample(reg, "forescale_decision_reason", reason="forecast") == 1.0
     assert sample(reg, "forescale_decision_reason", reason="observed_floor") == 0.0
     assert sample(reg, "forescale_decisions_total", reason="forecast") == 1.0
-    reg.decision(wl)
+    reg.export(wl, reg.decision(wl))
     assert sample(reg, "forescale_decisions_total", reason="forecast") == 2.0
 
 
 def test_no_forecast_series_without_a_usable_forecast(reg):
     wl = reg.workload("serving", "llm", md(mode="reactive"))
     d = reg.decision(wl)
+    reg.export(wl, d)
     assert (d.planned, d.reason) == (30.0, Reason.MODE_REACTIVE)
     assert sample(reg, "forescale_planned_qps") == 30.0
     assert sample(reg, "forescale_forecast_qps", quantile="0.9") is None

@@ -11,15 +11,16 @@ import pytest
 
 from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
-from scaler.serve.fitting import FitService, forecast_document, forecast_from_document, forecast_key_hash
+from scaler.serve.fitting import FitJob, FitService, anchored, forecast_document, forecast_from_document, forecast_key_hash
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
 from scaler.serve.workload import ForecastState
 from support.clock import FakeClock
+from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
 from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
 
-T0 = 1_700_000_400.0  # a multiple of 60: the history ends at T0
-END = T0
+T0 = 1_700_000_400.0  # a multiple of 60: the clock's start
+END = T0  # where a history queried at T0 ends: re-predictions'
 Q = "sum(rate(req_total[2m]))"
 FILE = "serving__llm__forescale-serving-llm.json"  # the name before the metadata digest was part of it
 
@@ -51,6 +52,15 @@ def env():
     e.close()
 
 
+def b0(wl, now: float = T0) -> float:
+    """The fit's data cutoff in force at ``now``: the latest whole hour plus the trigger's phase (a digest of its
+    identity, whole minutes), at least SETTLE_SECONDS (60) old."""
+    b = cutoff(now, 3600.0, wl.key)
+    assert b % 60 == 0 and now - 3600 - SETTLE_SECONDS < b <= now - SETTLE_SECONDS
+    assert (b - phase(wl.key, 3600.0)) % 3600 == 0
+    return b
+
+
 def observe(env, wl) -> None:
     """A poll, one scheduler tick and the observation refresh it starts, done, at the current clock."""
     assert env.workload() is wl
@@ -62,11 +72,13 @@ def test_a_fit_is_adopted_and_decides(env):
     wl = env.workload()
     assert env.reg.decision(wl).reason is Reason.NO_FORECAST_YET
     env.reg.tick()
-    assert env.prom.calls_of("range") == [("range", Q, END - 7200 + 60, END, 60.0)]
+    end = b0(wl)  # the history ends at the cutoff, not at now: the same in every replica
+    assert env.prom.calls_of("range") == [("range", Q, end - 7200 + 60, end, 60.0)]
     fs = wl.forecast
-    assert (fs.fitted_at, fs.predicted_at, fs.model, fs.history_max) == (T0, T0, "naive", 40.0)
+    assert (fs.fitted_at, fs.predicted_at, fs.model, fs.history_max) == (end, T0, "naive", 40.0)
     assert fs.key == wl.spec.forecast_key() and fs.unusable is None
-    assert fs.forecast.t[0] == END + 60 and len(fs.forecast) == 360  # 6 h ahead, the minimum horizon
+    # 6 h ahead of the cutoff, the minimum horizon (2 x 1 h + 300 s lead + 60 s settle is less)
+    assert fs.forecast.t[0] == end + 60 and len(fs.forecast) == 360
     assert not env.fits.fitting(wl)
     d = env.reg.decision(wl)
     assert (d.planned, d.reason, d.forecast_peak, d.forecast_mean_peak) == (40.0, Reason.FORECAST, 40.0, 40.0)
@@ -77,7 +89,7 @@ def test_a_fit_is_adopted_and_decides(env):
 
 
 def test_too_short_a_history_is_insufficient(env):
-    env.prom.set_range(Q, lambda t: np.where(t > END - 1800, 40.0, np.nan))
+    env.prom.set_range(Q, lambda t: np.where(t > t[-1] - 1800, 40.0, np.nan))  # the window's last 30 points
     wl = env.workload()
     env.reg.tick()
     fs = wl.forecast
@@ -145,7 +157,7 @@ def test_a_failing_model_counts_as_a_fit_failure_and_last_fit_is_the_completion_
         e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
         wl = e.workload()
         e.reg.tick()
-        assert wl.forecast.fitted_at == T0 and wl.forecast.completed_at == T0 + 7
+        assert wl.forecast.fitted_at == b0(wl) and wl.forecast.completed_at == T0 + 7
         assert e.sample("forescale_last_fit_timestamp_seconds") == T0 + 7  # finished, not scheduled
     finally:
         e.close()
@@ -160,7 +172,7 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     env.workload()  # KEDA polls
     env.reg.tick()
     fs = wl.forecast
-    assert fs.forecast is curve and fs.fitted_at == T0 and fs.unusable is None
+    assert fs.forecast is curve and fs.fitted_at == b0(wl) and fs.unusable is None
     assert fs.detail == "refit failed: Prometheus answered HTTP Status Code 400"
     assert env.sample("forescale_prometheus_errors_total", kind="history_rejected") == 1
     observe(env, wl)
@@ -173,8 +185,8 @@ def test_a_failed_refit_keeps_serving_the_previous_curve_while_it_applies(env):
     env.clock.advance(1)
     env.reg.tick()
     assert len(env.prom.calls_of("range")) == 3 and wl.forecast.forecast is curve
-    # the curve ends at END + 6 h; with a 300 s lead it covers decisions up to END + 6 h - 300 s
-    env.clock.advance(21600 - 300 - 3660)
+    # the curve ends 6 h after its cutoff; with a 300 s lead it covers decisions up to 6 h - 300 s after it
+    env.clock.advance(b0(wl) + 21600 - 300 - env.clock())
     observe(env, wl)  # a current observation: staleness of the observation is not what this test is about
     assert env.reg.decision(wl).reason is Reason.FORECAST
     env.clock.advance(1)  # the observation is 1 s old: current
@@ -202,7 +214,8 @@ def test_a_metadata_change_mid_fit_is_another_workload_and_leaves_the_fit_alone(
         holder["change"] = lambda: None
         e.reg.tick()  # the next tick fits the edited map for its own inputs
         assert other.forecast.key == other.spec.forecast_key() and other.forecast.forecast is not None
-        assert ("range", Q, END - 5400 + 60, END, 60.0) in e.prom.calls_of("range")
+        end = b0(other)  # its own cutoff (its identity holds its metadata's digest)
+        assert ("range", Q, end - 5400 + 60, end, 60.0) in e.prom.calls_of("range")
         assert json.loads((tmp_path / file_name(*other.key)).read_text())["key"] == forecast_key_hash(other.spec)
     finally:
         e.close()
@@ -220,7 +233,7 @@ def test_recent_point_models_are_re_predicted_between_fits(env):
     env.reg.tick()
     fs = wl.forecast
     assert env.prom.calls_of("range")[-1] == ("range", Q, END + 60 - 29 * 60, END + 60, 60.0)
-    assert (fs.fitted_at, fs.predicted_at) == (T0, T0 + 60)  # re-predicted, not refitted
+    assert (fs.fitted_at, fs.predicted_at) == (b0(wl), T0 + 60)  # re-predicted, not refitted
     assert fs.forecast.t[0] == END + 120 and fs.forecast.t[-1] == fitted.forecast.t[-1]
     observe(env, wl)
     d = env.reg.decision(wl)
@@ -244,7 +257,7 @@ def test_forecasts_survive_a_restart(tmp_path, env):
     try:
         wl2 = e2.workload()
         got = wl2.forecast
-        assert (got.fitted_at, got.model, got.history_max, got.key) == (T0, "naive", 40.0, wl2.spec.forecast_key())
+        assert (got.fitted_at, got.model, got.history_max, got.key) == (b0(wl2), "naive", 40.0, wl2.spec.forecast_key())
         np.testing.assert_array_equal(got.forecast.t, fs.forecast.t)
         np.testing.assert_array_equal(got.forecast.quantiles[0.9], fs.forecast.quantiles[0.9])
         assert e2.reg.decision(wl2).planned == 40.0
@@ -253,7 +266,7 @@ def test_forecasts_survive_a_restart(tmp_path, env):
         # the stored model state warm-starts re-predictions at once
         e2.clock.advance(60)
         e2.reg.tick()
-        assert wl2.forecast.predicted_at == T0 + 60 and wl2.forecast.fitted_at == T0
+        assert wl2.forecast.predicted_at == T0 + 60 and wl2.forecast.fitted_at == b0(wl2)
     finally:
         e2.close()
     # other inputs: the stored curve is not theirs
@@ -325,7 +338,7 @@ def test_an_unreadable_or_malformed_file_is_ignored(tmp_path, env, caplog, conte
         assert wl.forecast == ForecastState()
         assert any(f"ignoring {message} state file {path}" in r.getMessage() for r in caplog.records)
         e.reg.tick()  # and the service fits afresh
-        assert wl.forecast.forecast is not None and wl.forecast.fitted_at == T0
+        assert wl.forecast.forecast is not None and wl.forecast.fitted_at == b0(wl)
     finally:
         e.close()
 
@@ -361,3 +374,65 @@ def test_an_unwritable_state_dir_is_refused_with_a_clear_message(tmp_path):
 def test_file_names_are_safe(tmp_path):
     store = JsonStore(tmp_path)
     assert store.path("team a", "llm/x", "forescale-team-a").name == "team_a__llm_x__forescale-team-a.json"
+
+
+def test_two_replicas_fit_on_the_same_cutoffs_whenever_they_start(env):
+    """Issue 22 (item 6): a replica started mid-interval fits at once on the latest cutoff's window, as one
+    that has been running all along; both refit when the next cutoff is in force (60 s after it), not before."""
+    env.prom.set_range(Q, lambda t: 40.0 + 10.0 * np.sin(t / 5000.0))  # a curve that tells windows apart
+    wl = env.workload()
+    env.reg.tick()
+    c = b0(wl)
+    late_start = c + 3600 + SETTLE_SECONDS - 1  # the other replica starts a second before the next cutoff is in force
+    other = Env(clock=FakeClock(late_start), prom=env.prom)
+    try:
+        wl2 = other.workload()
+        other.reg.tick()
+        assert wl2.key == wl.key and wl2.forecast.fitted_at == wl.forecast.fitted_at == c
+        np.testing.assert_array_equal(wl2.forecast.forecast.t, wl.forecast.forecast.t)
+        np.testing.assert_allclose(wl2.forecast.forecast.quantiles[0.9], wl.forecast.forecast.quantiles[0.9], rtol=1e-12)
+        # the first replica: nothing due until the next cutoff is in force, then a fit on its window
+        env.clock.advance(late_start - env.clock())
+        env.workload()
+        env.reg.tick()
+        assert wl.forecast.fitted_at == c and len(env.prom.calls_of("range")) == 3  # two fits, one re-prediction
+        for e, w in ((env, wl), (other, wl2)):
+            e.clock.advance(1)
+            e.workload()
+            e.reg.tick()
+            assert w.forecast.fitted_at == c + 3600
+        assert env.prom.calls_of("range")[-1] == env.prom.calls_of("range")[-2] == ("range", Q, c + 3600 - 7200 + 60,
+                                                                                   c + 3600, 60.0)
+        np.testing.assert_allclose(wl2.forecast.forecast.quantiles[0.9], wl.forecast.forecast.quantiles[0.9], rtol=1e-12)
+    finally:
+        other.close()
+
+
+def test_a_fit_on_the_first_cutoff_of_a_day_starts_cold_the_others_warm():
+    """Two replicas' warm-start chains meet again: the fit on a day's first cutoff (1 in 24 at refitInterval 1h)
+    starts cold, the next ones from the previous fit's parameters."""
+    pool = InlineExecutor()
+    e = Env(pool=pool)
+    try:
+        e.prom.set_scalar(Q, 12.0)
+        e.prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+        wl = e.workload()
+        p = phase(wl.key, 3600.0)
+        day_anchor = math.floor((T0 - p) / 86400) * 86400 + p + 86400  # the next cutoff at k x 3600 + p with k % 24 == 0
+        day_anchor += 86400 if day_anchor - 3600 + SETTLE_SECONDS <= T0 else 0  # the cutoff before it still ahead
+        assert anchored(day_anchor, 3600.0, wl.key) and not anchored(day_anchor - 3600, 3600.0, wl.key)
+        assert not anchored(day_anchor + 1, 3600.0, wl.key)  # off the cutoffs (a drift alarm's fit at now)
+        e.clock.advance(day_anchor - 3600 + SETTLE_SECONDS - T0)  # the cutoff before it: the first fit, cold (no state)
+        e.workload()
+        e.reg.tick()
+        e.clock.advance(3600)  # the day's first cutoff: cold although a state is there
+        e.workload()
+        e.reg.tick()
+        e.clock.advance(3600)  # the next: warm
+        e.workload()
+        e.reg.tick()
+        jobs = [args[0] for fn, args in pool.submitted if isinstance(args[0], FitJob)]
+        assert [j.t[-1] for j in jobs] == [day_anchor - 3600, day_anchor, day_anchor + 3600]
+        assert [j.warm_state is not None for j in jobs] == [False, False, True]
+    finally:
+        e.close()

@@ -15,6 +15,7 @@ import pytest
 from scaler.policy import Reason
 from scaler.prom import CredentialStore
 from scaler.serve.fitting import FitService
+from scaler.serve.worker import SETTLE_SECONDS, cutoff
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.registry import Registry, RegistryConfig
 from scaler.serve.state import JsonStore
@@ -183,7 +184,7 @@ def test_a_dead_fit_worker_is_replaced_and_the_fit_retried(tmp_path):
     ctx = multiprocessing.get_context("fork")
     h, fits = _fit_env(tmp_path, lambda: ProcessPoolExecutor(1, mp_context=ctx))
     try:
-        pool = fits._pool  # noqa: SLF001 - the pool whose worker this test kills
+        pool = fits.worker.pool  # the pool whose worker this test kills
         pool.submit(int, 1).result()  # the worker exists
         for p in list(pool._processes.values()):  # noqa: SLF001
             os.kill(p.pid, signal.SIGKILL)  # as the OOM killer does
@@ -251,10 +252,12 @@ def test_after_a_restart_overdue_refits_are_spread_over_a_refit_interval(tmp_pat
             fits = [c for c in h.prom.calls_of("range") if c[3] - c[2] > 3600]  # history, not re-prediction
             fitted_at += [clock() for _ in range(len(fits) - len(fitted_at))]
             clock.advance(60)
-        # each refit came once, at its trigger's offset in the hour (a digest of its key, which holds the metadata
-        # digest): 110, 1420, 2284, 2400.3, 2555 and 3172 s after the restart, each at the next whole minute
-        # -- not all six at the first tick
-        assert [t - clock.t + 3600 for t in fitted_at] == [120, 1440, 2340, 2460, 2580, 3180], fitted_at
+        # each refit came once, when its trigger's next cutoff came into force: its next boundary (the whole hour
+        # plus its phase, whole minutes drawn from a digest of its key, which holds the metadata digest) plus the
+        # 60 s settle -- 240, 1140, 1260, 1380, 1980 and 2520 s after the restart, not all six at the first tick
+        restart = clock.t - 3600
+        due = sorted(cutoff(restart, 3600.0, wl.key) + 3600 + SETTLE_SECONDS - restart for wl in h.reg.workloads())
+        assert [t - restart for t in fitted_at] == due == [240, 1140, 1260, 1380, 1980, 2520], fitted_at
     finally:
         h.close()
 

@@ -190,7 +190,7 @@ def test_a_scaledobject_not_polled_for_forget_seconds_is_forgotten(env):
     env.reg.forecasts = rec
     env.prom.set_scalar(Q, 12.0)
     wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale"))
-    env.reg.decision(wl)
+    env.reg.record(wl, env.reg.decision(wl))  # served, as GetMetrics does: exported
     assert env.sample("forescale_observed_qps") == 12.0
     assert env.metrics.registry.get_sample_value("forescale_scaledobjects") == 1
     env.clock.advance(600)
@@ -235,10 +235,10 @@ def test_an_edited_trigger_is_retired_after_its_silence_and_its_series_go(env):
     for retire_after (60 s floor, 3 refresh intervals) while the new one is polled, and its series go with it."""
     env.prom.set_scalar(Q, 12.0)
     old = env.reg.workload("serving", "llm", md())
-    env.reg.decision(old)
+    env.reg.record(old, env.reg.decision(old))  # served: exported
     env.clock.advance(10)
     new = env.reg.workload("serving", "llm", md(metricName="renamed"))
-    env.reg.decision(new)
+    env.reg.record(new, env.reg.decision(new))
     for _ in range(5):  # KEDA polls the new map every 15 s; 60 s of silence for the old one at the end
         env.clock.advance(15)
         env.reg.workload("serving", "llm", md(metricName="renamed"))

@@ -15,6 +15,7 @@ from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
 from scaler.spec import parse_metadata
 from scaler.serve.tuning import TuningService, tuning_key
+from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
 from support.clock import FakeClock
 from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
 
@@ -46,7 +47,15 @@ class Env(Harness):
         super().__init__(clock, prom or FakePrometheus(), md(), metrics=metrics, tuning=self.tuning)
 
 
-def scripted(prom: FakePrometheus, hours: float = 24.0) -> FakePrometheus:
+def tc(wl, now: float = T0) -> float:
+    """The tuning cutoff in force at ``now``: the latest day boundary plus the trigger's phase, >= 60 s old."""
+    c = cutoff(now, 86400.0, wl.key)
+    assert now - 86400 - SETTLE_SECONDS < c <= now - SETTLE_SECONDS and (c - phase(wl.key, 86400.0)) % 86400 == 0
+    return c
+
+
+def scripted(prom: FakePrometheus, hours: float = 48.0) -> FakePrometheus:
+    """Data from ``hours`` before T0 (48 h: the 1 d window up to any cutoff in force at T0 is full)."""
     prom.set_scalar(Q, 12.0)
     prom.set_range(Q, lambda t: np.where(t > T0 - hours * 3600, 30.0, np.nan))
     return prom
@@ -66,14 +75,15 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     env.reg.tick()
     job = env.pool.jobs[0]
     assert len(env.pool.jobs) == 1
-    assert env.prom.calls_of("range") == [("range", Q, T0 - 86400 + 60, T0, 60.0)]
+    c = tc(wl)  # the history ends at the cutoff, not at now: the same in every replica
+    assert env.prom.calls_of("range") == [("range", Q, c - 86400 + 60, c, 60.0)]
     assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, 1440,
                                                                                       10.0, MissTarget(0.005))
     assert job.span_seconds == 43200.0 and job.cold_start_seconds == 600.0  # half the history it got
     assert np.all(job.y == 30.0)
     assert not env.tuning.busy(wl)
     t = wl.tuned
-    assert (t.label, t.policy, t.chosen_at, t.met, t.miss, t.cost_ratio) == ("reactive x1.2", "reactive", T0, True,
+    assert (t.label, t.policy, t.chosen_at, t.met, t.miss, t.cost_ratio) == ("reactive x1.2", "reactive", c, True,
                                                                             0.002, 1.3)
     assert t.key == tuning_key(wl.declared)
     # the running spec has the chosen knobs, the declared one is untouched; the metric and target are the same
@@ -85,18 +95,23 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     assert env.sample("forescale_tuning_runs_total", outcome="chosen") == 1
     assert env.sample("forescale_tuning_expected_miss_ratio") == 0.002
     assert env.sample("forescale_tuning_expected_cost_ratio") == 1.3
-    assert env.sample("forescale_tuning_last_run_timestamp_seconds") == T0
+    assert env.sample("forescale_tuning_last_run_timestamp_seconds") == c
     assert env.sample("forescale_tuning_info", policy="reactive", mode="reactive", model="", quantile="",
                       level_correction="", headroom="1.2", hpa_tolerance="0.1", target_met="true", applied="true") == 1
     doc = json.loads((tmp_path / file_name(*wl.key)).read_text())
     assert (doc["version"], doc["key"], doc["label"], doc["settings"]) == (1, t.key, "reactive x1.2",
                                                                            CHOICE["settings"])
-    assert doc["figures"]["points"] == 40 and doc["chosen_at"] == T0
-    # fresh: the next ticks run nothing until tuningInterval (24 h) has passed
-    env.clock.advance(600)
+    assert doc["figures"]["points"] == 40 and doc["chosen_at"] == c
+    # fresh: the next ticks run nothing until the next cutoff (a day later) is in force
+    env.clock.advance(c + 86400 + SETTLE_SECONDS - 1 - T0)
     env.workload()
     env.reg.tick()
     assert len(env.pool.jobs) == 1
+    env.clock.advance(1)
+    env.workload()
+    env.reg.tick()
+    assert len(env.pool.jobs) == 2 and wl.tuned.chosen_at == c + 86400
+    assert env.prom.calls_of("range")[-1] == ("range", Q, c + 60, c + 86400, 60.0)
 
 
 def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
@@ -104,8 +119,8 @@ def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
     wl = env.workload()
     env.reg.tick()
     tuned = wl.tuned
-    e2 = Env(state_dir=tmp_path, answer=RuntimeError("no sweep expected"), prom=env.prom,
-             clock=FakeClock(T0 + 3600))
+    later = tc(wl) + 86400 + SETTLE_SECONDS - 1  # restarted a second before the next cutoff is in force
+    e2 = Env(state_dir=tmp_path, answer=RuntimeError("no sweep expected"), prom=env.prom, clock=FakeClock(later))
     try:
         wl2 = e2.workload()
         assert wl2.tuned == tuned and (wl2.spec.mode, wl2.spec.headroom) == ("reactive", 1.2)
@@ -116,7 +131,7 @@ def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
     finally:
         e2.close()
     # declared inputs the choice does not fit: the stored choice is not used, tuning runs again
-    e3 = Env(state_dir=tmp_path, prom=env.prom, clock=FakeClock(T0 + 3600))
+    e3 = Env(state_dir=tmp_path, prom=env.prom, clock=FakeClock(later))
     try:
         wl3 = e3.workload(targetMiss="0.001")
         assert wl3.tuned is None and wl3.spec.headroom == 1.4
@@ -194,7 +209,13 @@ def test_a_short_history_waits_without_failing_and_is_looked_at_again(tmp_path, 
         assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 1
         assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
         assert [r.levelno for r in caplog.records if "waits for history" in r.getMessage()] == [logging.INFO]
-        assert any("20.0 h of history, the first selection needs 24.0 h" in r.getMessage() for r in caplog.records)
+        # covered at the latest whole-hour boundary (+ the trigger's phase, >= 60 s old), from the first point
+        # after T0 - 20 h (T0 - 71940): latest - T0 + 72000 s
+        latest = cutoff(T0, 3600.0, wl.key)
+        have = (latest - T0 + 72000) / 3600
+        assert 18.9 < have <= 20.0
+        assert any(f"{have:.1f} h of history, the first selection needs 24.0 h" in r.getMessage()
+                   for r in caplog.records)
         # 4 h are missing, so it looks again after RETRY_SECONDS (1 h, the most it waits), not before
         e.clock.advance(3000)
         e.workload()  # KEDA keeps asking
@@ -269,3 +290,31 @@ def test_tuning_replays_the_t_cold_in_force_the_clusters_not_cold_start_seconds(
         assert tuning_key(wl.declared) != tuning_key(plain)  # another source of T_cold: another choice
     finally:
         e.close()
+
+
+def test_a_first_choice_is_made_on_the_same_window_by_a_replica_that_looks_later(tmp_path):
+    """Issue 22 (item 6): with a short history the first choice is made on the earliest whole-hour boundary
+    (plus the trigger's phase) whose window covers tuningMinHistory -- the same for a replica that first looks
+    hours later, which queries its own latest window and cuts it there."""
+    runs = []
+    for looks in (0.0, 5 * 3600.0):
+        prom = scripted(FakePrometheus(), hours=20.0)  # first point T0 - 71940: 24 h covered from T0 + 4 h on
+        e = Env(state_dir=tmp_path / str(looks), prom=prom, clock=FakeClock(T0 + 4 * 3600 + looks))
+        try:
+            wl = e.workload()
+            first = cutoff(T0 + 4 * 3600 - 60 + 3600, 3600.0, wl.key)  # the first boundary at or after T0 + 4 h
+            assert T0 + 4 * 3600 - 60 <= first < T0 + 5 * 3600
+            e.clock.t = max(e.clock.t, first + SETTLE_SECONDS)  # the first replica looks once it is in force
+            # the premise: the day's cutoff in force is before it (a later one would cover the day by itself)
+            assert tc(wl, e.clock.t) < first
+            e.reg.tick()
+            assert len(e.pool.jobs) == 1 and wl.tuned.chosen_at == first
+            job = e.pool.jobs[0]
+            assert job.t[-1] == first and len(job.t) == 1440  # the 1 d window up to it, whatever the time now
+            runs.append((e.prom.calls_of("range")[-1][3], job.t, job.y))
+        finally:
+            e.close()
+    (end_a, t_a, y_a), (end_b, t_b, y_b) = runs
+    assert end_b > end_a  # the later replica queried a later window...
+    np.testing.assert_array_equal(t_a, t_b)  # ...and swept the same history
+    np.testing.assert_array_equal(y_a, y_b)

@@ -152,6 +152,7 @@ def test_a_reactive_switch_leaves_no_stale_forecast_or_model_series(env):
     import dataclasses
     wl.spec = dataclasses.replace(wl.spec, mode="reactive")  # as a tuned choice would
     d = env.reg.decision(wl)
+    env.reg.record(wl, d)
     assert d.reason is Reason.MODE_REACTIVE
     assert env.sample("forescale_model_info", model="naive") is None
     assert env.sample("forescale_forecast_qps", quantile="0.9") is None
@@ -198,3 +199,20 @@ def test_tuning_choices_are_logged_with_why_and_cut(env):
         ("predictive naive q0.95", "predictive", True, 0.002, 1.2)
     assert t["why"].startswith("40 configurations swept (7 Pareto)") and "\x00" not in t["why"]
     assert len(t["why"]) == 203  # cut at 200 characters + "..."
+
+
+def test_a_decision_changes_nothing_its_caller_records_it(env):
+    """Issue 22 (item 7): ``decision()`` has no side effects -- no metric, score or log entry moves until the
+    caller records what it served."""
+    from prometheus_client import generate_latest
+
+    wl, _ = env.minute(LEVEL)
+
+    def state():
+        return generate_latest(env.metrics.registry), env.watch.log(wl), env.watch.summary(wl, env.clock())
+
+    before = state()
+    decisions = [env.reg.decision(wl) for _ in range(3)]
+    assert state() == before and len({(d.planned, d.reason) for d in decisions}) == 1
+    env.reg.record(wl, decisions[0])
+    assert state() != before and len(env.watch.log(wl)["decisions"]) == len(before[1]["decisions"]) + 1
