@@ -284,7 +284,8 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
         return {}
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
     ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
-    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
+    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)),
+                **({"events": tuple(settings.events)} if settings.events else {}))
 
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
