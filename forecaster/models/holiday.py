@@ -7,13 +7,17 @@ user's events out of what it sees and puts their effect back on the forecast:
   event's span is replaced by the same moment a week before (else a week after;
   ``calendar.substitute_mask``), so a past holiday's dip or a launch's spike is not learned as part of the
   weekly shape, and a seasonal copy never repeats it.
-* **Learned effects.** The effect of a past occurrence is the mean log ratio of what happened to what the
-  substitution says an ordinary day held at the same moment, ``mean(log(y + c) - log(y_ordinary + c))`` over
-  its points (``c`` = 5 % of the mean rate, as Prophet's log transform). Holidays share one effect: the median
-  over the past holiday days in the history (a holiday day or a widened ``holidayWindow`` day, each counted
-  once; a day needs a quarter of its points with a substitute). An event's effect is learned per name, from
-  its past occurrences, only for events without a ``multiplier`` (with one, ``scaler.policy.decide`` applies
-  the user's multiplier; learning it too would count it twice).
+* **Learned effects.** The effect of a past occurrence is the log ratio of what happened to what the
+  substitution says an ordinary day held over the same points, ``log((sum y + n c) / (sum y_ordinary + n c))``
+  (``c`` = 5 % of the mean rate, as Prophet's log transform; sums, so the busy hours weigh most). Holidays share
+  one effect: the median over the past holiday days in the history (a holiday day or a widened
+  ``holidayWindow`` day, each counted once; a day needs a quarter of its points with a substitute, so the first
+  hours of a holiday in progress count). An event's effect is learned per name, from its past occurrences,
+  only for events without a ``multiplier`` (with one, ``scaler.policy.decide`` applies the user's multiplier;
+  learning it too would count it twice). **Against ordinary change**: the same ratio between each whole
+  ordinary day and the same weekday a week before (growth, noise; ``drift``) gives a median, subtracted from
+  the effect, and a robust spread: an effect within ``STAND_OUT`` (2) spreads of it is not told apart from an
+  ordinary week and is 0.
 * **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``,
   the shared effect (0, an ordinary day, when the history holds no past holiday); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
@@ -41,6 +45,7 @@ from ..calendar import DAY, LEARNED, ORDINARY, substitute_mask, weekday_of_day
 WEEK = 7 * DAY
 OFFSET_SHARE = 0.05  # c = 5 % of the mean rate in the log ratios (as Prophet's transform)
 MIN_DAY_SHARE = 0.25  # a past holiday day counts when at least this share of its points has a substitute
+STAND_OUT = 2.0  # an effect is used only beyond this many robust spreads of ordinary days' week-on-week change
 
 
 @dataclass(frozen=True)
@@ -122,11 +127,34 @@ def clean_history(series: Series, rule: HolidayRule) -> tuple[np.ndarray, np.nda
 
 
 def _log_ratio(y: np.ndarray, ordinary: np.ndarray, c: float) -> tuple[float, int]:
+    """log((sum y + n c) / (sum ordinary + n c)) over the ``n`` points where both are finite."""
     ok = np.isfinite(y) & np.isfinite(ordinary)
     n = int(ok.sum())
     if not n:
         return 0.0, 0
-    return float(np.mean(np.log(np.maximum(y[ok], 0.0) + c) - np.log(np.maximum(ordinary[ok], 0.0) + c))), n
+    a, b = float(np.maximum(y[ok], 0.0).sum()), float(np.maximum(ordinary[ok], 0.0).sum())
+    return math.log(a + n * c) - math.log(b + n * c), n
+
+
+def drift(t: np.ndarray, y: np.ndarray, marked: np.ndarray, step: float, c: float) -> tuple[float, float]:
+    """How ordinary days differ from the same weekday a week before in the history: the median and the robust
+    spread (1.4826 x MAD) of ``log((sum y_d + n c) / (sum y_{d-7} + n c))`` over the whole ordinary days whose week
+    before is a whole ordinary day too; (0, 0) with fewer than 3 such days."""
+    per = max(1, int(round(DAY / step)))
+    n_day = np.floor(t / DAY).astype(np.int64)
+    first = int(n_day[0]) + (0 if t[0] % DAY < 1e-6 else 1)
+    last = int(np.floor((t[-1] + step) / DAY)) - 1  # the last whole day
+    whole: dict[int, np.ndarray] = {}
+    for d in range(first, last + 1):
+        i0 = int(round((d * DAY - t[0]) / step))
+        seg = slice(i0, i0 + per)
+        if i0 >= 0 and i0 + per <= len(t) and not marked[seg].any():
+            whole[d] = y[seg]
+    r = [_log_ratio(whole[d], whole[d - 7], c)[0] for d in whole if d - 7 in whole]
+    if len(r) < 3:
+        return 0.0, 0.0
+    med = float(np.median(r))
+    return med, 1.4826 * float(np.median(np.abs(np.asarray(r) - med)))
 
 
 def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.ndarray) -> Effects:
@@ -134,8 +162,18 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
     t, y = series.t, np.asarray(series.y, dtype=float)
     fin = np.isfinite(clean)
     c = max(OFFSET_SHARE * float(np.mean(clean[fin])), 1e-9) if fin.any() else 1e-9
+    weekday = _weekday_ratios(t, clean, c, series.step, rule.holiday_as) if rule.days and rule.holiday_as <= 6 else ()
+    learn_days = bool(rule.days) and rule.holiday_as == LEARNED
+    if not (learn_days or any(s.learn for s in rule.spans)):
+        return Effects(offset=c, weekday=weekday)
+    base, spread = drift(t, y, rule.marked(t), series.step, c)
+
+    def effect(values: list[float]) -> float:  # the median, less the drift, kept only where it stands out
+        e = float(np.median(values)) - base if values else 0.0
+        return e if abs(e) > STAND_OUT * spread else 0.0
+
     per_day = []
-    if rule.days and rule.holiday_as == LEARNED:
+    if learn_days:
         n_day = np.floor(t / DAY).astype(np.int64)
         full = max(1, int(round(DAY / series.step)))
         for d in sorted(set(n_day[rule.on_day(t)].tolist())):
@@ -150,11 +188,8 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
             e, n = _log_ratio(y[on], ordinary[on], c)
             if n:
                 events.setdefault(s.name, []).append(e)
-    weekday: tuple[float, ...] = ()
-    if rule.days and 0 <= rule.holiday_as <= 6:
-        weekday = _weekday_ratios(t, clean, c, series.step, rule.holiday_as)
-    return Effects(offset=c, holiday=float(np.median(per_day)) if per_day else 0.0, holidays_seen=len(per_day),
-                   events=tuple((n, float(np.median(v))) for n, v in sorted(events.items())), weekday=weekday)
+    return Effects(offset=c, holiday=effect(per_day), holidays_seen=len(per_day),
+                   events=tuple((n, effect(v)) for n, v in sorted(events.items()) if effect(v) != 0.0), weekday=weekday)
 
 
 def _weekday_ratios(t: np.ndarray, clean: np.ndarray, c: float, step: float, holiday_as: int) -> tuple[float, ...]:

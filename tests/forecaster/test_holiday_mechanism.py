@@ -41,10 +41,13 @@ def weeks(n: int = 3, holiday_value: float | None = 50.0) -> Series:
 
 
 # the clean (substituted) 3 weeks are exactly the pattern: mean = 100 x mean(weekday + 1) + mean(hour)
-# = 100 x 4 + 11.5 = 411.5, so c = 5 % = 20.575; the one past holiday's effect is
-# mean over the hours of log(50 + h + c) - log(400 + h + c)  (about -1.66: the holiday runs at ~19 % of a Thursday)
+# = 100 x 4 + 11.5 = 411.5, so c = 5 % = 20.575; the one past holiday's effect is the log ratio of its day's sum
+# to the substituted day's (Thursday 11-12), both plus 24 c:
+# log((24 x 50 + 276 + 24 c) / (24 x 400 + 276 + 24 c)) = log(1969.8 / 10369.8) = -1.661 (the holiday runs at
+# ~19 % of a Thursday). Ordinary days equal their week before (ratio 0, spread 0): no drift to subtract, and
+# any effect stands out.
 C = 0.05 * 411.5
-EFFECT = float(np.mean(np.log(50.0 + HOUR + C) - np.log(400.0 + HOUR + C)))
+EFFECT = math.log((24 * 50.0 + HOUR.sum() + 24 * C) / (24 * 400.0 + HOUR.sum() + 24 * C))
 THU, FRI = slice(3 * 24, 4 * 24), slice(4 * 24, 5 * 24)  # in a forecast from Sunday 11-22 24:00: 11-26, 11-27
 HOLIDAYS = (day(2026, 11, 19), day(2026, 11, 26))
 
@@ -55,7 +58,7 @@ def policy_model(name: str, holiday_as: int, days=HOLIDAYS, events=()):
 
 
 def test_effect_value_is_what_the_comment_derives():
-    assert EFFECT == pytest.approx(-1.66, abs=0.01)
+    assert EFFECT == pytest.approx(-1.661, abs=0.001)
 
 
 def test_learned_effect_on_a_holiday_ahead_and_state_round_trip():
@@ -124,7 +127,8 @@ def test_substitution_takes_two_weeks_back_when_the_week_before_is_a_holiday_too
 
 def test_past_events_learned_per_name_and_substituted():
     """A 'promo' without a multiplier on Tuesday 11-10 10:00-14:00 doubled the traffic (y x 2); the history is
-    substituted there (so the next Tuesday is ordinary) and its effect is learned: mean log((2y + c) / (y + c));
+    substituted there (so the next Tuesday is ordinary) and its effect is learned: log((2 sum y + 4 c) / (sum y + 4 c))
+    over its 4 hours (about +0.67);
     the promo again on Tuesday 11-24 10:00-14:00 is forecast with it. A 'launch' with a multiplier is only
     substituted (decide applies the multiplier)."""
     s = weeks(holiday_value=None)
@@ -138,7 +142,7 @@ def test_past_events_learned_per_name_and_substituted():
                       "launch,2026-11-17T10:00:00Z,2026-11-17T14:00:00Z,3,\n")
     f = policy_model("seasonal_naive", LEARNED, days=(), events=ev).fit(s)
     base = 200.0 + np.arange(10, 14)  # Tuesday 10:00-13:00 ordinary
-    e = float(np.mean(np.log(2 * base + C) - np.log(base + C)))
+    e = math.log((2 * base.sum() + 4 * C) / (base.sum() + 4 * C))
     assert dict(f.effects.events) == {"promo": pytest.approx(e, rel=1e-9)}
     fc = f.predict(7 * 24)
     tue = 24 + np.arange(24)  # Tuesday 11-24 in the forecast
@@ -178,3 +182,31 @@ def test_no_holiday_in_the_history_or_ahead_leaves_the_forecast_unchanged(holida
         hol = policy_model(name, holiday_as, days=far).fit(s).predict(48, (0.8,))
         np.testing.assert_array_equal(hol.mean, plain.mean)
         np.testing.assert_array_equal(hol.quantiles[0.8], plain.quantiles[0.8])
+
+
+def test_an_effect_within_ordinary_week_on_week_change_is_not_applied():
+    """Ordinary days vary week on week (each day's level x exp(N(0, 0.1)), seeded: day-on-week-before log ratios
+    spread ~0.14); a holiday at 95 % of its Thursday (log ratio ~ -0.05) is within that noise: its effect is 0
+    (an ordinary day), while one at 50 % (~ -0.69) is applied, less the ordinary days' median change."""
+    from forecaster.models.holiday import drift
+
+    def traffic(holiday_share: float) -> Series:
+        s = weeks(holiday_value=None)
+        n_day = np.floor(s.t / DAY).astype(int)
+        level = np.exp(np.random.default_rng(1).normal(0.0, 0.1, 21))
+        y = s.y * level[n_day - n_day[0]]
+        on = np.flatnonzero(n_day == day(2026, 11, 19))
+        y[on] = y[on - 7 * 24] * holiday_share  # the holiday: this share of the Thursday before
+        return Series(s.t, y, s.step)
+
+    small = policy_model("seasonal_naive", LEARNED).fit(traffic(0.95))
+    assert small.effects.holidays_seen == 1 and small.effects.holiday == 0.0
+    s = traffic(0.5)
+    big = policy_model("seasonal_naive", LEARNED).fit(s)
+    c = big.effects.offset
+    base, spread = drift(s.t, s.y, big.rule.marked(s.t), s.step, c)
+    assert 0.05 < spread < 0.4
+    thu = np.flatnonzero(np.floor(s.t / DAY).astype(int) == day(2026, 11, 19))
+    raw = math.log((s.y[thu].sum() + 24 * c) / (s.y[thu - 7 * 24].sum() + 24 * c))  # about log(0.5)
+    assert raw == pytest.approx(-0.69, abs=0.05)
+    assert big.effects.holiday == pytest.approx(raw - base, rel=1e-9) and abs(raw - base) > 2 * spread
