@@ -7,19 +7,21 @@ user's events out of what it sees and puts their effect back on the forecast:
   event's span is replaced by the same moment a week before (else a week after;
   ``calendar.substitute_mask``), so a past holiday's dip or a launch's spike is not learned as part of the
   weekly shape, and a seasonal copy never repeats it.
-* **Learned effects.** The effect of a past occurrence is the log ratio of what happened to what the
+* **Learned effects.** The effect of an occurrence is the log ratio of what happened to what the
   substitution says an ordinary day held over the same points, ``log((sum y + n c) / (sum y_ordinary + n c))``
-  (``c`` = 5 % of the mean rate, as Prophet's log transform; sums, so the busy hours weigh most). Holidays share
-  one effect: the median over the past holiday days in the history (a holiday day or a widened
-  ``holidayWindow`` day, each counted once; a day needs a quarter of its points with a substitute, so the first
-  hours of a holiday in progress count). An event's effect is learned per name, from its past occurrences,
+  (``c`` = 5 % of the mean rate, as Prophet's log transform; sums, so the busy hours weigh most). A holiday's
+  effect is learned from its own occurrence only, as Prophet's holidays table has one effect per holiday: the
+  history (at most 90 days) never holds last year's, so what is learned is **the holiday in progress**, from
+  its first hours (a quarter of the day observed) to its end; a holiday not yet begun is an ordinary day.
+  (One effect shared by all holidays was measured and dropped: it carried Christmas' dip onto New Year,
+  docs/events.md.) An event's effect is learned per name, from its past occurrences,
   only for events without a ``multiplier`` (with one, ``scaler.policy.decide`` applies the user's multiplier;
   learning it too would count it twice). **Against ordinary change**: the same ratio between each whole
   ordinary day and the same weekday a week before (growth, noise; ``drift``) gives a median, subtracted from
   the effect, and a robust spread: an effect within ``STAND_OUT`` (2) spreads of it is not told apart from an
   ordinary week and is 0.
-* **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``,
-  the shared effect (0, an ordinary day, when the history holds no past holiday); ``ordinary``: no effect;
+* **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``
+  with the effect of that holiday (0, an ordinary day, before it has begun); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
   substituted history (a day-level factor; ``prophet`` and ``seasonal_naive`` instead evaluate their own
   curve / copy that weekday's profile, ``native``). A future event with a learned effect gets it over
@@ -99,18 +101,17 @@ class Effects:
     """Log effects learned at fit time."""
 
     offset: float = 0.0  # c
-    holiday: float = 0.0  # shared holiday effect (LEARNED)
-    holidays_seen: int = 0  # past holiday days it was learned from
+    holidays: tuple[tuple[int, float], ...] = ()  # (epoch day, effect): the holiday in progress, learned from its start
     events: tuple[tuple[str, float], ...] = ()  # (name, effect) for learned events with a past occurrence
     weekday: tuple[float, ...] = ()  # 7 log ratios: level of holidayAs / level of each weekday (weekday rule)
 
     def to_state(self) -> dict:
-        return {"offset": self.offset, "holiday": self.holiday, "holidays_seen": self.holidays_seen,
+        return {"offset": self.offset, "holidays": [list(h) for h in self.holidays],
                 "events": [list(e) for e in self.events], "weekday": list(self.weekday)}
 
     @staticmethod
     def from_state(d: dict) -> "Effects":
-        return Effects(float(d.get("offset", 0.0)), float(d.get("holiday", 0.0)), int(d.get("holidays_seen", 0)),
+        return Effects(float(d.get("offset", 0.0)), tuple((int(n), float(v)) for n, v in d.get("holidays", ())),
                        tuple((str(n), float(v)) for n, v in d.get("events", ())),
                        tuple(float(x) for x in d.get("weekday", ())))
 
@@ -172,15 +173,14 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
         e = float(np.median(values)) - base if values else 0.0
         return e if abs(e) > STAND_OUT * spread else 0.0
 
-    per_day = []
-    if learn_days:
-        n_day = np.floor(t / DAY).astype(np.int64)
-        full = max(1, int(round(DAY / series.step)))
-        for d in sorted(set(n_day[rule.on_day(t)].tolist())):
-            on = n_day == d
+    per_day: list[tuple[int, float]] = []
+    if learn_days:  # the holiday in progress at the end of the history (a day that is still ahead of its last point)
+        d = int(np.floor((t[-1] + series.step) / DAY))
+        if (t[-1] + series.step) % DAY > 1e-6 and d in set(rule.days):
+            on = np.floor(t / DAY).astype(np.int64) == d
             e, n = _log_ratio(y[on], ordinary[on], c)
-            if n >= MIN_DAY_SHARE * full:
-                per_day.append(e)
+            if n >= MIN_DAY_SHARE * DAY / series.step and effect([e]) != 0.0:
+                per_day.append((d, effect([e])))
     events: dict[str, list[float]] = {}
     for s in rule.spans:
         if s.learn and s.end <= t[-1] + series.step:
@@ -188,7 +188,7 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
             e, n = _log_ratio(y[on], ordinary[on], c)
             if n:
                 events.setdefault(s.name, []).append(e)
-    return Effects(offset=c, holiday=effect(per_day), holidays_seen=len(per_day),
+    return Effects(offset=c, holidays=tuple(per_day),
                    events=tuple((n, effect(v)) for n, v in sorted(events.items()) if effect(v) != 0.0), weekday=weekday)
 
 
@@ -215,7 +215,10 @@ def log_factor(t: np.ndarray, rule: HolidayRule, eff: Effects) -> np.ndarray:
         on = rule.on_day(t)
         if on.any():
             if rule.holiday_as == LEARNED:
-                f[on] += eff.holiday
+                if eff.holidays:
+                    learned_days = dict(eff.holidays)
+                    n_on = np.floor(t[on] / DAY).astype(np.int64)
+                    f[on] += np.array([learned_days.get(int(n), 0.0) for n in n_on])
             elif eff.weekday:
                 f[on] += np.asarray(eff.weekday)[weekday_of_day(np.floor(t[on] / DAY).astype(np.int64))]
     learned = dict(eff.events)
