@@ -37,7 +37,8 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 # and ``ordinary`` (an ordinary day of its own weekday: the history's past holidays are substituted, nothing more)
 LEARNED, ORDINARY = 7, 8
 HOLIDAY_AS_NAMES = WEEKDAYS + ("learned", "ordinary")
-DEFAULT_HOLIDAY_AS = "sunday"
+DEFAULT_HOLIDAY_AS = "learned"  # as scaler.keys declares holidayAs' default
+DEFAULT_HOLIDAY_AS_CODE = LEARNED
 EVENT_FIELDS = ("name", "start", "end", "multiplier", "floor_qps")
 
 
@@ -383,7 +384,7 @@ def as_weekday_times(t: np.ndarray, days: np.ndarray, holiday_as: int) -> np.nda
     return np.where(hol, t + shift, t)
 
 
-__all__ = ["CalendarError", "DAY", "DEFAULT_HOLIDAY_AS", "EVENT_FIELDS", "Event", "HOLIDAY_AS_NAMES", "LEARNED",
+__all__ = ["CalendarError", "DAY", "DEFAULT_HOLIDAY_AS", "DEFAULT_HOLIDAY_AS_CODE", "EVENT_FIELDS", "Event", "HOLIDAY_AS_NAMES", "LEARNED",
            "MAX_EVENTS_BYTES", "ORDINARY", "WEEKDAYS", "apply_events", "as_weekday_times", "check_floors", "day_mask",
            "holiday_as_name", "holiday_days", "load_events", "parse_events", "parse_holidays_spec", "parse_weekday",
            "shift_off_holidays", "substitute_holidays", "substitute_mask", "weekday_of_day"]

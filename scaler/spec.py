@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
-from forecaster.calendar import holiday_as_name, parse_holidays_spec, parse_weekday
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, holiday_as_name, parse_holidays_spec, parse_weekday
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source, to_metadata as cold_metadata
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
@@ -134,7 +134,7 @@ class ScalerSpec:
     floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
     holidays: str = ""  # holidays: "US", "US-CA"; "" = off (forecaster.calendar)
     holiday_window: int = 0  # holidayWindow, days
-    holiday_as: int = 6  # holidayAs: weekday, Monday = 0
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs: weekday (Monday = 0), LEARNED or ORDINARY
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
 
     def forecast_key(self) -> tuple:

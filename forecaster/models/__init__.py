@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..base import Fitted, Forecaster
+from ..calendar import DEFAULT_HOLIDAY_AS_CODE
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
 from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
@@ -66,7 +67,7 @@ def make(name: str, **options: Any) -> Forecaster:
 
 
 def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float,
-                    holiday_days: tuple[int, ...] = (), holiday_as: int = 6, events: tuple = ()) -> Forecaster:
+                    holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, events: tuple = ()) -> Forecaster:
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
     candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
 

@@ -34,6 +34,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from forecaster.base import Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
@@ -87,7 +88,7 @@ class Settings:
     seed: int = 0
     holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
     holiday_window: int = 0  # holidayWindow, days
-    holiday_as: int = 6  # holidayAs, Monday = 0
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
 

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from forecaster.base import FitFailed, Forecast, InsufficientHistory, Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..policy import Reason
 from .scenario import DAY
@@ -113,7 +114,7 @@ def band(q: float) -> tuple[float, ...]:
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
-              holiday_days: tuple[int, ...] = (), holiday_as: int = 6, special_days: tuple[int, ...] = (),
+              holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, special_days: tuple[int, ...] = (),
               events: tuple = ()) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 

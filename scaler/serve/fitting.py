@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from forecaster.base import Forecast, Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
@@ -71,7 +72,7 @@ class FitJob:
     quantile: float  # the one the policy provisions (model auto scores its candidates on it)
     seed: int = 0
     holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), epoch days over the history and horizon
-    holiday_as: int = 6
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
 
 
