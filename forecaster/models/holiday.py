@@ -4,8 +4,8 @@ A model forecasts *ordinary* days; the wrapper takes holidays (epoch days, ``for
 user's events out of what it sees and puts their effect back on the forecast:
 
 * **History substitution.** Before the inner model is fitted, every point on a holiday day or inside a past
-  event's span is replaced by the same moment a week before (else a week after;
-  ``calendar.substitute_mask``), so a past holiday's dip or a launch's spike is not learned as part of the
+  event's span is replaced by the same moment a week before (else a week after, else two weeks before or
+  after; ``calendar.substitute_mask``), so a past holiday's dip or a launch's spike is not learned as part of the
   weekly shape, and a seasonal copy never repeats it.
 * **Learned effects.** The effect of an occurrence is the log ratio of what happened to what the
   substitution says an ordinary day held over the same points, ``log((sum y + n c) / (sum y_ordinary + n c))``
