@@ -33,7 +33,12 @@ MAX_EVENTS_BYTES = 256 * 1024  # an events file larger than this is refused (a C
 MAX_EVENTS = 2000
 MAX_WINDOW_DAYS = 7
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-DEFAULT_HOLIDAY_AS = "sunday"
+# holidayAs beyond the weekdays: ``learned`` (the effect of the past holidays in the history, else an ordinary day)
+# and ``ordinary`` (an ordinary day of its own weekday: the history's past holidays are substituted, nothing more)
+LEARNED, ORDINARY = 7, 8
+HOLIDAY_AS_NAMES = WEEKDAYS + ("learned", "ordinary")
+DEFAULT_HOLIDAY_AS = "learned"  # as scaler.keys declares holidayAs' default
+DEFAULT_HOLIDAY_AS_CODE = LEARNED
 EVENT_FIELDS = ("name", "start", "end", "multiplier", "floor_qps")
 
 
@@ -47,14 +52,20 @@ def weekday_of_day(n: int | np.ndarray):
 
 
 def parse_weekday(text: str) -> int:
-    """``sunday`` / ``Sun`` / ``6`` -> 6."""
+    """holidayAs: ``sunday`` / ``Sun`` / ``6`` -> 6; ``learned`` -> ``LEARNED``; ``ordinary`` -> ``ORDINARY``."""
     s = str(text).strip().lower()
     if s.isdigit() and 0 <= int(s) <= 6:
         return int(s)
-    for i, name in enumerate(WEEKDAYS):
+    for i, name in enumerate(HOLIDAY_AS_NAMES):
         if len(s) >= 3 and name.startswith(s):
             return i
-    raise CalendarError(f"holidayAs {text!r}: accepted a weekday name (monday ... sunday) or 0-6 (Monday = 0)")
+    raise CalendarError(f"holidayAs {text!r}: accepted a weekday name (monday ... sunday), 0-6 (Monday = 0), "
+                        "learned or ordinary")
+
+
+def holiday_as_name(holiday_as: int) -> str:
+    """``6`` -> ``sunday``, ``LEARNED`` -> ``learned``."""
+    return HOLIDAY_AS_NAMES[int(holiday_as)]
 
 
 def parse_holidays_spec(spec: str) -> tuple[str, str | None]:
@@ -334,18 +345,25 @@ def shift_off_holidays(t: np.ndarray, src: np.ndarray, origin: float, season: fl
 
 def substitute_holidays(t: np.ndarray, y: np.ndarray, days: np.ndarray, season: float = 7 * DAY) -> np.ndarray:
     """``y`` with points on holiday days replaced by the same moment one season before when that is an
-    ordinary, finite point, else one season after, else left as it is (history preprocessing: a past
-    holiday does not teach the model that the next week dips too)."""
+    ordinary, finite point, else one season after, else two seasons before, else two after, else left as it
+    is (history preprocessing: a past holiday does not teach the model that the next week dips too)."""
+    t = np.asarray(t, dtype=float)
+    if not len(days) or len(t) < 2:
+        return np.array(y, dtype=float, copy=True)
+    return substitute_mask(t, y, np.isin(np.floor(t / DAY).astype(np.int64), np.asarray(days, dtype=np.int64)),
+                           season)
+
+
+def substitute_mask(t: np.ndarray, y: np.ndarray, hol: np.ndarray, season: float = 7 * DAY) -> np.ndarray:
+    """``substitute_holidays`` for any marked points (``hol``: True on a holiday or a past event's span)."""
     t = np.asarray(t, dtype=float)
     out = np.array(y, dtype=float, copy=True)
-    if not len(days) or len(t) < 2:
+    if len(t) < 2 or not hol.any():
         return out
     step = float(t[1] - t[0])
     lag = int(round(season / step))
-    days = np.asarray(days, dtype=np.int64)
-    hol = np.isin(np.floor(t / DAY).astype(np.int64), days)
     idx = np.flatnonzero(hol)
-    for shift in (-lag, lag):
+    for shift in (-lag, lag, -2 * lag, 2 * lag):  # the nearest ordinary week: Christmas -> New Year takes 2 back
         j = idx + shift
         ok = (j >= 0) & (j < len(t))
         ok[ok] &= ~hol[j[ok]] & np.isfinite(y[j[ok]])
@@ -366,6 +384,7 @@ def as_weekday_times(t: np.ndarray, days: np.ndarray, holiday_as: int) -> np.nda
     return np.where(hol, t + shift, t)
 
 
-__all__ = ["CalendarError", "DAY", "DEFAULT_HOLIDAY_AS", "EVENT_FIELDS", "Event", "MAX_EVENTS_BYTES", "WEEKDAYS",
-           "apply_events", "as_weekday_times", "check_floors", "day_mask", "holiday_days", "load_events", "parse_events",
-           "parse_holidays_spec", "parse_weekday", "shift_off_holidays", "substitute_holidays", "weekday_of_day"]
+__all__ = ["CalendarError", "DAY", "DEFAULT_HOLIDAY_AS", "DEFAULT_HOLIDAY_AS_CODE", "EVENT_FIELDS", "Event", "HOLIDAY_AS_NAMES", "LEARNED",
+           "MAX_EVENTS_BYTES", "ORDINARY", "WEEKDAYS", "apply_events", "as_weekday_times", "check_floors", "day_mask",
+           "holiday_as_name", "holiday_days", "load_events", "parse_events", "parse_holidays_spec", "parse_weekday",
+           "shift_off_holidays", "substitute_holidays", "substitute_mask", "weekday_of_day"]

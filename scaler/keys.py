@@ -79,7 +79,8 @@ KEYS: tuple[Key, ...] = (
                         "holidays package), UTC days; empty = off: holidays are not copied into the next week and "
                         "are forecast as holidayAs"),
     Key("holidayWindow", "0", "with holidays: days before and after each holiday treated as holidays too (0 to 7)"),
-    Key("holidayAs", "sunday", "with holidays: the weekday a holiday is forecast as when the history holds none "
+    Key("holidayAs", "learned", "with holidays: how a holiday ahead is forecast: learned (the effect of the past "
+                               "holidays in the history; none: an ordinary day), ordinary, or as a weekday "
                                "(monday ... sunday)"),
     Key("eventsFile", "", "path of an events file (a mounted ConfigMap; CSV name,start,end,multiplier,floor_qps or "
                           "YAML; at most 256 KiB), re-read on change: a multiplier or a floor on the planned rate over "

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from forecaster.calendar import LEARNED
 from support.paths import REPO
 from scaler.misstarget import MissTarget
 from scaler.spec import DEFAULTS, KEYS, MetadataError, parse_duration, parse_metadata, to_metadata
@@ -287,7 +288,7 @@ def test_holiday_and_event_keys():
     spec = parse(holidays="us-ca", holidayWindow="1", holidayAs="Sat", eventsFile="/etc/forescale/events.csv")[0]
     assert (spec.holidays, spec.holiday_window, spec.holiday_as, spec.events_file) == ("US-CA", 1, 5,
                                                                                         "/etc/forescale/events.csv")
-    assert parse()[0].holidays == "" and parse()[0].holiday_as == 6  # off; Sunday
+    assert parse()[0].holidays == "" and parse()[0].holiday_as == LEARNED  # off; learned
     assert parse(holidays="US")[0].forecast_key() != parse()[0].forecast_key()  # a change refits
     for key, value, word in (("holidays", "XX", "country code"), ("holidayWindow", "9", "\\[0, 7\\]"),
                              ("holidayAs", "someday", "weekday name"), ("eventsFile", "events.csv", "absolute path")):

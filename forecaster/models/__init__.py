@@ -17,8 +17,10 @@ from dataclasses import fields
 from typing import Any
 
 from ..base import Fitted, Forecaster
+from ..calendar import DEFAULT_HOLIDAY_AS_CODE
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
+from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .naive import NaiveFitted, NaiveForecaster
 from .prophet import ProphetFitted, ProphetForecaster
@@ -65,19 +67,29 @@ def make(name: str, **options: Any) -> Forecaster:
 
 
 def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float,
-                    holiday_days: tuple[int, ...] = (), holiday_as: int = 6) -> Forecaster:
+                    holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, events: tuple = ()) -> Forecaster:
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
     candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
-    ``holiday_days`` (epoch days, ``forecaster.calendar``) go to the models that take them
-    (``takes_holidays``); the others forecast every day as an ordinary day."""
+
+    ``holiday_days`` (epoch days, ``forecaster.calendar``) and ``events`` (``calendar.Event``) go through the one
+    holiday mechanism (``holiday.HolidayForecaster``: the history's holidays and past events substituted, learned
+    effects put back on the forecast), whatever the model. With a weekday ``holiday_as`` the models that have
+    their own weekday rule (``takes_holidays``: prophet's curve on that weekday, seasonal_naive's copy of it)
+    apply it themselves."""
     extra: dict[str, Any] = {"quantile": quantile} if str(name).strip().lower() == "auto" else {}
-    if holiday_days and takes_holidays(name):
+    native = bool(holiday_days) and 0 <= int(holiday_as) <= 6 and takes_holidays(name)
+    if native:
         extra.update(holiday_days=tuple(int(d) for d in holiday_days), holiday_as=int(holiday_as))
-    return make(name, seed=seed, level_half_life=level_half_life, **extra)
+    inner = make(name, seed=seed, level_half_life=level_half_life, **extra)
+    if not (holiday_days or events) or native and not events:
+        return inner  # no calendar, or the model's own weekday rule alone: as before
+    rule = HolidayRule(tuple(int(d) for d in holiday_days), int(holiday_as), spans_of(events))
+    return HolidayForecaster(inner, rule, native=native)
 
 
 def takes_holidays(name: str) -> bool:
-    """Whether the model named ``name`` has a holiday rule (``holiday_days``/``holiday_as`` options)."""
+    """Whether the model named ``name`` has its own weekday holiday rule (``holiday_days``/``holiday_as`` options);
+    every model gets holidays through ``make_for_policy``."""
     cls = _FORECASTERS.get(str(name).strip().lower())
     return cls is not None and "holiday_days" in {f.name for f in fields(cls)}
 
@@ -94,6 +106,8 @@ def from_state(state: dict) -> Fitted:
     if cls is None:
         raise ValueError(f"state names model {name!r}; accepted: {', '.join(NAMES)}")
     try:
+        if "holiday_rule" in state:  # a fit wrapped by the holiday mechanism
+            return HolidayFitted.from_state(state, from_state)
         return cls.from_state(state)
     except (KeyError, TypeError, IndexError) as e:
         raise ValueError(f"malformed {name} state: missing or bad field {e}") from None

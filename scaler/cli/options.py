@@ -228,12 +228,14 @@ def calendar_options(f):
 
     return _compose(
         click.option("--holidays", metavar="CC[-SUB]", default=None,
-                     help="Public holidays of a country (US, US-CA, GB, DE-BY), UTC days: not copied into the next "
-                          "week, forecast as --holiday-as; the accuracy is split into ordinary and holiday/event days."),
+                     help="Public holidays of a country (US, US-CA, GB, DE-BY), UTC days: substituted in the history "
+                          "(not copied into the next week), forecast by --holiday-as; the accuracy is split into "
+                          "ordinary and holiday/event days."),
         click.option("--holiday-window", type=click.IntRange(0, 7), default=int(DEFAULTS["holidayWindow"]),
                      show_default=True, help="Days before and after each holiday treated as holidays too."),
-        click.option("--holiday-as", metavar="WEEKDAY", default=DEFAULTS["holidayAs"], show_default=True,
-                     help="The weekday a holiday is forecast as (monday ... sunday)."),
+        click.option("--holiday-as", metavar="RULE", default=DEFAULTS["holidayAs"], show_default=True,
+                     help="How a holiday ahead is forecast: learned (the effect of the past holidays in the history), "
+                          "ordinary, or a weekday (monday ... sunday)."),
         click.option("--events", "events_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      metavar="FILE", help="Events file (CSV name,start,end,multiplier,floor_qps or YAML): a multiplier "
                                           "or a floor on the planned rate over [start - L, end]."),

@@ -143,11 +143,11 @@ def calendar_json(r: Result) -> dict:
     s = r.settings
     if not (s.holidays or s.events):
         return {}
-    from forecaster.calendar import WEEKDAYS, holiday_days
+    from forecaster.calendar import holiday_as_name, holiday_days
 
     days = holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window) if s.holidays else {}
     return {"calendar": {
-        "holidays": s.holidays or None, "holiday_window": s.holiday_window, "holiday_as": WEEKDAYS[s.holiday_as],
+        "holidays": s.holidays or None, "holiday_window": s.holiday_window, "holiday_as": holiday_as_name(s.holiday_as),
         "holiday_days": [{"start": iso(n * DAY), "end": iso((n + 1) * DAY), "name": name} for n, name in days.items()],
         "events": [{"name": e.name, "start": iso(e.start), "end": iso(e.end), "multiplier": e.multiplier,
                     "floor_qps": e.floor_qps} for e in s.events],

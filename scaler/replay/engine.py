@@ -34,6 +34,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from forecaster.base import Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
@@ -87,7 +88,7 @@ class Settings:
     seed: int = 0
     holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
     holiday_window: int = 0  # holidayWindow, days
-    holiday_as: int = 6  # holidayAs, Monday = 0
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
@@ -285,7 +286,8 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
         return {}
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
     ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
-    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)))
+    return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)),
+                **({"events": tuple(settings.events)} if settings.events else {}))
 
 
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),

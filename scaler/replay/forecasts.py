@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from forecaster.base import FitFailed, Forecast, InsufficientHistory, Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..policy import Reason
 from .scenario import DAY
@@ -113,8 +114,8 @@ def band(q: float) -> tuple[float, ...]:
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
-              holiday_days: tuple[int, ...] = (), holiday_as: int = 6, special_days: tuple[int, ...] = ()
-              ) -> ModelRun:
+              holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, special_days: tuple[int, ...] = (),
+              events: tuple = ()) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -122,7 +123,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     from each cutoff in between. ``horizon`` points per forecast (enough for
     the policy's window from any poll until the next cutoff);
     ``score_points`` = L in steps, the horizon scored. ``quantiles`` must hold
-    ``band(q)``: the scored band at L is that one, whatever else was asked for.
+    ``band(q)``: the scored band at L is that one, whatever else was asked for. ``holiday_days``/``holiday_as``/
+    ``events``: the holiday mechanism (``forecaster.models.make_for_policy``).
     """
     from forecaster import evaluate
 
@@ -133,7 +135,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     step = series.step
     fseries = padded(series.until(end), horizon - 1)  # the last cutoff is end - step
     counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q,
-                                       holiday_days=holiday_days, holiday_as=holiday_as), progress)
+                                       holiday_days=holiday_days, holiday_as=holiday_as, events=events), progress)
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
                                         quantiles=tuple(quantiles))

@@ -28,6 +28,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
+
 from ..policy import PolicyParams
 from .forecasts import Curve
 from .hpa import poll_ticks
@@ -203,7 +205,7 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
         ek = fit_kw.get(s.model)
         if (ek is not None and s.model in packs and ek["horizon"] >= horizon and ek["refit_every"] == kw["refit_every"]
                 and ek.get("holiday_days", ()) == kw.get("holiday_days", ())
-                and ek.get("holiday_as", 6) == kw.get("holiday_as", 6)
+                and ek.get("holiday_as", DEFAULT_HOLIDAY_AS_CODE) == kw.get("holiday_as", DEFAULT_HOLIDAY_AS_CODE)
                 and ek["history_seconds"] == kw["history_seconds"] and ek["level_seconds"] == kw["level_seconds"]
                 and any(abs(q - x) < 1e-9 for x in ek["quantiles"]) and (s.model != "auto" or ek["q"] == q)):
             return packs[s.model].only([q]).curves()

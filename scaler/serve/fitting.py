@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from forecaster.base import Forecast, Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
@@ -79,7 +80,8 @@ class FitJob:
     quantile: float  # the one the policy provisions (model auto scores its candidates on it)
     seed: int = 0
     holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), epoch days over the history and horizon
-    holiday_as: int = 6
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
+    events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
 
 
 def worker_init(parent_pid: int) -> None:
@@ -103,13 +105,19 @@ def worker_init(parent_pid: int) -> None:
 
 
 def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:
-    """FitJob's holiday fields for ``holidays``/``holidayWindow``/``holidayAs`` (none when off)."""
-    if not spec.holidays:
-        return {}
-    from forecaster.calendar import holiday_days
+    """FitJob's holiday fields for ``holidays``/``holidayWindow``/``holidayAs`` and the events of ``eventsFile``
+    (past ones are substituted and learned in the fit: ``forecaster.models.holiday``); none when off."""
+    out: dict = {}
+    if spec.holidays:
+        from forecaster.calendar import holiday_days
 
-    return {"holiday_days": tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window)),
-            "holiday_as": spec.holiday_as}
+        out.update(holiday_days=tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window)),
+                   holiday_as=spec.holiday_as)
+    if spec.events_file:
+        from ..events import FILES
+
+        out["events"] = FILES.get(spec.events_file).events
+    return out
 
 
 def run_fit(job: FitJob) -> dict:
@@ -126,7 +134,7 @@ def run_fit(job: FitJob) -> dict:
             warm = None  # a state from another model or version: fit cold
     fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
                              quantile=job.quantile, holiday_days=job.holiday_days,
-                             holiday_as=job.holiday_as).fit(series, warm_start=warm)
+                             holiday_as=job.holiday_as, events=job.events).fit(series, warm_start=warm)
     fc = fitted.predict(job.horizon, job.quantiles)
     return {
         "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 
 from forecaster.base import Series
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
@@ -120,7 +121,7 @@ class TuningJob:
     families: tuple[str, ...] = SERVER_FAMILIES
     holidays: str = ""  # holidays / holidayWindow / holidayAs: the replay forecasts as the server does
     holiday_window: int = 0
-    holiday_as: int = 6
+    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
 
 
 def run_job(job: TuningJob) -> dict:

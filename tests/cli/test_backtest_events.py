@@ -44,7 +44,7 @@ def test_one_day_on_thanksgiving_is_scored_as_a_holiday_and_an_event_floor_decid
     # 48 cutoffs of 30 min, each scored one step (L = 285 s -> 1 step) ahead: all on Thanksgiving
     assert days["holiday_or_event"]["n"] == 48 and days["ordinary"]["n"] == 0
     cal = doc["calendar"]
-    assert cal["holidays"] == "US" and cal["holiday_as"] == "sunday"
+    assert cal["holidays"] == "US" and cal["holiday_as"] == "learned"
     assert cal["holiday_days"] == [{"start": "2014-11-27T00:00:00Z", "end": "2014-11-28T00:00:00Z",
                                     "name": "Thanksgiving Day"}]
     assert cal["events"][0]["name"] == "rush" and cal["events"][0]["floor_qps"] == 30.0

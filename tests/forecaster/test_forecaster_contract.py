@@ -221,3 +221,25 @@ def test_forecaster_never_imports_scaler():
 def test_every_model_takes_seed_and_level_half_life(name):
     """The server passes the same options to whichever model the metadata names."""
     assert make(name, seed=1, level_half_life=1800.0).seed == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_model_keeps_the_contract_with_holidays(name, series):
+    """The holiday mechanism (make_for_policy with holidays, learned) around every model keeps the contract. The
+    series' last day is a holiday in progress at 40 % of its traffic; 3 days hold no week before it, so nothing is
+    substituted or learned (test_holiday_mechanism has the worked values) and the forecast is the model's own."""
+    from forecaster.models import make_for_policy
+    from forecaster.models.holiday import HolidayFitted
+
+    last_day = int(series.t[-1] // 86400)
+    part = series.until(series.t[-1] - 6 * 3600)  # the holiday's first 18 h are observed
+    y = part.y.copy()
+    y[part.t >= last_day * 86400] *= 0.4
+    s = Series(part.t, y, STEP)
+    f = make_for_policy(name, seed=0, level_half_life=1800.0, quantile=0.9, holiday_days=(last_day,)).fit(s)
+    assert isinstance(f, HolidayFitted) and f.model == name and f.last_t == s.t[-1]
+    fc = f.predict(120, QS)
+    check_forecast(fc, s.t[-1], STEP, 120)
+    back = from_state(json.loads(json.dumps(to_state(f), allow_nan=False)))
+    np.testing.assert_allclose(back.predict(120, QS).mean, fc.mean, rtol=1e-9)
+    np.testing.assert_allclose(fc.mean, f.inner.predict(120, QS).mean, rtol=1e-12)
