@@ -44,7 +44,8 @@ def cutoffs(series: Series, *, start: float, horizon: int, stride: int = 1) -> n
 
 def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float, horizon: int, stride: int = 1,
                          train_window: float | None = None, refit_every: int = 1,
-                         quantiles: Sequence[float] = (), include_now: bool = False) -> list[tuple[float, Forecast]]:
+                         quantiles: Sequence[float] = (), include_now: bool = False,
+                         fit_from: float | None = None) -> list[tuple[float, Forecast]]:
     """Forecasts from rolling origins: a list of ``(cutoff, Forecast)``.
 
     ``start``: the first cutoff (epoch seconds; moved to the grid). ``horizon``:
@@ -57,6 +58,8 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     A refit passes the previous fit as ``warm_start``. ``include_now``: each
     forecast gets one more point first, at ``now = cutoff - step`` (see the
     module docstring); ``score`` and ``level_corrected`` handle both forms.
+    ``fit_from`` (before ``start``): the refits are counted from this cutoff instead, and the ones before
+    ``start`` are made (each warm-starting the next) without forecasting from them.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
@@ -64,8 +67,13 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     out: list[tuple[float, Forecast]] = []
     fitted = None
     since_fit = 0
-    for c in cutoffs(series, start=start, horizon=horizon, stride=stride):
+    first = start if fit_from is None else min(fit_from, start)
+    before = start - 1e-6 * step  # cutoffs before this only fit
+    for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
         c = float(c)
+        if c < before and fitted is not None and since_fit < refit_every:
+            since_fit += 1
+            continue
         past = series.until(c)
         if train_window is not None:
             past = past.tail(train_window)
@@ -78,6 +86,8 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
                 continue
             since_fit = 0
         since_fit += 1
+        if c < before:
+            continue
         recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
         fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
         if include_now:

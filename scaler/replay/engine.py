@@ -37,6 +37,7 @@ from forecaster.base import Series
 
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
+from .fitcache import FitCache
 from .forecasts import ModelRun, band, fit_task, quiet_prophet_import, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
@@ -90,6 +91,7 @@ class Settings:
     holiday_as: int = 6  # holidayAs, Monday = 0
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
+    aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
 
     def lead(self) -> LeadTime:
         lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
@@ -290,7 +292,8 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
         executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
-        scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None) -> Result:
+        scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None,
+        fits: FitCache | None = None) -> Result:
     """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
@@ -303,6 +306,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     ``scaled_objects``: ``manifest.Plan``s (``manifest.plans(documents)``), each replayed as KEDA and the HPA
     run it and added to the table as a policy named by its ``metadata.name`` (``triggers``);
     ``trigger_series``: a prometheus trigger's series by trigger name (``(t, y)`` arrays or ``"observed"``).
+    ``fits``: a ``fitcache.FitCache`` the model fits are taken from and kept in (in this process: with
+    ``jobs`` 1 and no executor; with ``settings.aligned`` a later replay of an overlapping span finds them).
     """
     settings.validate()
     t_all = time.perf_counter()
@@ -346,7 +351,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             need_q[v.model].add(float(v.quantile))
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
-                      level_seconds=settings.level_correction_seconds, seed=settings.seed,
+                      level_seconds=settings.level_correction_seconds, seed=settings.seed, aligned=settings.aligned,
                       **holiday_kw(settings, series, horizon * step)) for m in models}
 
     # batches: the model-free variants at once; a model's variants per quantile once its curves are there
@@ -367,7 +372,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         done += evaluate_batch(ctx, free, None, target_miss)
         tick(len(free))
         for m in models:
-            mr, packed = fit_task(series, m, start, end, fit_kw[m])
+            mr, packed = fit_task(series, m, start, end, dict(fit_kw[m], fits=fits))
             tick(refits)
             runs[m] = restore(mr, packed)
             packs[m] = packed
