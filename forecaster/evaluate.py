@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .base import Forecast, Forecaster, InsufficientHistory, Series
-from .level import level_correct
+from .level import corrector, level_correct, residual_rows
 from .metrics import coverage, mase, pinball, wape
 
 
@@ -104,22 +104,49 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
 
     ``now`` is the last observation before the cutoff; ``observed`` the mean
     of the last ``observed_points`` finite points up to it (1 = the last one).
+    Forecasts of one length and one set of quantiles are corrected as rows of
+    one array (``forecaster.level``'s row functions: the same arithmetic as
+    ``level_correct`` on each, element for element).
     """
     if half_life_seconds <= 0:
         return list(forecasts)
-    out = []
-    for c, fc in forecasts:
-        now = c - series.step
-        i = _index(series, now)
-        obs = np.nan
+    observed = np.full(len(forecasts), np.nan)
+    for k, (c, _) in enumerate(forecasts):
+        i = _index(series, c - series.step)
         if i is not None:
             w = series.y[max(0, i - observed_points + 1):i + 1]
             w = w[np.isfinite(w)]
             if w.size:
-                obs = float(w.mean())
-        if np.isfinite(obs):
-            fc = level_correct(fc, now, obs, half_life_seconds)
-        out.append((c, fc))
+                observed[k] = float(w.mean())
+    if not forecasts:
+        return []
+    h, qs = len(forecasts[0][1]), tuple(forecasts[0][1].quantiles)
+    if h == 0 or any(len(f) != h or tuple(f.quantiles) != qs for _, f in forecasts):
+        out = []
+        for (c, fc), obs in zip(forecasts, observed):
+            out.append((c, level_correct(fc, c - series.step, float(obs), half_life_seconds) if np.isfinite(obs)
+                        else fc))
+        return out
+    ok = np.flatnonzero(np.isfinite(observed))
+    out = list(forecasts)
+    if not ok.size:
+        return out
+    sub = [forecasts[k] for k in ok]
+    t = np.vstack([f.t for _, f in sub])
+    mean = np.vstack([f.mean for _, f in sub])
+    now = np.array([c for c, _ in sub], dtype=float) - series.step
+    r = residual_rows(t, mean, now, observed[ok])
+    moved = r != 0.0  # a zero residual leaves the forecast as it is (level_correct)
+    if not moved.any():
+        return out
+    t, mean, now, r = t[moved], mean[moved], now[moved], r[moved]
+    idx = ok[moved]
+    fix = corrector(t, r, now, half_life_seconds)
+    means = fix(mean)
+    bands = {q: fix(np.vstack([forecasts[k][1].quantiles[q] for k in idx])) for q in qs}
+    for j, k in enumerate(idx):
+        c, fc = forecasts[k]
+        out[k] = (c, Forecast(fc.t, means[j], {q: bands[q][j] for q in qs}, fc.model))
     return out
 
 

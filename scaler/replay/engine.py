@@ -26,7 +26,7 @@ import math
 import multiprocessing
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
@@ -369,10 +369,14 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     done: list[Evaluated] = []
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     if executor is None and jobs <= 1:
-        done += evaluate_batch(ctx, free, None, target_miss)
-        tick(len(free))
-        for m in models:
-            mr, packed = fit_task(series, m, start, end, dict(fit_kw[m], fits=fits))
+        # one process; each model's fits in a thread of their own, so that CmdStan's processes (most of a fit,
+        # outside the GIL) run while this thread replays: the same calls in the same order, the same numbers
+        with ThreadPoolExecutor(max_workers=max(1, len(models)), thread_name_prefix="fits") as fitter:
+            futures = [fitter.submit(fit_task, series, m, start, end, dict(fit_kw[m], fits=fits)) for m in models]
+            done += evaluate_batch(ctx, free, None, target_miss)
+            tick(len(free))
+            fitted = [f.result() for f in futures]
+        for m, (mr, packed) in zip(models, fitted):
             tick(refits)
             runs[m] = restore(mr, packed)
             packs[m] = packed

@@ -92,6 +92,7 @@ class _Counted:
             if (clock_index(float(series.t[-1]), series.step) + 1) % self.chain_steps == 0:
                 warm_start = None  # a chain starts here
         key = None
+        cutoff = float(series.t[-1]) + series.step if len(series) else math.nan
         if self.cache is not None:
             if warm_start is None:
                 key = fit_key(self.config, series.t, series.y, series.step, None)
@@ -105,14 +106,14 @@ class _Counted:
             fitted = self.inner.fit(series, warm_start=warm_start)
         except InsufficientHistory:
             if key is not None:
-                self.cache.put(key, INSUFFICIENT, None)
+                self.cache.put(key, INSUFFICIENT, None, cutoff)
             return self._outcome(INSUFFICIENT, None, warm_start, key)
         except FitFailed:
             if key is not None:
-                self.cache.put(key, FIT_FAILED, None)
+                self.cache.put(key, FIT_FAILED, None, cutoff)
             return self._outcome(FIT_FAILED, None, warm_start, key)
         if key is not None:
-            self.cache.put(key, OK, fitted)
+            self.cache.put(key, OK, fitted, cutoff)
         return self._outcome(OK, fitted, warm_start, key)
 
     def _outcome(self, outcome: str, fitted, warm_start, key: bytes | None):

@@ -150,8 +150,10 @@ def run_job(job: TuningJob, fits=None) -> dict:
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
                                holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
                                aligned=True)
-    tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio, grid=variants.Grid(families=job.families),
-                  fits=cache)
+    end = float(job.t[-1] + job.step)
+    with cache.run(job.name, end, keep_from=end - job.span_seconds - CHAIN_SECONDS):  # before: no run needs them
+        tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
+                      grid=variants.Grid(families=job.families), fits=cache)
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
@@ -163,7 +165,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,
         "knobs": p.knobs(r.tolerance), "target_miss": r.target_miss, "reactive_miss": r.reactive_miss,
         "fits": sum(m.fits for m in r.models.values()), "fits_reused": sum(m.reused for m in r.models.values()),
-        "cache": {k: v - before.get(k, 0) if k in ("hits", "misses", "evictions") else v
+        "cache": {k: v - before.get(k, 0) if k in ("hits", "misses", "refused", "dropped") else v
                   for k, v in cache.stats().items()},
     }
 

@@ -21,7 +21,7 @@ import pickle
 import numpy as np
 import pytest
 
-from scaler.replay.fitcache import FitCache, config_key, fit_key
+from scaler.replay.fitcache import ENTRY_OVERHEAD, FitCache, config_key, fit_key
 from scaler.serve.tuning import TuningJob, fetch_seconds, fit_window, run_job
 
 DAY, HOUR, STEP = 86400.0, 3600.0, 300.0
@@ -87,7 +87,10 @@ def test_the_next_days_job_reuses_the_fits_of_the_overlap(warmed):
     second = run_job(DAY_D1, fits=cache)
     assert second["fits_reused"] == 15 * MODELS  # 45: the docstring's 15 a model
     assert second["cache"]["hits"] == 15 * MODELS and second["cache"]["misses"] == 12 * MODELS
-    assert len(cache) == 27 * MODELS + 12 * MODELS and cache.bytes > size
+    # the run dropped job d's fits it cannot use (A's chain: cutoffs before A 06:00 first, then A 06..22, unused):
+    # the cache holds this run's 27 a model
+    assert len(cache) == 27 * MODELS and second["cache"]["dropped"] == 12 * MODELS
+    assert cache.group_bytes("synthetic") == cache.bytes > 0.8 * size
     # the same job on a cache that keeps nothing: the same selection, every fit made
     fresh = run_job(DAY_D1, fits=FitCache(max_bytes=0))
     assert fresh["fits_reused"] == 0 and fresh["fits"] == second["fits"]
@@ -96,8 +99,7 @@ def test_the_next_days_job_reuses_the_fits_of_the_overlap(warmed):
 
 def test_a_changed_data_point_misses_every_fit_that_reads_it(warmed):
     cache, _ = warmed
-    probe = FitCache()
-    probe._map.update(cache._map)  # job d's fits only (the other test may have added job d+1's)
+    probe = cache.copy()  # job d's fits (and, when the test before ran, job d+1's: the same 6 hits either way)
     # one point changed at B 10:00: the fits at B 00..10 (6) do not read it (they see t < cutoff); every fit
     # from B 12:00 on reads it in its 3-day window: 6 hits a model instead of 15
     changed = job(C_DAY + DAY + 6 * HOUR, y_change=(C_DAY - DAY + 10 * HOUR, 500.0))
@@ -118,34 +120,46 @@ def test_the_key_names_the_window_the_configuration_and_the_chain():
     assert k not in others and len(others) == 4
 
 
-def test_the_cache_is_bounded_by_bytes_least_recently_used_first(warmed):
+def test_the_cache_is_bounded_first_come_first_kept_and_drops_dead_and_stale_fits(warmed):
     cache, _ = warmed
-    fits = [e.fitted for e in cache._map.values() if e.fitted is not None and e.fitted.model == "prophet"]
-    sizes = [e.nbytes for e in cache._map.values() if e.fitted is not None and e.fitted.model == "prophet"]
     # a Prophet fit (3 d at 5 min: daily seasonality only) is a few KB: its parameters and its band table
+    sizes = [e.nbytes for e in cache.entries() if e.fitted is not None and e.fitted.model == "prophet"]
     assert 2_000 < min(sizes) and max(sizes) < 40_000
-    # their size now (a band table memoises a column per quantile predicted since it was stored), + the 64 bytes
-    # counted for the key and the entry
-    each = max(len(pickle.dumps(f, protocol=pickle.HIGHEST_PROTOCOL)) for f in fits[:7]) + 64
-    small = FitCache(max_bytes=3 * each)
-    for i, f in enumerate(fits[:5]):
-        small.put(bytes([i]), "ok", f)
-        assert small.bytes <= 3 * each
-    # 5 puts into room for 3 (at least): the first ones went, the last 3 are there
-    assert small.get(bytes([4])) is not None and small.get(bytes([3])) is not None
-    assert small.get(bytes([0])) is None and small.evictions >= 2
-    # a use makes an entry the most recent: 3 stays when 5 and 6 come in, the unused 2 (or 4) goes
-    small.get(bytes([3]))
-    small.put(bytes([5]), "ok", fits[5])
-    small.put(bytes([6]), "ok", fits[6])
-    assert small.get(bytes([3])) is not None and small.bytes <= 3 * each
-    # an entry larger than the whole bound is not stored; by entries too
+    # one fit stored under several keys: every entry has the same size, its pickled size + the overhead
+    f = next(e.fitted for e in cache.entries() if e.fitted is not None and e.fitted.model == "prophet")
+    fits = [f] * 8
+    each = len(pickle.dumps(f, protocol=pickle.HIGHEST_PROTOCOL)) + ENTRY_OVERHEAD
+    c = FitCache(max_bytes=3 * each)
+    with c.run("a", end=10 * DAY):
+        for i in range(5):
+            c.put(bytes([i]), "ok", fits[i], cutoff=9 * DAY + i * HOUR)
+    # room for 3: the first 3 kept, the 2 that came after refused
+    assert c.bytes == 3 * each and len(c) == 3 and c.refused == 2
+    assert c.get(bytes([4])) is None and c.get(bytes([0])) is not None
+    held = len(c)
+    # another workload a day later finds no room: a's fits keep their place
+    with c.run("b", end=11 * DAY):
+        c.put(bytes([10]), "ok", fits[5], cutoff=10 * DAY)
+    assert c.group_bytes("b") == 0 and len(c) == held
+    # a's next run drops its fits of cutoffs before keep_from first (0 and 1: 9 d and 9 d 1 h < 9 d 1.5 h), which
+    # makes room for its new ones; afterwards the ones it did not use (3, if it was held) go too
+    with c.run("a", end=11 * DAY, keep_from=9 * DAY + 1.5 * HOUR):
+        assert c.get(bytes([2])) is not None
+        c.put(bytes([6]), "ok", fits[6], cutoff=10 * DAY)
+        c.put(bytes([7]), "ok", fits[7], cutoff=10 * DAY + HOUR)
+    assert {e.cutoff for e in c.entries()} == {9 * DAY + 2 * HOUR, 10 * DAY, 10 * DAY + HOUR}
+    assert c.bytes <= c.max_bytes
+    # a is not run for more than stale_seconds (3 d): b's run may drop it when it needs the room
+    with c.run("b", end=15 * DAY):
+        c.put(bytes([11]), "ok", fits[5], cutoff=14 * DAY)
+    assert c.group_bytes("a") == 0 and c.group_bytes("b") > 0 and len(c) == 1
+    # an entry larger than the whole bound is not stored; the entry bound holds too
     tiny = FitCache(max_bytes=100)
-    tiny.put(b"x", "ok", fits[0])
-    assert len(tiny) == 0 and tiny.bytes == 0
+    tiny.put(b"x", "ok", fits[0], cutoff=0.0)
+    assert len(tiny) == 0 and tiny.bytes == 0 and tiny.refused == 1
     two = FitCache(max_entries=2)
     for i in range(4):
-        two.put(bytes([i]), "ok", fits[i])
-    assert len(two) == 2 and two.get(bytes([0])) is None and two.get(bytes([3])) is not None
+        two.put(bytes([i]), "ok", fits[i], cutoff=float(i))
+    assert len(two) == 2 and two.get(bytes([0])) is not None and two.get(bytes([3])) is None
     with pytest.raises(ValueError, match="bounds must be >= 0"):
         FitCache(max_bytes=-1)
