@@ -26,7 +26,7 @@ import math
 import multiprocessing
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
@@ -38,7 +38,7 @@ from forecaster.base import Series
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
 from .fitcache import FitCache
-from .forecasts import ModelRun, band, fit_task, quiet_prophet_import, restore, slice_series
+from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_import, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
@@ -369,13 +369,12 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     done: list[Evaluated] = []
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     if executor is None and jobs <= 1:
-        # one process; each model's fits in a thread of their own, so that CmdStan's processes (most of a fit,
-        # outside the GIL) run while this thread replays: the same calls in the same order, the same numbers
-        with ThreadPoolExecutor(max_workers=max(1, len(models)), thread_name_prefix="fits") as fitter:
-            futures = [fitter.submit(fit_task, series, m, start, end, dict(fit_kw[m], fits=fits)) for m in models]
-            done += evaluate_batch(ctx, free, None, target_miss)
+        # one process; each model's fits in a thread (forecasts.fit_threaded) while this one replays
+        def meanwhile() -> None:
+            done.extend(evaluate_batch(ctx, free, None, target_miss))
             tick(len(free))
-            fitted = [f.result() for f in futures]
+
+        fitted = fit_threaded([(series, m, start, end, dict(fit_kw[m], fits=fits)) for m in models], meanwhile)
         for m, (mr, packed) in zip(models, fitted):
             tick(refits)
             runs[m] = restore(mr, packed)

@@ -11,7 +11,9 @@ packed as arrays to cross a process boundary cheaply.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
@@ -326,6 +328,33 @@ def fit_task(series: Series, model: str, start: float, end: float, kw: dict) -> 
     packed = Packed.from_curves(model, mr.curves)
     mr.curves = []  # rebuilt from the packed arrays by the caller (smaller to send)
     return mr, packed
+
+
+class _Stopped(Exception):
+    """A model's fits abandoned because the replay stopped (an error elsewhere, an interrupt)."""
+
+
+def fit_threaded(tasks: Sequence[tuple], meanwhile: Callable[[], None]) -> list[tuple[ModelRun, Packed]]:
+    """``fit_task(*task)`` for each task, each in a thread of its own, while ``meanwhile()`` runs in this one.
+
+    A fit's time is mostly CmdStan's process, outside the GIL, so the other models and the replay proceed
+    meanwhile. The same calls as one after the other, so the same numbers. If ``meanwhile`` or a task fails (or
+    an interrupt comes), the threads still running stop at their next fit instead of being waited for.
+    """
+    stop = threading.Event()
+
+    def check(_: int) -> None:  # called before each fit
+        if stop.is_set():
+            raise _Stopped()
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix="fits")
+    try:
+        futures = [pool.submit(fit_task, *task[:4], dict(task[4], progress=check)) for task in tasks]
+        meanwhile()
+        return [f.result() for f in futures]
+    finally:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def restore(mr: ModelRun, packed: Packed) -> ModelRun:
