@@ -21,13 +21,17 @@ the policy does.
 
 from __future__ import annotations
 
-from typing import Sequence
+import queue
+import threading
+from typing import Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from .base import Forecast, Forecaster, InsufficientHistory, Series
 from .level import corrector, level_correct, residual_rows
 from .metrics import coverage, mase, pinball, wape
+
+T = TypeVar("T")
 
 
 def cutoffs(series: Series, *, start: float, horizon: int, stride: int = 1) -> np.ndarray:
@@ -45,7 +49,7 @@ def cutoffs(series: Series, *, start: float, horizon: int, stride: int = 1) -> n
 def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float, horizon: int, stride: int = 1,
                          train_window: float | None = None, refit_every: int = 1,
                          quantiles: Sequence[float] = (), include_now: bool = False,
-                         fit_from: float | None = None) -> list[tuple[float, Forecast]]:
+                         fit_from: float | None = None, fit_ahead: bool = False) -> list[tuple[float, Forecast]]:
     """Forecasts from rolling origins: a list of ``(cutoff, Forecast)``.
 
     ``start``: the first cutoff (epoch seconds; moved to the grid). ``horizon``:
@@ -59,43 +63,81 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     forecast gets one more point first, at ``now = cutoff - step`` (see the
     module docstring); ``score`` and ``level_corrected`` handle both forms.
     ``fit_from`` (before ``start``): the refits are counted from this cutoff instead, and the ones before
-    ``start`` are made (each warm-starting the next) without forecasting from them.
+    ``start`` are made (each warm-starting the next) without forecasting from them. ``fit_ahead``: the fits are
+    made in a thread of their own (``ahead``), ahead of the forecasts from the fits before: the same fits and
+    forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
     step = series.step
-    out: list[tuple[float, Forecast]] = []
-    fitted = None
-    since_fit = 0
     first = start if fit_from is None else min(fit_from, start)
-    before = start - 1e-6 * step  # cutoffs before this only fit
-    for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
-        c = float(c)
-        if c < before and fitted is not None and since_fit < refit_every:
-            since_fit += 1
-            continue
-        past = series.until(c)
-        if train_window is not None:
-            past = past.tail(train_window)
-        origin = c - step
-        if fitted is None or since_fit >= refit_every:
-            try:
-                fitted = forecaster.fit(past, warm_start=fitted)
-            except InsufficientHistory:
-                fitted = None
+    first_forecast = start - 1e-6 * step  # cutoffs before this only fit
+
+    def fits():
+        """(cutoff, its past, the fit in force) for every cutoff forecast from, refitting as described."""
+        fitted = None
+        since_fit = 0
+        for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
+            c = float(c)
+            if c < first_forecast and fitted is not None and since_fit < refit_every:
+                since_fit += 1
                 continue
-            since_fit = 0
-        since_fit += 1
-        if c < before:
-            continue
+            past = series.until(c)
+            if train_window is not None:
+                past = past.tail(train_window)
+            if fitted is None or since_fit >= refit_every:
+                try:
+                    fitted = forecaster.fit(past, warm_start=fitted)
+                except InsufficientHistory:
+                    fitted = None
+                    continue
+                since_fit = 0
+            since_fit += 1
+            if c >= first_forecast:
+                yield c, past, fitted
+
+    out: list[tuple[float, Forecast]] = []
+    for c, past, fitted in (ahead(fits()) if fit_ahead else fits()):
+        origin = c - step
         recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
         fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
         if include_now:
-            before = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
-            fc = Forecast(np.concatenate((before.t, fc.t)), np.concatenate((before.mean, fc.mean)),
-                          {q: np.concatenate((before.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
+            prev = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
+            fc = Forecast(np.concatenate((prev.t, fc.t)), np.concatenate((prev.mean, fc.mean)),
+                          {q: np.concatenate((prev.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
         out.append((c, fc))
     return out
+
+
+def ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, computed in a thread of their own ahead of the caller (which works on the ones before
+    meanwhile); an exception there is raised here; a caller that stops early stops it at its next item."""
+    box: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                box.put((item, None))
+        except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            box.put((end, e))
+            return
+        box.put((end, None))
+
+    threading.Thread(target=produce, name="fits-ahead", daemon=True).start()
+    try:
+        while True:
+            item, error = box.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], half_life_seconds: float, *,

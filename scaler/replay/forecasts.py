@@ -196,7 +196,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
                        config=config_key(model, seed, level_seconds, q, tuple(holiday_days), holiday_as))
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
-                                        quantiles=tuple(quantiles), fit_from=fit_from)
+                                        quantiles=tuple(quantiles), fit_from=fit_from, fit_ahead=True)
     fcs = [(c, f) for c, f in fcs if start - 1e-6 <= c < end]
     cut = np.array([c for c, _ in fcs], dtype=float)
     hmax = _window_max(series, cut, history_seconds) if len(cut) else np.array([])
