@@ -232,9 +232,12 @@ def clock_index(t: float, step: float) -> int:
     return int(math.floor(t / step + 1e-6))
 
 
+MAX_CHAIN_SECONDS = DAY  # an aligned warm-start chain is at most this long (unless one refit interval is longer)
+
+
 def chain_steps(refit_every: int, step: float) -> int:
     """The length in steps of an aligned warm-start chain: the most whole refit intervals in a day (at least one)."""
-    return refit_every * max(1, int(DAY // (refit_every * step)))
+    return refit_every * max(1, int(MAX_CHAIN_SECONDS // (refit_every * step)))
 
 
 def split_scores(series: Series, forecasts: list, special_days: Sequence[int], *, q: float, season: int,

@@ -4,8 +4,9 @@ For each ScaledObject with ``tuning: auto`` (the default unless the trigger
 sets one of the knobs it replaces) the service, on a slow schedule
 (``tuningInterval``, default daily; at once when there is no valid choice
 yet, but not before the history covers ``tuningMinHistory``: until then the
-run counts as ``waiting`` and is looked at again within the hour), fetches the workload's ``history`` window from Prometheus (range query,
-the workload's own client, an I/O thread), replays the last few days of it
+run counts as ``waiting`` and is looked at again within the hour), fetches the workload's history from Prometheus (``fetch_seconds``: ``history`` + the simulated span + a day; range query,
+the workload's own client, an I/O thread), replays the last few days of it (clock-aligned refits, each on ``history``; the
+fits the day before made are reused from the worker's ``replay.fitcache``)
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
 quantile / level-correction / headroom grid, the oracle as the cost
@@ -40,6 +41,7 @@ import numpy as np
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
+from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
@@ -52,7 +54,6 @@ SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
 MIN_WAIT_SECONDS = 600.0  # at least between two looks at a history still too short
-CHAIN_SECONDS = 86400.0  # the longest aligned warm-start chain of the replay (replay.forecasts.chain_steps)
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor needs
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
@@ -115,7 +116,7 @@ class TuningJob:
 def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
     """How much history a tuning run fetches: ``history`` before every replayed fit (``fit_window``), that is
     before the simulated span and before the first aligned warm-start chain, which starts up to a day earlier."""
-    return history_seconds + span_seconds + CHAIN_SECONDS
+    return history_seconds + span_seconds + MAX_CHAIN_SECONDS
 
 
 def fit_window(job: TuningJob) -> float:
@@ -125,7 +126,7 @@ def fit_window(job: TuningJob) -> float:
     the job runs on, and the next day's job finds it in the worker's ``FitCache``."""
     finite = np.isfinite(job.y)
     covered = float(job.t[finite][-1] - job.t[finite][0] + job.step) if finite.any() else 0.0
-    room = math.floor(max(covered - job.span_seconds - CHAIN_SECONDS, 0.0) / 3600.0) * 3600.0
+    room = math.floor(max(covered - job.span_seconds - MAX_CHAIN_SECONDS, 0.0) / 3600.0) * 3600.0
     return min(job.history_seconds, room) if room > 0 else job.history_seconds
 
 
@@ -134,7 +135,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
 
     Refits are clock-aligned and every fit reads ``fit_window`` seconds, so the fits of the two days this job
     shares with the one of the day before are taken from ``fits`` (default: the process's
-    ``replay.fitcache.shared()``): the same fits, the same selection, a third of the fits' CPU."""
+    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span)."""
     from forecaster.base import Series
 
     from ..replay import engine, fitcache, variants
@@ -151,7 +152,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
                                holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
                                aligned=True)
     end = float(job.t[-1] + job.step)
-    with cache.run(job.name, end, keep_from=end - job.span_seconds - CHAIN_SECONDS):  # before: no run needs them
+    with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
         tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
                       grid=variants.Grid(families=job.families), fits=cache)
     r, sel = tuning.result, tuning.selection
