@@ -114,26 +114,19 @@ class TuningJob:
 
 
 def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
-    """How much history a tuning run fetches: ``history`` before every replayed fit (``fit_window``), that is
-    before the simulated span and before the first aligned warm-start chain, which starts up to a day earlier."""
+    """How much history a tuning run fetches: ``history`` before every replayed fit, that is before the simulated
+    span and before the first aligned warm-start chain, which starts up to a day earlier. Each fit then reads the
+    ``history`` before its cutoff, or all the data has when it holds less (a young workload: from the same first
+    point every day). Either way the fit at a (clock-aligned) cutoff reads the same points whatever day the job
+    runs on, and the next day's job finds it in the worker's ``FitCache``; only a data start that moves every day
+    (a Prometheus retention shorter than this) makes every window new."""
     return history_seconds + span_seconds + MAX_CHAIN_SECONDS
-
-
-def fit_window(job: TuningJob) -> float:
-    """The history each replayed fit reads: ``history``, or as much of it as the fetched data holds before the
-    span's first warm-start chain (rounded down to whole hours), the same length at every cutoff. Every window
-    then lies inside the data, so the fit at a given (clock-aligned) cutoff reads the same points whatever day
-    the job runs on, and the next day's job finds it in the worker's ``FitCache``."""
-    finite = np.isfinite(job.y)
-    covered = float(job.t[finite][-1] - job.t[finite][0] + job.step) if finite.any() else 0.0
-    room = math.floor(max(covered - job.span_seconds - MAX_CHAIN_SECONDS, 0.0) / 3600.0) * 3600.0
-    return min(job.history_seconds, room) if room > 0 else job.history_seconds
 
 
 def run_job(job: TuningJob, fits=None) -> dict:
     """Sweep and select (in the worker process). Returns plain data.
 
-    Refits are clock-aligned and every fit reads ``fit_window`` seconds, so the fits of the two days this job
+    Refits are clock-aligned and every fit reads ``history`` (``fetch_seconds``), so the fits of the two days this job
     shares with the one of the day before are taken from ``fits`` (default: the process's
     ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span)."""
     from forecaster.base import Series
@@ -146,7 +139,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
     before = cache.stats()
     trace = engine.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
     settings = engine.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
-                               buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=fit_window(job),
+                               buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
                                holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
@@ -354,7 +347,7 @@ class TuningService:
     def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float) -> dict:
         step = spec.step_seconds
         end = math.floor(now / step) * step
-        try:  # history before every replayed fit (run_job, fit_window)
+        try:  # history before every replayed fit (fetch_seconds)
             series, _ = wl.client.range_series(
                 spec.query, end - fetch_seconds(spec.history_seconds, self.config.span_seconds) + step, end, step)
         except PromError as e:

@@ -4,7 +4,7 @@ Two consecutive server-style jobs on one synthetic trace (5-min steps, a daily c
 history 3 d, simulated span 2 d, refit 2 h (24 steps), so an aligned warm-start chain is 12 refits = 1 day
 (``forecasts.chain_steps``) and each job fetches history + span + 1 d = 6 d (``tuning.fetch_seconds``).
 
-Job d ends at T1 = D + 6 h (D a UTC midnight, days A = D - 2 d, B = D - 1 d, C = D): its span is
+Each fit reads the 3 days before its cutoff, inside the fetched data. Job d ends at T1 = D + 6 h (D a UTC midnight, days A = D - 2 d, B = D - 1 d, C = D): its span is
 [A 06:00, C 06:00). Its fits: the chain of day A from A 00:00 (00, 02, 04: made before the span, not forecast
 from), A 06..22 (9), all of B 00..22 (12), C 00, 02, 04 (3): 27 fits per model.
 Job d+1 ends a day later: span [B 06:00, D' 06:00) with D' = C + 1 d. Its fits: B's chain from B 00:00 (12),
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from scaler.replay.fitcache import ENTRY_OVERHEAD, FitCache, config_key, fit_key
-from scaler.serve.tuning import TuningJob, fetch_seconds, fit_window, run_job
+from scaler.serve.tuning import TuningJob, fetch_seconds, run_job
 
 DAY, HOUR, STEP = 86400.0, 3600.0, 300.0
 MIDNIGHT = 19676 * DAY  # 2023-11-15T00:00Z
@@ -69,14 +69,10 @@ def same_selection(a: dict, b: dict) -> None:
     assert a["cost_ratio"] == pytest.approx(b["cost_ratio"], rel=1e-12)
 
 
-def test_each_fit_reads_history_inside_the_fetched_data():
-    # 6 d fetched - 2 d span - 1 d chain = 3 d = history
-    assert fit_window(DAY_D) == HISTORY
-    # a shorter fetch: the window shrinks (whole hours) to stay inside it: 5.5 d - 2 d - 1 d = 2.5 d
-    short = job(C_DAY + 6 * HOUR)
-    keep = short.t >= short.t[-1] + STEP - 5.5 * DAY
-    from dataclasses import replace
-    assert fit_window(replace(short, t=short.t[keep], y=short.y[keep])) == 2.5 * DAY
+def test_the_job_fetches_history_before_the_first_chain_of_the_span():
+    # 3 d history + 2 d span + 1 d (the longest chain): 6 d; the jobs here get exactly that
+    assert fetch_seconds(HISTORY, SPAN) == 6 * DAY
+    assert DAY_D.t[-1] + STEP - DAY_D.t[0] == 6 * DAY
 
 
 def test_the_next_days_job_reuses_the_fits_of_the_overlap(warmed):
