@@ -21,13 +21,17 @@ the policy does.
 
 from __future__ import annotations
 
-from typing import Sequence
+import queue
+import threading
+from typing import Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from .base import Forecast, Forecaster, InsufficientHistory, Series
-from .level import level_correct
+from .level import corrector, level_correct, residual_rows
 from .metrics import coverage, mase, pinball, wape
+
+T = TypeVar("T")
 
 
 def cutoffs(series: Series, *, start: float, horizon: int, stride: int = 1) -> np.ndarray:
@@ -44,7 +48,8 @@ def cutoffs(series: Series, *, start: float, horizon: int, stride: int = 1) -> n
 
 def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float, horizon: int, stride: int = 1,
                          train_window: float | None = None, refit_every: int = 1,
-                         quantiles: Sequence[float] = (), include_now: bool = False) -> list[tuple[float, Forecast]]:
+                         quantiles: Sequence[float] = (), include_now: bool = False,
+                         fit_from: float | None = None, fit_ahead: bool = False) -> list[tuple[float, Forecast]]:
     """Forecasts from rolling origins: a list of ``(cutoff, Forecast)``.
 
     ``start``: the first cutoff (epoch seconds; moved to the grid). ``horizon``:
@@ -57,35 +62,82 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     A refit passes the previous fit as ``warm_start``. ``include_now``: each
     forecast gets one more point first, at ``now = cutoff - step`` (see the
     module docstring); ``score`` and ``level_corrected`` handle both forms.
+    ``fit_from`` (before ``start``): the refits are counted from this cutoff instead, and the ones before
+    ``start`` are made (each warm-starting the next) without forecasting from them. ``fit_ahead``: the fits are
+    made in a thread of their own (``ahead``), ahead of the forecasts from the fits before: the same fits and
+    forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
     step = series.step
-    out: list[tuple[float, Forecast]] = []
-    fitted = None
-    since_fit = 0
-    for c in cutoffs(series, start=start, horizon=horizon, stride=stride):
-        c = float(c)
-        past = series.until(c)
-        if train_window is not None:
-            past = past.tail(train_window)
-        origin = c - step
-        if fitted is None or since_fit >= refit_every:
-            try:
-                fitted = forecaster.fit(past, warm_start=fitted)
-            except InsufficientHistory:
-                fitted = None
+    first = start if fit_from is None else min(fit_from, start)
+    first_forecast = start - 1e-6 * step  # cutoffs before this only fit
+
+    def fits():
+        """(cutoff, its past, the fit in force) for every cutoff forecast from, refitting as described."""
+        fitted = None
+        since_fit = 0
+        for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
+            c = float(c)
+            if c < first_forecast and fitted is not None and since_fit < refit_every:
+                since_fit += 1
                 continue
-            since_fit = 0
-        since_fit += 1
+            past = series.until(c)
+            if train_window is not None:
+                past = past.tail(train_window)
+            if fitted is None or since_fit >= refit_every:
+                try:
+                    fitted = forecaster.fit(past, warm_start=fitted)
+                except InsufficientHistory:
+                    fitted = None
+                    continue
+                since_fit = 0
+            since_fit += 1
+            if c >= first_forecast:
+                yield c, past, fitted
+
+    out: list[tuple[float, Forecast]] = []
+    for c, past, fitted in (ahead(fits()) if fit_ahead else fits()):
+        origin = c - step
         recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
         fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
         if include_now:
-            before = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
-            fc = Forecast(np.concatenate((before.t, fc.t)), np.concatenate((before.mean, fc.mean)),
-                          {q: np.concatenate((before.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
+            prev = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
+            fc = Forecast(np.concatenate((prev.t, fc.t)), np.concatenate((prev.mean, fc.mean)),
+                          {q: np.concatenate((prev.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
         out.append((c, fc))
     return out
+
+
+def ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, computed in a thread of their own ahead of the caller (which works on the ones before
+    meanwhile); an exception there is raised here; a caller that stops early stops it at its next item."""
+    box: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                box.put((item, None))
+        except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            box.put((end, e))
+            return
+        box.put((end, None))
+
+    threading.Thread(target=produce, name="fits-ahead", daemon=True).start()
+    try:
+        while True:
+            item, error = box.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], half_life_seconds: float, *,
@@ -94,22 +146,49 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
 
     ``now`` is the last observation before the cutoff; ``observed`` the mean
     of the last ``observed_points`` finite points up to it (1 = the last one).
+    Forecasts of one length and one set of quantiles are corrected as rows of
+    one array (``forecaster.level``'s row functions: the same arithmetic as
+    ``level_correct`` on each, element for element).
     """
     if half_life_seconds <= 0:
         return list(forecasts)
-    out = []
-    for c, fc in forecasts:
-        now = c - series.step
-        i = _index(series, now)
-        obs = np.nan
+    observed = np.full(len(forecasts), np.nan)
+    for k, (c, _) in enumerate(forecasts):
+        i = _index(series, c - series.step)
         if i is not None:
             w = series.y[max(0, i - observed_points + 1):i + 1]
             w = w[np.isfinite(w)]
             if w.size:
-                obs = float(w.mean())
-        if np.isfinite(obs):
-            fc = level_correct(fc, now, obs, half_life_seconds)
-        out.append((c, fc))
+                observed[k] = float(w.mean())
+    if not forecasts:
+        return []
+    h, qs = len(forecasts[0][1]), tuple(forecasts[0][1].quantiles)
+    if h == 0 or any(len(f) != h or tuple(f.quantiles) != qs for _, f in forecasts):
+        out = []
+        for (c, fc), obs in zip(forecasts, observed):
+            out.append((c, level_correct(fc, c - series.step, float(obs), half_life_seconds) if np.isfinite(obs)
+                        else fc))
+        return out
+    ok = np.flatnonzero(np.isfinite(observed))
+    out = list(forecasts)
+    if not ok.size:
+        return out
+    sub = [forecasts[k] for k in ok]
+    t = np.vstack([f.t for _, f in sub])
+    mean = np.vstack([f.mean for _, f in sub])
+    now = np.array([c for c, _ in sub], dtype=float) - series.step
+    r = residual_rows(t, mean, now, observed[ok])
+    moved = r != 0.0  # a zero residual leaves the forecast as it is (level_correct)
+    if not moved.any():
+        return out
+    t, mean, now, r = t[moved], mean[moved], now[moved], r[moved]
+    idx = ok[moved]
+    fix = corrector(t, r, now, half_life_seconds)
+    means = fix(mean)
+    bands = {q: fix(np.vstack([forecasts[k][1].quantiles[q] for k in idx])) for q in qs}
+    for j, k in enumerate(idx):
+        c, fc = forecasts[k]
+        out[k] = (c, Forecast(fc.t, means[j], {q: bands[q][j] for q in qs}, fc.model))
     return out
 
 

@@ -7,6 +7,7 @@
 * ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan``; ``formula``: scalingModifiers
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each poll, composed, replayed
 * ``forecasts``  historical forecasts over the simulated span, scored and packed
+* ``fitcache``   fits kept between replays in one process (the server's daily tuning), bounded
 * ``variants``   the policy families, their knobs, the default of each, the sweep grid
 * ``policies``   THE per-family code (one place per family), replayed through ``decide`` and ``hpa``
 * ``engine``     ``run(trace, settings, variants, progress=...) -> Result``: behind backtest, sweep, tune

@@ -38,7 +38,8 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime, parse_duration
-from .forecasts import ModelRun, band, fit_task, quiet_prophet_import, restore, slice_series
+from .fitcache import FitCache
+from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_import, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
@@ -92,6 +93,7 @@ class Settings:
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
+    aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
 
     def lead(self) -> LeadTime:
         lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
@@ -293,7 +295,8 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
 def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score: Sequence[str] = (),
         jobs: int | None = 1, progress: Progress | None = None,
         executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
-        scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None) -> Result:
+        scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None,
+        fits: FitCache | None = None) -> Result:
     """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
@@ -306,6 +309,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     ``scaled_objects``: ``manifest.Plan``s (``manifest.plans(documents)``), each replayed as KEDA and the HPA
     run it and added to the table as a policy named by its ``metadata.name`` (``triggers``);
     ``trigger_series``: a prometheus trigger's series by trigger name (``(t, y)`` arrays or ``"observed"``).
+    ``fits``: a ``fitcache.FitCache`` the model fits are taken from and kept in (in this process: with
+    ``jobs`` 1 and no executor; with ``settings.aligned`` a later replay of an overlapping span finds them).
     """
     settings.validate()
     t_all = time.perf_counter()
@@ -349,7 +354,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
             need_q[v.model].add(float(v.quantile))
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
-                      level_seconds=settings.level_correction_seconds, seed=settings.seed,
+                      level_seconds=settings.level_correction_seconds, seed=settings.seed, aligned=settings.aligned,
                       **holiday_kw(settings, series, horizon * step)) for m in models}
     if not settings.holiday_handling:  # tune's no-holidays twin: the holidays still split the accuracy, no more
         for kw in fit_kw.values():
@@ -370,10 +375,13 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     done: list[Evaluated] = []
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     if executor is None and jobs <= 1:
-        done += evaluate_batch(ctx, free, None, target_miss)
-        tick(len(free))
-        for m in models:
-            mr, packed = fit_task(series, m, start, end, fit_kw[m])
+        # one process; each model's fits in a thread (forecasts.fit_threaded) while this one replays
+        def meanwhile() -> None:
+            done.extend(evaluate_batch(ctx, free, None, target_miss))
+            tick(len(free))
+
+        fitted = fit_threaded([(series, m, start, end, dict(fit_kw[m], fits=fits)) for m in models], meanwhile)
+        for m, (mr, packed) in zip(models, fitted):
             tick(refits)
             runs[m] = restore(mr, packed)
             packs[m] = packed

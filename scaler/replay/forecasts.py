@@ -11,7 +11,9 @@ packed as arrays to cross a process boundary cheaply.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
@@ -21,6 +23,7 @@ from forecaster.base import FitFailed, Forecast, InsufficientHistory, Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..policy import Reason
+from .fitcache import FIT_FAILED, INSUFFICIENT, OK, FitCache, config_key, fit_key
 from .scenario import DAY
 
 
@@ -49,6 +52,7 @@ class ModelRun:
     fits: int = 0
     failures: dict = field(default_factory=dict)
     seconds: float = 0.0
+    reused: int = 0  # fits (and failed fits) taken from a FitCache
 
 
 def slice_series(series: Series, lo: float, hi: float) -> Series:
@@ -64,27 +68,70 @@ class _Counted:
     ``historical_forecasts`` skips a cutoff on InsufficientHistory; a FitFailed
     (the optimiser gave up) keeps the previous fit, as the server keeps its
     last good curve, or counts as too little history when there is none.
+
+    ``chain_steps`` > 0: a fit whose cutoff is a multiple of that many steps (of the epoch) starts cold, without
+    the previous fit (neither as Stan's init nor as the fallback), so that a warm-start chain does not depend on
+    where a replay began (``Settings.aligned``). ``cache`` (``fitcache.FitCache``) with ``config`` (the model's
+    configuration digest): fits are looked up by configuration, exact data window and warm-start chain, and
+    stored; a hit replays the same outcome (fit, failure and counts) as the fit itself.
     """
 
-    def __init__(self, inner, progress: Callable[[int], None] | None):
+    def __init__(self, inner, progress: Callable[[int], None] | None, *, chain_steps: int = 0,
+                 cache: FitCache | None = None, config: bytes = b""):
         self.inner, self.name, self.progress = inner, inner.name, progress
         self.fits = 0
+        self.reused = 0  # of ``fits`` and failures, how many came from the cache
         self.failures: dict[str, int] = {}
+        self.chain_steps, self.cache, self.config = int(chain_steps), cache, config
+        self._last: tuple[object, bytes] | None = None  # the last object returned and its key (the chain)
+
+    def _fail(self, kind: str) -> None:
+        self.failures[kind] = self.failures.get(kind, 0) + 1
 
     def fit(self, series: Series, *, warm_start=None):
         if self.progress:
             self.progress(1)
+        if warm_start is not None and self.chain_steps and len(series):
+            if (clock_index(float(series.t[-1]), series.step) + 1) % self.chain_steps == 0:
+                warm_start = None  # a chain starts here
+        key = None
+        cutoff = float(series.t[-1]) + series.step if len(series) else math.nan
+        if self.cache is not None:
+            if warm_start is None:
+                key = fit_key(self.config, series.t, series.y, series.step, None)
+            elif self._last is not None and warm_start is self._last[0]:
+                key = fit_key(self.config, series.t, series.y, series.step, self._last[1])
+            hit = self.cache.get(key) if key is not None else None
+            if hit is not None:
+                self.reused += 1
+                return self._outcome(hit.outcome, hit.fitted, warm_start, key)
         try:
             fitted = self.inner.fit(series, warm_start=warm_start)
         except InsufficientHistory:
-            self.failures["insufficient_history"] = self.failures.get("insufficient_history", 0) + 1
-            raise
+            if key is not None:
+                self.cache.put(key, INSUFFICIENT, None, cutoff)
+            return self._outcome(INSUFFICIENT, None, warm_start, key)
         except FitFailed:
-            self.failures["fit_failed"] = self.failures.get("fit_failed", 0) + 1
+            if key is not None:
+                self.cache.put(key, FIT_FAILED, None, cutoff)
+            return self._outcome(FIT_FAILED, None, warm_start, key)
+        if key is not None:
+            self.cache.put(key, OK, fitted, cutoff)
+        return self._outcome(OK, fitted, warm_start, key)
+
+    def _outcome(self, outcome: str, fitted, warm_start, key: bytes | None):
+        """What a fit with this outcome returns or raises (the same for a fresh fit and a cached one)."""
+        if outcome == INSUFFICIENT:
+            self._fail(INSUFFICIENT)
+            raise InsufficientHistory("too little history for a fit")
+        if outcome == FIT_FAILED:
+            self._fail(FIT_FAILED)
             if warm_start is None:
-                raise InsufficientHistory("fit failed with no earlier fit to fall back on") from None
-            return warm_start
-        self.fits += 1
+                raise InsufficientHistory("fit failed with no earlier fit to fall back on")
+            fitted = warm_start
+        else:
+            self.fits += 1
+        self._last = (fitted, key) if key is not None else None
         return fitted
 
 
@@ -114,8 +161,8 @@ def band(q: float) -> tuple[float, ...]:
 def run_model(series: Series, model: str, start: float, end: float, *, horizon: int, score_points: int,
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
-              holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, special_days: tuple[int, ...] = (),
-              events: tuple = ()) -> ModelRun:
+              holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE,
+              special_days: tuple[int, ...] = (), events: tuple = (), aligned: bool = False, fits: FitCache | None = None) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -125,6 +172,12 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     ``score_points`` = L in steps, the horizon scored. ``quantiles`` must hold
     ``band(q)``: the scored band at L is that one, whatever else was asked for. ``holiday_days``/``holiday_as``/
     ``events``: the holiday mechanism (``forecaster.models.make_for_policy``).
+
+    ``aligned``: refits at the multiples of ``refit_every`` steps of the epoch (the clock), not counted from
+    ``start``; the curves at ``start`` come from the aligned fit before it, and warm-start chains restart cold
+    at the multiples of ``chain_steps(refit_every, step)`` (a day or less), so the fit at a cutoff is the same
+    whatever the replay's start (the fits of the chain before ``start`` are made, not forecast from). ``fits``:
+    a ``fitcache.FitCache`` the fits are taken from and kept in (a hit is the same fit: see ``fitcache``).
     """
     from forecaster import evaluate
 
@@ -134,11 +187,18 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     t_start = time.perf_counter()
     step = series.step
     fseries = padded(series.until(end), horizon - 1)  # the last cutoff is end - step
+    chain, fit_from = 0, None
+    if aligned:
+        chain = chain_steps(refit_every, step)
+        first = clock_index(start, step) // refit_every * refit_every  # the aligned fit in force at start
+        fit_from = first // chain * chain * step  # where its chain starts (cold); cutoffs() moves it onto the grid
     counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q,
-                                       holiday_days=holiday_days, holiday_as=holiday_as, events=events), progress)
+                                       holiday_days=holiday_days, holiday_as=holiday_as, events=events), progress,
+                       chain_steps=chain, cache=fits,
+                       config=config_key(model, seed, level_seconds, q, tuple(holiday_days), holiday_as, tuple(events)))
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
-                                        quantiles=tuple(quantiles))
+                                        quantiles=tuple(quantiles), fit_from=fit_from, fit_ahead=True)
     fcs = [(c, f) for c, f in fcs if start - 1e-6 <= c < end]
     cut = np.array([c for c, _ in fcs], dtype=float)
     hmax = _window_max(series, cut, history_seconds) if len(cut) else np.array([])
@@ -166,7 +226,20 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     lo = np.array([f.at_quantile(lo_q)[k] for _, f in lc], dtype=float)
     hi = np.array([f.at_quantile(hi_q)[k] for _, f in lc], dtype=float)
     return ModelRun(model, curves, target, mean, lo, hi, scores, counted.fits, counted.failures,
-                    time.perf_counter() - t_start)
+                    time.perf_counter() - t_start, counted.reused)
+
+
+def clock_index(t: float, step: float) -> int:
+    """The step of the clock a time falls in (``floor(t / step)``): a grid with any phase maps one point a step."""
+    return int(math.floor(t / step + 1e-6))
+
+
+MAX_CHAIN_SECONDS = DAY  # an aligned warm-start chain is at most this long (unless one refit interval is longer)
+
+
+def chain_steps(refit_every: int, step: float) -> int:
+    """The length in steps of an aligned warm-start chain: the most whole refit intervals in a day (at least one)."""
+    return refit_every * max(1, int(MAX_CHAIN_SECONDS // (refit_every * step)))
 
 
 def split_scores(series: Series, forecasts: list, special_days: Sequence[int], *, q: float, season: int,
@@ -260,6 +333,33 @@ def fit_task(series: Series, model: str, start: float, end: float, kw: dict) -> 
     packed = Packed.from_curves(model, mr.curves)
     mr.curves = []  # rebuilt from the packed arrays by the caller (smaller to send)
     return mr, packed
+
+
+class _Stopped(Exception):
+    """A model's fits abandoned because the replay stopped (an error elsewhere, an interrupt)."""
+
+
+def fit_threaded(tasks: Sequence[tuple], meanwhile: Callable[[], None]) -> list[tuple[ModelRun, Packed]]:
+    """``fit_task(*task)`` for each task, each in a thread of its own, while ``meanwhile()`` runs in this one.
+
+    A fit's time is mostly CmdStan's process, outside the GIL, so the other models and the replay proceed
+    meanwhile. The same calls as one after the other, so the same numbers. If ``meanwhile`` or a task fails (or
+    an interrupt comes), the threads still running stop at their next fit instead of being waited for.
+    """
+    stop = threading.Event()
+
+    def check(_: int) -> None:  # called before each fit
+        if stop.is_set():
+            raise _Stopped()
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix="fits")
+    try:
+        futures = [pool.submit(fit_task, *task[:4], dict(task[4], progress=check)) for task in tasks]
+        meanwhile()
+        return [f.result() for f in futures]
+    finally:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def restore(mr: ModelRun, packed: Packed) -> ModelRun:

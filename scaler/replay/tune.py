@@ -17,6 +17,7 @@ from typing import Sequence
 
 from ..misstarget import MissTarget
 from . import engine, families, frontier, variants
+from .fitcache import FitCache
 from .forecasts import Packed
 from .hpa import run_hpa
 from .plan import context_of
@@ -43,14 +44,15 @@ class Tuning:
 
 def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | MissTarget,
          max_cost_ratio: float | None = None, *, grid: variants.Grid | None = None, jobs: int | None = 1,
-         progress: engine.Progress | None = None, families_allowed: Sequence[str] = families.SELECTABLE) -> Tuning:
+         progress: engine.Progress | None = None, families_allowed: Sequence[str] = families.SELECTABLE,
+         fits: FitCache | None = None) -> Tuning:
     """Sweep every family of ``grid`` over its knobs on ``trace``, search each one's headroom for the cheapest
     value meeting ``target_miss`` and select the cheapest configuration meeting it within ``max_cost_ratio``
     (``frontier.select``). Raises ``engine.ReplayError`` for bad input."""
     grid = grid or variants.Grid()
     r = engine.run(trace, settings, variants.variants(grid, settings),
                    score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
-                   target_miss=target_miss)
+                   target_miss=target_miss, fits=fits)
     pool = r.points
     if settings.holidays:  # replayed with and without the holiday handling: the selection chooses
         r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss)

@@ -8,8 +8,9 @@ there is no valid choice yet, but not before the history covers
 ``tuningMinHistory``: until then the run counts as ``waiting`` and is looked
 at again within the hour, and the first choice is made on the earliest
 whole-hour boundary whose window covers it), fetches the workload's
-``history`` window up to the cutoff from Prometheus (range query,
-the workload's own client, an I/O thread), replays the last few days of it
+history up to the cutoff from Prometheus (``fetch_seconds``: ``history`` + the simulated span + a day; range
+query, the workload's own client, an I/O thread), replays the last few days of it (clock-aligned refits, each
+on ``history``; the fits the day before made are reused from the worker's ``replay.fitcache``)
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
 quantile / level-correction / headroom grid, the oracle as the cost
@@ -46,6 +47,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
+from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
@@ -124,21 +126,41 @@ class TuningJob:
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
 
 
-def run_job(job: TuningJob) -> dict:
-    """Sweep and select (in the worker process). Returns plain data."""
+def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
+    """How much history a tuning run fetches: ``history`` before every replayed fit, that is before the simulated
+    span and before the first aligned warm-start chain, which starts up to a day earlier. Each fit then reads the
+    ``history`` before its cutoff, or all the data has when it holds less (a young workload: from the same first
+    point every day). Either way the fit at a (clock-aligned) cutoff reads the same points whatever day the job
+    runs on, and the next day's job finds it in the worker's ``FitCache``; only a data start that moves every day
+    (a Prometheus retention shorter than this) makes every window new."""
+    return history_seconds + span_seconds + MAX_CHAIN_SECONDS
+
+
+def run_job(job: TuningJob, fits=None) -> dict:
+    """Sweep and select (in the worker process). Returns plain data.
+
+    Refits are clock-aligned and every fit reads ``history`` (``fetch_seconds``), so the fits of the two days this job
+    shares with the one of the day before are taken from ``fits`` (default: the process's
+    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span)."""
     from forecaster.base import Series
 
-    from ..replay import engine, variants
+    from ..replay import engine, fitcache, variants
     from ..replay.tune import tune
 
     t0 = time.perf_counter()
+    cache = fitcache.shared() if fits is None else fits
+    before = cache.stats()
     trace = engine.Trace(job.name, Series(job.t, job.y, job.step), "", "prometheus")
     settings = engine.Settings(cold_start_seconds=job.cold_start_seconds, qps_per_replica=job.qps_per_replica,
                                buffer_seconds=job.buffer_seconds, model=job.model, history_seconds=job.history_seconds,
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
-                               holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as)
-    tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio, grid=variants.Grid(families=job.families))
+                               holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
+                               aligned=True)
+    end = float(job.t[-1] + job.step)
+    with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
+        tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
+                      grid=variants.Grid(families=job.families), fits=cache)
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
@@ -149,6 +171,9 @@ def run_job(job: TuningJob) -> dict:
         "replica_hours": p.cost, "points": len(r.points), "pareto": sum(q.pareto for q in r.points),
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,
         "knobs": p.knobs(r.tolerance), "target_miss": r.target_miss, "reactive_miss": r.reactive_miss,
+        "fits": sum(m.fits for m in r.models.values()), "fits_reused": sum(m.reused for m in r.models.values()),
+        "cache": {k: v - before.get(k, 0) if k in ("hits", "misses", "refused", "dropped") else v
+                  for k, v in cache.stats().items()},
     }
 
 
@@ -307,11 +332,14 @@ class TuningService:
                         e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
 
     def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
-        """The ``history`` window up to the cutoff ``at`` (from ``since``, given) and the time its finite points
-        cover."""
+        """The history up to the cutoff ``at`` (``fetch_seconds`` of it, or from ``since`` when given) and the time
+        its finite points cover."""
         step = spec.step_seconds
         end = math.floor(at / step) * step
-        start = end - spec.history_seconds + step if since is None else math.floor(since / step) * step
+        if since is None:  # history before every replayed fit (fetch_seconds)
+            start = end - fetch_seconds(spec.history_seconds, self.config.span_seconds) + step
+        else:
+            start = math.floor(since / step) * step
         try:
             series, _ = wl.client.range_series(spec.query, start, end, step)
         except PromError as e:

@@ -76,7 +76,8 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     job = env.pool.jobs[0]
     assert len(env.pool.jobs) == 1
     c = tc(wl)  # the history ends at the cutoff, not at now: the same in every replica
-    assert env.prom.calls_of("range") == [("range", Q, c - 86400 + 60, c, 60.0)]
+    # history (1 d) + the simulated span (3 d) + a day for the first aligned warm-start chain (fetch_seconds)
+    assert env.prom.calls_of("range") == [("range", Q, c - 5 * 86400 + 60, c, 60.0)]
     assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, 1440,
                                                                                       10.0, MissTarget(0.005))
     assert job.span_seconds == 43200.0 and job.cold_start_seconds == 600.0  # half the history it got
