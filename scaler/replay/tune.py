@@ -55,7 +55,7 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
                    target_miss=target_miss, fits=fits)
     pool = r.points
     if settings.holidays:  # replayed with and without the holiday handling: the selection chooses
-        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss)
+        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss, fits)
         pool = r.points
     if settings.world.active:
         pts, p95 = in_world(r)
@@ -76,7 +76,7 @@ def model_key(v: variants.Variant) -> str | None:
 
 def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: engine.Settings,
                               grid: variants.Grid, jobs: int | None, progress: engine.Progress | None,
-                              target_miss: float | MissTarget) -> engine.Result:
+                              target_miss: float | MissTarget, fits: FitCache | None = None) -> engine.Result:
     """``r`` (replayed with ``settings.holidays``) plus every forecast family's variants replayed once more with
     the holiday handling off (``Settings.holiday_handling``: the same days still split the accuracy), so the
     selection chooses whether it pays off for this workload: the forecast points marked ``calendar`` True (kept)
@@ -87,9 +87,10 @@ def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: e
                                                                                       families.Family.HYBRID))
     if not fams:
         return r
-    off = engine.run(trace, replace(settings, holiday_handling=False), variants.variants(replace(grid, families=fams), settings),
+    off = engine.run(trace, replace(settings, holiday_handling=False),
+                     variants.variants(replace(grid, families=fams), settings),
                      score=variants.accuracy_models(settings, fams), jobs=jobs, progress=progress,
-                     target_miss=target_miss)
+                     target_miss=target_miss, fits=fits)
 
     def mark(p: frontier.Point, kept: bool) -> frontier.Point:
         if p.variant.model is None:
