@@ -104,7 +104,11 @@ def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(live_prom, 
         for i in range(4):
             s.get(metadata(drip.url, timeout="300s"), f"drip-{i}")
         drip.mode = "drip"
-        time.sleep(6)  # refreshes now hang in the drip (a 300 s timeout)
+        # the next refreshes (refresh floor 5 s) now hang in the drip (a 300 s timeout): wait until one does
+        deadline = time.monotonic() + 30
+        while drip.dripping == 0:
+            assert time.monotonic() < deadline, "no refresh reached the dripping target within 30 s"
+            time.sleep(0.1)
         t0 = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         s.proc.wait(timeout=15)
