@@ -13,6 +13,7 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} (Debian, --no-install-recommends)"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
+  apt_updated=1
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # the prometheus package starts a system service on :9090 on some hosts; the tests run their own
   $SUDO systemctl stop prometheus 2>/dev/null || true
@@ -22,7 +23,7 @@ fi
 command -v node >/dev/null || need_node=1
 if [ -n "${need_node:-}" ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
+  [ -n "${apt_updated:-}" ] || $SUDO apt-get update -qq  # once per run
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 lint="$(dirname "$0")/lint"

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -898,21 +899,6 @@ def replay_build_stage(image: str, fsroot: Path, pip_extra=lambda step: []) -> P
     return venv
 
 
-_CLEANUP: list[Path] = []
-
-
-def request_cleanup(path: Path) -> None:
-    _CLEANUP.append(path)
-
-
-@pytest.fixture(autouse=True)
-def _remove_image_trees():
-    """The replayed image trees are hundreds of MB: do not keep them in pytest's tmp."""
-    yield
-    while _CLEANUP:
-        shutil.rmtree(_CLEANUP.pop(), ignore_errors=True)
-
-
 def _venv_env() -> dict:
     """The environment for a fresh venv's programs: without PYTHONPATH, which would import a checkout's code."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -923,12 +909,35 @@ def _py(venv: Path, code: str, tmp: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=_venv_env())
 
 
-def test_scaler_image_install(tmp_path):
+def _probe_full() -> bool:
+    return os.environ.get("FORESCALE_TEST_PROBE_IMAGE") == "full"
+
+
+@pytest.fixture(scope="module")
+def image_builds(tmp_path_factory):
+    """Both images' build stages replayed side by side, each in its own tree under ``root``: (root, {image: the
+    future of its venv}). pip spends most of a replay waiting on the package index and the disk, not on the CPU.
+    Each test takes its own image's result (a failed replay fails that image's test only)."""
+    root = tmp_path_factory.mktemp("images")
+    full = _probe_full()
+
+    def probe_extra(step: int) -> list[str]:
+        return ["--no-compile"] if full else ["--dry-run", "--report", str(root / f"report{step}.json")]
+
+    with ThreadPoolExecutor(2) as ex:
+        builds = {"scaler": ex.submit(replay_build_stage, "scaler", root / "scaler-fs", lambda step: ["--no-compile"]),
+                  "probe": ex.submit(replay_build_stage, "probe", root / "probe-fs", probe_extra)}
+    try:
+        yield root, builds
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the replayed trees are hundreds of MB: not kept in pytest's tmp
+
+
+def test_scaler_image_install(image_builds, tmp_path):
     """The scaler image's install, for real: `pip install .` in a fresh venv (what `make backtest` installs).
     The result runs the CLI, imports every non-probe module, has no torch, says its version and runs
     `forescale backtest` on the bundled trace."""
-    venv = replay_build_stage("scaler", tmp_path / "fs", lambda step: ["--no-compile"])
-    request_cleanup(tmp_path / "fs")
+    venv = image_builds[1]["scaler"].result()
     exe = venv / "bin" / "forescale"
     for argv in (["--help"], ["serve", "--help"]):
         proc = subprocess.run([str(exe), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
@@ -962,20 +971,16 @@ def test_scaler_image_install(tmp_path):
     assert doc["policies"]["oracle"]["underprovisioned_fraction"] == 0
 
 
-def test_probe_image_install(tmp_path):
+def test_probe_image_install(image_builds, tmp_path):
     """The probe image's install steps resolved in a fresh venv: torch==2.13.0 first,
     then `pip install '.[probe]'` (the project built from the copied context).
     `pip --dry-run` by default (unpacking torch costs ~20 s of CI per run);
     FORESCALE_TEST_PROBE_IMAGE=full installs for real and runs `forescale probe --help`."""
-    full = os.environ.get("FORESCALE_TEST_PROBE_IMAGE") == "full"
+    full = _probe_full()
     runs = [r for i, r in parse_dockerfile(DOCKERFILES["probe"])[0] if i == "RUN" and "pip install" in r]
     assert len(runs) == 2 and "torch==2.13.0" in runs[0] and ".[probe]" in runs[1]
-
-    def extra(step: int) -> list[str]:
-        return ["--no-compile"] if full else ["--dry-run", "--report", str(tmp_path / f"report{step}.json")]
-
-    venv = replay_build_stage("probe", tmp_path / "fs", extra)
-    request_cleanup(tmp_path / "fs")
+    reports, builds = image_builds
+    venv = builds["probe"].result()
     if full:
         proc = subprocess.run([str(venv / "bin" / "forescale"), "probe", "--help"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300)
@@ -984,7 +989,7 @@ def test_probe_image_install(tmp_path):
         assert proc.stdout.startswith("2.13.0"), proc.stdout + proc.stderr
         return
     for step in (0, 1):
-        rep = json.loads((tmp_path / f"report{step}.json").read_text())
+        rep = json.loads((reports / f"report{step}.json").read_text())
         versions = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in rep["install"]}
         assert versions["torch"].split("+")[0] == "2.13.0", versions["torch"]
         if step == 1:

@@ -48,8 +48,12 @@ class Serve:
                                       str(self.http_port), "--state-dir", str(tmp_path / "state")],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        grpc.channel_ready_future(self.channel).result(timeout=30)
         self.stub = pb_grpc.ExternalScalerStub(self.channel)
+        self.output: str | None = None
+
+    def ready(self) -> Serve:
+        grpc.channel_ready_future(self.channel).result(timeout=30)
+        return self
 
     def get(self, md: dict, name: str) -> float:
         ref = pb.ScaledObjectRef(name=name, namespace="chaos", scalerMetadata=md)
@@ -72,11 +76,12 @@ class Serve:
         raise AssertionError(f"{name}{labels} not as expected within {timeout}s (last {v})")
 
     def close(self) -> str:
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-        out, _ = self.proc.communicate(timeout=10)
-        return out
+        if self.output is None:
+            self.channel.close()
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.output, _ = self.proc.communicate(timeout=10)
+        return self.output
 
 
 FIT_MD = {"mode": "forecastAndScale", "model": "naive", "history": "1h", "minHistory": "30m", "refitInterval": "10s",
@@ -85,8 +90,22 @@ LAST_FIT = 'forescale_last_fit_timestamp_seconds'
 SO_LABELS = '{namespace="chaos",scaledobject="fitted"}'
 
 
-def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(live_prom, switchable, tmp_path):
-    s = Serve(tmp_path)
+@pytest.fixture(scope="module")
+def servers(live_prom, tmp_path_factory):
+    """One ``forescale serve`` process per test, both started side by side (each pays an interpreter's start-up
+    and a first fit in a new worker process), each with the fitted workload polled once: its first fit is under way."""
+    made = {k: Serve(tmp_path_factory.mktemp(k)) for k in ("sigterm", "sigkill")}
+    try:
+        for s in made.values():
+            s.ready().get(metadata(live_prom.url, **FIT_MD), "fitted")
+        yield made
+    finally:
+        for s in made.values():
+            s.close()
+
+
+def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(servers, live_prom, switchable):
+    s = servers["sigterm"]
     try:
         md = metadata(live_prom.url, **FIT_MD)
         assert s.get(md, "fitted") == pytest.approx(FLAT_QPS, rel=1e-6)
@@ -104,7 +123,11 @@ def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(live_prom, 
         for i in range(4):
             s.get(metadata(drip.url, timeout="300s"), f"drip-{i}")
         drip.mode = "drip"
-        time.sleep(6)  # refreshes now hang in the drip (a 300 s timeout)
+        # the next refreshes (refresh floor 5 s) now hang in the drip (a 300 s timeout): wait until one does
+        deadline = time.monotonic() + 30
+        while drip.dripping == 0:
+            assert time.monotonic() < deadline, "no refresh reached the dripping target within 30 s"
+            time.sleep(0.1)
         t0 = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         s.proc.wait(timeout=15)
@@ -114,8 +137,8 @@ def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(live_prom, 
     assert "a fit worker died; worker pool replaced" in out
 
 
-def test_a_killed_server_leaves_no_helper_process(live_prom, tmp_path):
-    s = Serve(tmp_path)
+def test_a_killed_server_leaves_no_helper_process(servers, live_prom):
+    s = servers["sigkill"]
     try:
         s.get(metadata(live_prom.url, **FIT_MD), "fitted")
         s.wait_metric(LAST_FIT, SO_LABELS, lambda v: v > 0, timeout=40)

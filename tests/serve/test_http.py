@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,17 +194,21 @@ def test_tls_files_are_validated_with_the_real_cause(tmp_path):
         _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
                  "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=tmp_path)
     common = ("--host", "127.0.0.1", "--port", "0", "--http-port", "0")
-    # a key that is not the certificate's
-    assert_refused(serve(*common, "--tls-cert", str(tmp_path / "a.crt"), "--tls-key", str(tmp_path / "b.key")),
-                   "the key does not match the certificate")
-    # not PEM at all
     (tmp_path / "junk.key").write_text("not a key\n")
-    assert_refused(serve(*common, "--tls-cert", str(tmp_path / "a.crt"), "--tls-key", str(tmp_path / "junk.key")),
-                   "--tls-key", "no PEM private key")
+    # three separate processes, started side by side (each pays the interpreter's start-up)
+    cert = ("--tls-cert", str(tmp_path / "a.crt"))
+    with ThreadPoolExecutor(3) as ex:
+        runs = [ex.submit(serve, *common, *cert, "--tls-key", str(tmp_path / "b.key")),
+                ex.submit(serve, *common, *cert, "--tls-key", str(tmp_path / "junk.key")),
+                ex.submit(serve, *common, env={"FORESCALE_TLS_CERT": str(tmp_path / "a.crt"),
+                                               "FORESCALE_TLS_KEY": str(tmp_path / "missing.key")})]
+        mismatched, not_pem, missing = (r.result() for r in runs)
+    # a key that is not the certificate's
+    assert_refused(mismatched, "the key does not match the certificate")
+    # not PEM at all
+    assert_refused(not_pem, "--tls-key", "no PEM private key")
     # a missing file, given through the environment
-    assert_refused(serve(*common, env={"FORESCALE_TLS_CERT": str(tmp_path / "a.crt"),
-                                       "FORESCALE_TLS_KEY": str(tmp_path / "missing.key")}),
-                   "--tls-key: cannot read", "No such file or directory")
+    assert_refused(missing, "--tls-key: cannot read", "No such file or directory")
 
 
 def test_every_serve_flag_has_a_forescale_env_var():

@@ -64,6 +64,7 @@ class Switchable:
     def __init__(self, value: float = 7.0):
         self.mode = "ok"
         self.value = value
+        self.dripping = 0  # requests met in drip mode (each is held for seconds: in flight at the client)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(256)
@@ -103,6 +104,7 @@ class Switchable:
                 if self.mode == "ok":
                     c.sendall(self._answer())
                 elif self.mode == "drip":
+                    self.dripping += 1  # from the connection threads: a test only waits for it to leave 0
                     data = self._answer()
                     for i in range(len(data)):
                         if self._stop.wait(0.2):
