@@ -7,12 +7,19 @@ step (lead 60 s: the minutes provisioned before the jump come due one after the 
 the 5th exceedance beyond the 20% margin at quantile 0.9; the next poll serves the fallback). The value served
 is never below the observed rate; the reason clears once the level is back and the forecast covers 15 scored
 minutes; on the same trace without the jump it never appears.
+
+Timeline (fake-clock minutes after START; each step waits for the real scheduler's 1 s tick, so a minute costs
+about a second of wall time): 15 minutes at the base level, the 2.5x jump for 40 minutes, then 35 minutes back at
+the base level (90 steps). Measured on this timeline: the fallback from 5 minutes after the jump until 12 minutes
+after the level returned. Both scenarios (with and without the jump) run at once, each with its own Prometheus,
+server and clock: the steps wait on the scheduler's tick, not on the CPU.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -23,8 +30,9 @@ from support.scaler import Scaler
 
 DAY = 86400.0
 START = 1_700_000_400.0  # the first served minute (a multiple of 60)
-JUMP_AT = START + 30 * 60
-BACK_AT = JUMP_AT + 60 * 60
+JUMP_AT = START + 15 * 60
+BACK_AT = JUMP_AT + 40 * 60
+MINUTES = 15 + 40 + 35  # served minutes: base, jump, back at the base level
 BOUND_MINUTES = 10
 
 
@@ -49,9 +57,14 @@ def reason_of(s: Scaler) -> str:
     return got[0]
 
 
-def serve(prometheus_factory, jump: bool, minutes: int) -> list[tuple[float, float, float, str]]:
+def serve(base_dir, jump: bool, minutes: int) -> list[tuple[float, float, float, str]]:
     t = np.arange(START - 2 * DAY - 3600, START + minutes * 60 + 120, 60.0)
-    prom = prometheus_factory([pf.SeriesSpec("forescale_drift_qps", {"job": "t"}, "gauge", t, level(t, jump))])
+    with pf.PrometheusServer([pf.SeriesSpec("forescale_drift_qps", {"job": "t"}, "gauge", t, level(t, jump))],
+                             base_dir=base_dir) as prom:
+        return _serve(prom, minutes)
+
+
+def _serve(prom, minutes: int) -> list[tuple[float, float, float, str]]:
     clock = FakeClock(START)
     s = Scaler(clock)
     out = []
@@ -76,8 +89,18 @@ def serve(prometheus_factory, jump: bool, minutes: int) -> list[tuple[float, flo
     return out
 
 
-def test_a_level_jump_serves_the_drift_fallback_then_clears(prometheus_factory):
-    served = serve(prometheus_factory, jump=True, minutes=150)
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """{jump: what was served each minute}: the two scenarios side by side (no state shared but the process)."""
+    base = tmp_path_factory.getbasetemp()
+    with ThreadPoolExecutor(2) as ex:
+        runs = {jump: ex.submit(serve, base, jump, MINUTES) for jump in (True, False)}
+        return {jump: f.result() for jump, f in runs.items()}
+
+
+def test_a_level_jump_serves_the_drift_fallback_then_clears(served):
+    served = served[True]
+    assert len(served) == MINUTES
     for t, observed, value, _ in served:
         assert value >= observed - 1e-9, (t, observed, value)  # never below the observed rate
     drift = [t for t, _, _, r in served if r == "fallback_forecast_drift"]
@@ -92,7 +115,8 @@ def test_a_level_jump_serves_the_drift_fallback_then_clears(prometheus_factory):
     assert last[3] != "fallback_forecast_drift" and drift[-1] < BACK_AT + 30 * 60
 
 
-def test_an_unchanged_trace_never_drifts(prometheus_factory):
-    served = serve(prometheus_factory, jump=False, minutes=90)
+def test_an_unchanged_trace_never_drifts(served):
+    served = served[False]
+    assert len(served) == MINUTES
     assert [r for *_, r in served if r == "fallback_forecast_drift"] == []
     assert all(v >= o - 1e-9 for _, o, v, _ in served)
