@@ -78,9 +78,12 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     c = tc(wl)  # the history ends at the cutoff, not at now: the same in every replica
     # history (1 d) + the simulated span (3 d) + a day for the first aligned warm-start chain (fetch_seconds)
     assert env.prom.calls_of("range") == [("range", Q, c - 5 * 86400 + 60, c, 60.0)]
-    assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, 1440,
+    # the data begins 48 h before T0 (scripted), inside that window: every minute after it up to c, no more
+    n = round((c - (T0 - 48 * 3600)) / 60)
+    assert 24 * 60 < n <= 48 * 60
+    assert (job.name, job.step, len(job.t), job.qps_per_replica, job.target_miss) == ("serving/llm", 60.0, n,
                                                                                       10.0, MissTarget(0.005))
-    assert job.span_seconds == 43200.0 and job.cold_start_seconds == 600.0  # half the history it got
+    assert job.span_seconds == n * 60 / 2 and job.cold_start_seconds == 600.0  # half the history it got
     assert np.all(job.y == 30.0)
     assert not env.tuning.busy(wl)
     t = wl.tuned
@@ -112,7 +115,7 @@ def test_the_choice_is_applied_to_the_value_exported_and_stored(env, tmp_path):
     env.workload()
     env.reg.tick()
     assert len(env.pool.jobs) == 2 and wl.tuned.chosen_at == c + 86400
-    assert env.prom.calls_of("range")[-1] == ("range", Q, c + 60, c + 86400, 60.0)
+    assert env.prom.calls_of("range")[-1] == ("range", Q, c + 86400 - 5 * 86400 + 60, c + 86400, 60.0)  # fetch_seconds
 
 
 def test_the_choice_survives_a_restart_and_is_not_rerun(env, tmp_path):
