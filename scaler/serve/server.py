@@ -99,6 +99,8 @@ class Server:
             if config.self_watch else None
         if self.watch is not None:
             self.metrics.registry.register(WatchCollector(self.watch, clock))
+            if self.tuning is not None:
+                self.tuning.on_run = self.watch.note_tuning_run  # waits and failures in the decision log too
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
                                  stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),

@@ -227,11 +227,13 @@ class TuningService:
     """
 
     def __init__(self, clock: Callable[[], float], metrics: ScalerMetrics, *, store: JsonStore | None = None,
-                 config: TuningConfig | None = None, pool: Executor | None = None, io: Executor | None = None):
+                 config: TuningConfig | None = None, pool: Executor | None = None, io: Executor | None = None,
+                 on_run: Callable[[Workload, float, str, str], None] | None = None):
         self.clock = clock
         self.metrics = metrics
         self.config = config or TuningConfig()
         self.store = store
+        self.on_run = on_run  # told of every run that chose nothing: (workload, cutoff, outcome, why)
         # one run at a time: one I/O thread, one worker process
         self.worker = Worker(io or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tune"), pool, self._new_pool)
 
@@ -299,6 +301,7 @@ class TuningService:
                                                                            else f"not met: {out['message']}")))
             if not apply(wl, tuned):
                 log.info("ScaledObject %s/%s: metadata changed during tuning; choice discarded", ns, name)
+                self._note(wl, at, "discarded", f"chose {tuned.label}, but the metadata changed during the run")
                 return
             figures = {k: out[k] for k in ("violation_minutes", "replica_hours", "points", "pareto",
                                            "simulated_days", "seconds", "message", "knobs", "target_miss",
@@ -324,12 +327,19 @@ class TuningService:
             self.worker.retry_at(key, now + min(max(e.wait_seconds, self.config.min_wait_seconds),
                                                 self.config.retry_seconds))
             log.info("ScaledObject %s/%s: tuning waits for history: %s", ns, name, e)
+            self._note(wl, at, "waiting", str(e))
         except Exception as e:  # a tuning run must never take the service down
             self.metrics.tuning_runs.labels(ns, name, "failed").inc()
             self.worker.failed(key, now, lambda _: min(declared.tuning_interval_seconds, self.config.retry_seconds))
             log.warning("ScaledObject %s/%s: tuning failed (keeping %s): %s", ns, name,
                         wl.tuned.label if wl.tuned is not None else "the declared configuration",
                         e if isinstance(e, (ValueError, PromError)) else f"{type(e).__name__}: {e}")
+            self._note(wl, at, "failed", str(e) if isinstance(e, (ValueError, PromError)) else type(e).__name__)
+
+    def _note(self, wl: Workload, at: float, outcome: str, detail: str) -> None:
+        """A run that chose nothing, for the decision log (``on_run``: the server's ``Watch.note_tuning_run``)."""
+        if self.on_run is not None:
+            self.on_run(wl, at, outcome, detail)
 
     def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
         """The history up to the cutoff ``at`` (``fetch_seconds`` of it, or from ``since`` when given) and the time

@@ -135,7 +135,12 @@ class Watch:
             if e.tunings and e.tunings[-1][0] == tuned.chosen_at:
                 return
             e.tunings.append((tuned.chosen_at, tuned.label, tuned.policy, tuned.met, tuned.miss, tuned.cost_ratio,
-                              clean(tuned.summary, 200) or None))
+                              clean(tuned.summary, 200) or None, "chosen"))
+
+    def note_tuning_run(self, wl: Workload, at: float, outcome: str, detail: str) -> None:
+        """A tuning run that chose nothing (``waiting`` for history, ``failed``, ``discarded``): logged with why."""
+        with self._lock:
+            self._entry(wl).tunings.append((at, None, None, None, None, None, clean(detail, 200) or None, outcome))
 
     def forget(self, wl: Workload) -> None:
         with self._lock:
@@ -154,7 +159,7 @@ class Watch:
                               "cusum": round(c.cusum, 3)}}
 
     def log(self, wl: Workload) -> dict:
-        """The decision log of one trigger: decisions (oldest first), fits, tuning choices."""
+        """The decision log of one trigger: decisions (oldest first), fits, tuning runs (choices, waits, failures)."""
         with self._lock:
             e = self._entries.get(wl.key)
             if e is None:
@@ -176,8 +181,9 @@ class Watch:
         return {"decisions": decisions,
                 "fits": [{"time": t, "model": m, "seconds": s, "outcome": o, "detail": dt or None}
                          for t, m, s, o, dt in fits],
-                "tuning": [{"time": t, "chosen": lab, "policy": p, "target_met": met, "expected_miss": miss,
-                            "expected_cost_ratio": cost, "why": why} for t, lab, p, met, miss, cost, why in tunings]}
+                "tuning": [{"time": t, "outcome": out, "chosen": lab, "policy": p, "target_met": met,
+                            "expected_miss": miss, "expected_cost_ratio": cost, "why": why}
+                           for t, lab, p, met, miss, cost, why, out in tunings]}
 
     def collect(self, now: float):
         """Metric families for the scrape (a collector: no per-label children are kept)."""

@@ -197,8 +197,8 @@ def test_tuning_choices_are_logged_with_why_and_cut(env):
     env.watch.note_tuned(wl, tuned)
     env.watch.note_tuned(wl, tuned)  # the same choice again (a restore): logged once
     (t,) = env.watch.log(wl)["tuning"]
-    assert (t["chosen"], t["policy"], t["target_met"], t["expected_miss"], t["expected_cost_ratio"]) == \
-        ("predictive naive q0.95", "predictive", True, 0.002, 1.2)
+    assert (t["outcome"], t["chosen"], t["policy"], t["target_met"], t["expected_miss"], t["expected_cost_ratio"]) == \
+        ("chosen", "predictive naive q0.95", "predictive", True, 0.002, 1.2)
     assert t["why"].startswith("40 configurations swept (7 Pareto)") and "\x00" not in t["why"]
     assert len(t["why"]) == 203  # cut at 200 characters + "..."
 
