@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .base import Forecast, Forecaster, InsufficientHistory, Series
-from .level import level_correct
+from .level import corrector, residual_rows
 from .metrics import coverage, mase, pinball, wape
 
 
@@ -94,11 +94,15 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
 
     ``now`` is the last observation before the cutoff; ``observed`` the mean
     of the last ``observed_points`` finite points up to it (1 = the last one).
+    ``level_correct`` on each forecast, computed for the forecasts of one
+    length and set of quantiles at once (the row forms ``residual_rows`` and
+    ``corrector`` it is made of: the same numbers, bit for bit).
     """
     if half_life_seconds <= 0:
         return list(forecasts)
-    out = []
-    for c, fc in forecasts:
+    out = list(forecasts)
+    groups: dict[tuple, list[tuple[int, float]]] = {}  # (length, quantiles) -> (position, observed)
+    for j, (c, fc) in enumerate(forecasts):
         now = c - series.step
         i = _index(series, now)
         obs = np.nan
@@ -107,9 +111,21 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
             w = w[np.isfinite(w)]
             if w.size:
                 obs = float(w.mean())
-        if np.isfinite(obs):
-            fc = level_correct(fc, now, obs, half_life_seconds)
-        out.append((c, fc))
+        if np.isfinite(obs) and len(fc):
+            groups.setdefault((len(fc), tuple(fc.quantiles)), []).append((j, obs))
+    for (_, qs), members in groups.items():
+        pos = [j for j, _ in members]
+        fcs = [forecasts[j][1] for j in pos]
+        t = np.vstack([f.t for f in fcs])
+        mean = np.vstack([f.mean for f in fcs])
+        now = np.array([forecasts[j][0] - series.step for j in pos], dtype=float)
+        r = residual_rows(t, mean, now, np.array([o for _, o in members], dtype=float))
+        fix = corrector(t, r, now, half_life_seconds)
+        new_mean = fix(mean)
+        new_q = {q: fix(np.vstack([f.quantiles[q] for f in fcs])) for q in qs}
+        for k, (j, f) in enumerate(zip(pos, fcs)):
+            if r[k] != 0.0:  # level_correct leaves a curve with no residual as it is
+                out[j] = (forecasts[j][0], Forecast(f.t, new_mean[k], {q: v[k] for q, v in new_q.items()}, f.model))
     return out
 
 
