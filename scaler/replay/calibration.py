@@ -71,6 +71,8 @@ def calibrated(sc: Scenario, curves: Sequence[Curve] | Packed, params: PolicyPar
     them fell back to the pointwise quantile (too few residuals yet).
     """
     pk = curves if isinstance(curves, Packed) else Packed.from_curves("", curves)
+    if not (pk.index >= 0).any():  # no forecast at all (too little history throughout): nothing to calibrate
+        return (pk if isinstance(curves, Packed) else list(curves)), 0
     q, lead = params.quantile, params.lead_seconds
     cs, rs = residuals(sc, pk, params)
     hi = np.searchsorted(cs, pk.since - lead, side="right")  # realised: c_j + L <= c

@@ -239,6 +239,15 @@ def test_conformal_quantile_and_window_calibration_shift():
     share = float(np.mean(rs == 4.0))
     assert share > 0.1
     assert all(np.allclose(cv.forecast.quantiles[0.9], 14.0) for cv in late)
+    # the replay's packed form gives the same band; no forecast at all (too little history): nothing to calibrate
+    packed = forecasts.Packed.from_curves("flat", curves)
+    cal, n_back = calibration.calibrated(sc, packed, p)
+    assert n_back == fell_back and np.array_equal(cal.quantiles[0.9], np.vstack([cv.forecast.quantiles[0.9] for cv in out]))
+    from scaler.policy import Reason
+    empty = [forecasts.Curve(cv.since, None, None, Reason.INSUFFICIENT_HISTORY) for cv in curves]
+    assert calibration.calibrated(sc, empty, p) == (empty, 0)
+    pk_empty = forecasts.Packed.from_curves("flat", empty)
+    assert calibration.calibrated(sc, pk_empty, p) == (pk_empty, 0)
 
 
 def test_tuning_auto_can_pick_the_envelope_and_runs_it_as_model_envelope(bursty):
