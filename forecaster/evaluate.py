@@ -28,7 +28,7 @@ from typing import Iterator, Sequence, TypeVar
 import numpy as np
 
 from .base import Forecast, Forecaster, InsufficientHistory, Series
-from .level import corrector, level_correct, residual_rows
+from .level import corrector, residual_rows
 from .metrics import coverage, mase, pinball, wape
 
 T = TypeVar("T")
@@ -146,49 +146,38 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
 
     ``now`` is the last observation before the cutoff; ``observed`` the mean
     of the last ``observed_points`` finite points up to it (1 = the last one).
-    Forecasts of one length and one set of quantiles are corrected as rows of
-    one array (``forecaster.level``'s row functions: the same arithmetic as
-    ``level_correct`` on each, element for element).
+    ``level_correct`` on each forecast, computed for the forecasts of one
+    length and set of quantiles at once (the row forms ``residual_rows`` and
+    ``corrector`` it is made of: the same numbers, bit for bit).
     """
     if half_life_seconds <= 0:
         return list(forecasts)
-    observed = np.full(len(forecasts), np.nan)
-    for k, (c, _) in enumerate(forecasts):
-        i = _index(series, c - series.step)
+    out = list(forecasts)
+    groups: dict[tuple, list[tuple[int, float]]] = {}  # (length, quantiles) -> (position, observed)
+    for j, (c, fc) in enumerate(forecasts):
+        now = c - series.step
+        i = _index(series, now)
+        obs = np.nan
         if i is not None:
             w = series.y[max(0, i - observed_points + 1):i + 1]
             w = w[np.isfinite(w)]
             if w.size:
-                observed[k] = float(w.mean())
-    if not forecasts:
-        return []
-    h, qs = len(forecasts[0][1]), tuple(forecasts[0][1].quantiles)
-    if h == 0 or any(len(f) != h or tuple(f.quantiles) != qs for _, f in forecasts):
-        out = []
-        for (c, fc), obs in zip(forecasts, observed):
-            out.append((c, level_correct(fc, c - series.step, float(obs), half_life_seconds) if np.isfinite(obs)
-                        else fc))
-        return out
-    ok = np.flatnonzero(np.isfinite(observed))
-    out = list(forecasts)
-    if not ok.size:
-        return out
-    sub = [forecasts[k] for k in ok]
-    t = np.vstack([f.t for _, f in sub])
-    mean = np.vstack([f.mean for _, f in sub])
-    now = np.array([c for c, _ in sub], dtype=float) - series.step
-    r = residual_rows(t, mean, now, observed[ok])
-    moved = r != 0.0  # a zero residual leaves the forecast as it is (level_correct)
-    if not moved.any():
-        return out
-    t, mean, now, r = t[moved], mean[moved], now[moved], r[moved]
-    idx = ok[moved]
-    fix = corrector(t, r, now, half_life_seconds)
-    means = fix(mean)
-    bands = {q: fix(np.vstack([forecasts[k][1].quantiles[q] for k in idx])) for q in qs}
-    for j, k in enumerate(idx):
-        c, fc = forecasts[k]
-        out[k] = (c, Forecast(fc.t, means[j], {q: bands[q][j] for q in qs}, fc.model))
+                obs = float(w.mean())
+        if np.isfinite(obs) and len(fc):
+            groups.setdefault((len(fc), tuple(fc.quantiles)), []).append((j, obs))
+    for (_, qs), members in groups.items():
+        pos = [j for j, _ in members]
+        fcs = [forecasts[j][1] for j in pos]
+        t = np.vstack([f.t for f in fcs])
+        mean = np.vstack([f.mean for f in fcs])
+        now = np.array([forecasts[j][0] - series.step for j in pos], dtype=float)
+        r = residual_rows(t, mean, now, np.array([o for _, o in members], dtype=float))
+        fix = corrector(t, r, now, half_life_seconds)
+        new_mean = fix(mean)
+        new_q = {q: fix(np.vstack([f.quantiles[q] for f in fcs])) for q in qs}
+        for k, (j, f) in enumerate(zip(pos, fcs)):
+            if r[k] != 0.0:  # level_correct leaves a curve with no residual as it is
+                out[j] = (forecasts[j][0], Forecast(f.t, new_mean[k], {q: v[k] for q, v in new_q.items()}, f.model))
     return out
 
 

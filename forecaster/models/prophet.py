@@ -82,6 +82,7 @@ from .prophet_stan import Scales, inputs_of
 NAME = "prophet"
 DAY = 86400.0
 STAN_ITER = 10000  # Prophet's own cap on L-BFGS iterations
+STAN_STOP: dict = {}  # CmdStan's L-BFGS stopping tolerances (tol_rel_grad, ...) beyond its defaults
 _quiet = False
 
 
@@ -423,7 +424,7 @@ def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]
         # refresh=iter: CmdStan prints no per-iteration progress, so cmdstanpy reads its few lines at exit in
         # one piece instead of a line per L-BFGS iteration while Stan runs
         args: dict[str, Any] = dict(data=path, inits=inits, algorithm="Newton" if data["T"] < 100 else "LBFGS",
-                                    iter=STAN_ITER, refresh=STAN_ITER, seed=seed, output_dir=tmp)
+                                    iter=STAN_ITER, refresh=STAN_ITER, seed=seed, output_dir=tmp, **STAN_STOP)
         try:
             fit = backend.model.optimize(**args)
         except RuntimeError:

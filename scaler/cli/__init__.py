@@ -12,14 +12,45 @@ The only place for click, tqdm, matplotlib, files and "now-14d":
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import MutableMapping
+
 import click
 
-from ..probe.cli import probe_command
 from ..spec import GRPC_PORT
-from .backtest import backtest_command
-from .check import check_command
-from .loadtest import loadtest_command
-from .tune import tune_command
+
+# the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
+# pays for its own imports only: `tune` does not import the load tester, the probe or the linter (issue 26)
+VERBS = {"probe": ("scaler.probe.cli", "probe_command"), "backtest": ("scaler.cli.backtest", "backtest_command"),
+         "tune": ("scaler.cli.tune", "tune_command"), "check": ("scaler.cli.check", "check_command"),
+         "loadtest": ("scaler.cli.loadtest", "loadtest_command")}
+
+
+class Commands(MutableMapping):
+    """A click group's ``commands``: the ones added, and ``VERBS`` imported on first lookup."""
+
+    def __init__(self, added: dict, lazy: dict):
+        self.added, self.lazy = dict(added), dict(lazy)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self.added and name in self.lazy:
+            module, attr = self.lazy.pop(name)
+            self.added[name] = getattr(importlib.import_module(module), attr)
+        return self.added[name]
+
+    def __setitem__(self, name: str, cmd: click.Command) -> None:
+        self.lazy.pop(name, None)
+        self.added[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        if self.lazy.pop(name, None) is None:
+            del self.added[name]
+
+    def __iter__(self):
+        return iter([*self.added, *(n for n in self.lazy if n not in self.added)])
+
+    def __len__(self) -> int:
+        return len(set(self.added) | set(self.lazy))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,8 +107,4 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
         fail(str(e))
 
 
-main.add_command(probe_command, name="probe")
-main.add_command(backtest_command, name="backtest")
-main.add_command(tune_command, name="tune")
-main.add_command(check_command, name="check")
-main.add_command(loadtest_command, name="loadtest")
+main.commands = Commands(main.commands, VERBS)

@@ -50,15 +50,31 @@ def _index(ctx, t: np.ndarray) -> np.ndarray:
 
 
 def _range_max(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """max of ``y[a_k .. b_k]`` (inclusive, clipped to ``y``; NaN ignored; NaN when nothing)."""
+    """max of ``y[a_k .. b_k]`` (inclusive, clipped to ``y``; NaN ignored; NaN when nothing finite).
+
+    All ranges at once: each one's values as a row of a strided view (NaN as -inf), the columns past its
+    end masked; a max is exact, so this is ``np.nanmax`` of each slice. In blocks of ranges (bounded memory).
+    """
+    y = np.asarray(y, dtype=float)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     out = np.full(len(a), np.nan)
     n = len(y)
-    for k in range(len(a)):
-        lo, hi = max(0, int(a[k])), min(n, int(b[k]) + 1)
-        if hi > lo:
-            seg = y[lo:hi]
-            if np.isfinite(seg).any():
-                out[k] = float(np.nanmax(seg))
+    lo, hi = np.maximum(a, 0), np.minimum(b + 1, n)  # [lo, hi) within y
+    width = int((hi - lo).max(initial=0))
+    if width <= 0:
+        return out
+    vals = np.concatenate([np.where(np.isnan(y), -np.inf, y), np.full(width, -np.inf)])
+    fin = np.concatenate([np.isfinite(y), np.zeros(width, dtype=bool)])
+    rows_v = np.lib.stride_tricks.sliding_window_view(vals, width)
+    rows_f = np.lib.stride_tricks.sliding_window_view(fin, width)
+    block = max(1, 4_000_000 // width)
+    for s in range(0, len(a), block):
+        sl = slice(s, s + block)
+        start = np.clip(lo[sl], 0, n)
+        inside = np.arange(width)[None, :] < (hi[sl] - lo[sl])[:, None]
+        m = np.where(inside, rows_v[start], -np.inf).max(axis=1)
+        ok = (inside & rows_f[start]).any(axis=1)
+        out[sl] = np.where(ok, m, np.nan)
     return out
 
 

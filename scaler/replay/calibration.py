@@ -23,35 +23,35 @@ trigger metadata.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
-from forecaster.base import Forecast
-
 from ..policy import Curves, PolicyParams, decide_array
-from .forecasts import Curve
+from .forecasts import Curve, Packed
 from .scenario import Scenario
 
 WINDOW_SECONDS = 7 * 86400.0
 MIN_RESIDUALS = 30
 
 
-def residuals(sc: Scenario, curves: Sequence[Curve], params: PolicyParams) -> tuple[np.ndarray, np.ndarray]:
+def residuals(sc: Scenario, curves: Sequence[Curve] | Packed, params: PolicyParams) -> tuple[np.ndarray, np.ndarray]:
     """``(c, r_c)`` for every curve whose window ``[c, c + L]`` lies inside the scenario (time order)."""
+    pk = curves if isinstance(curves, Packed) else Packed.from_curves("", curves)
     lead = params.lead_seconds
     mean_only = PolicyParams(mode="forecastAndScale", lead_seconds=lead, quantile=0.5,
                              qps_per_replica=params.qps_per_replica, level_correction_seconds=params.level_correction_seconds)
     end = sc.t0 + sc.n * sc.tick
-    keep = [cv for cv in curves if cv.forecast is not None and sc.t0 <= cv.since and cv.since + lead < end]
-    if not keep:
+    keep = (pk.index >= 0) & (sc.t0 <= pk.since) & (pk.since + lead < end)
+    if not keep.any():
         return np.zeros(0), np.zeros(0)
-    cs = np.array([cv.since for cv in keep], dtype=float)
+    cs = pk.since[keep]
+    rows = pk.index[keep]
     i = np.floor((cs - sc.t0) / sc.tick + 1e-9).astype(np.int64)
     j = np.floor((cs + lead - sc.t0) / sc.tick + 1e-9).astype(np.int64)
-    fcs = [cv.forecast for cv in keep]
-    stack = Curves(np.vstack([f.t for f in fcs]), np.vstack([f.mean for f in fcs]), {})  # type: ignore[union-attr]
-    d = decide_array(sc.observed[i], cs, mean_only, stack, np.arange(len(keep)))
+    stack = Curves(pk.t[rows], pk.mean[rows], {})
+    d = decide_array(sc.observed[i], cs, mean_only, stack, np.arange(len(cs)))
     ok = ~np.isnan(d.forecast_peak)
     realised = np.array([float(sc.demand[a:b + 1].max()) for a, b in zip(i[ok], j[ok])], dtype=float)
     return cs[ok], realised - d.forecast_peak[ok]
@@ -64,28 +64,31 @@ def conformal(r: np.ndarray, q: float) -> float:
     return float(np.partition(r, k - 1)[k - 1])
 
 
-def calibrated(sc: Scenario, curves: Sequence[Curve], params: PolicyParams) -> tuple[list[Curve], int]:
+def calibrated(sc: Scenario, curves: Sequence[Curve] | Packed, params: PolicyParams) -> tuple[list[Curve] | Packed, int]:
     """The curves with quantile ``params.quantile`` replaced by mean + the window-max residual's quantile.
 
-    Returns the curves and how many of them fell back to the pointwise quantile (too few residuals yet).
+    Returns the curves (packed when given packed: the replay's form, no object per cutoff) and how many of
+    them fell back to the pointwise quantile (too few residuals yet).
     """
+    pk = curves if isinstance(curves, Packed) else Packed.from_curves("", curves)
+    if not (pk.index >= 0).any():  # no forecast at all (too little history throughout): nothing to calibrate
+        return (pk if isinstance(curves, Packed) else list(curves)), 0
     q, lead = params.quantile, params.lead_seconds
-    cs, rs = residuals(sc, curves, params)
-    out: list[Curve] = []
-    fallback = 0
-    for cv in curves:
-        if cv.forecast is None:
-            out.append(cv)
-            continue
-        c = cv.since
-        hi = int(np.searchsorted(cs, c - lead, side="right"))  # realised: c_j + L <= c
-        lo = int(np.searchsorted(cs, c - WINDOW_SECONDS, side="left"))
-        if hi - lo < MIN_RESIDUALS:
-            fallback += 1
-            out.append(cv)
-            continue
-        shift = conformal(rs[lo:hi], q)
-        f = cv.forecast
-        out.append(Curve(c, Forecast(f.t, f.mean, {q: np.maximum(f.mean + shift, 0.0)}, f.model), cv.history_max,
-                         cv.unusable))
-    return out, fallback
+    cs, rs = residuals(sc, pk, params)
+    hi = np.searchsorted(cs, pk.since - lead, side="right")  # realised: c_j + L <= c
+    lo = np.searchsorted(cs, pk.since - WINDOW_SECONDS, side="left")
+    has = pk.index >= 0
+    use = has & (hi - lo >= MIN_RESIDUALS)
+    key = next((k for k in pk.quantiles if abs(k - q) < 1e-9), None)
+    if key is None:
+        raise ValueError(f"the curves have no quantile {q:g} band to calibrate")
+    band = pk.quantiles[key].copy()  # the curves that fall back keep their pointwise band
+    rows = pk.index[use]
+    if rows.size:
+        shift = np.array([conformal(rs[a:b], q) for a, b in zip(lo[use], hi[use])], dtype=float)
+        band[rows] = np.maximum(pk.mean[rows] + shift[:, None], 0.0)
+    quantiles = {k: v for k, v in pk.quantiles.items() if k != key}
+    quantiles[q] = band
+    out = replace(pk, quantiles=quantiles)
+    fallback = int((has & ~use).sum())
+    return (out if isinstance(curves, Packed) else out.curves()), fallback

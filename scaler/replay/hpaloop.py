@@ -27,6 +27,42 @@ from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_
                   scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
 
 
+_target_ready = False
+
+
+def numba_target() -> None:
+    """numba's CPU target set up once per process, before the first compiled call, without SciPy's linear algebra.
+
+    numba sets its target up at the first call of a compiled function (from the disk cache or not): it loads the
+    implementations of everything it can compile, and its ``arraymath`` imports ``scipy.linalg`` only to find out
+    whether ``np.dot`` and friends may be compiled. The HPA loop uses no linear algebra, and importing
+    ``scipy.linalg`` is about half of that set-up (0.3-2 s of every process that replays, more on a loaded
+    machine), so while numba looks, ``scipy.linalg.cython_blas`` is marked absent (numba then leaves BLAS
+    functions uncompilable in this process). ``scipy.linalg`` stays importable afterwards; a process that
+    imported it before keeps numba's BLAS support."""
+    global _target_ready
+    if _target_ready:
+        return
+    import sys
+
+    try:
+        from numba.core.registry import cpu_target
+    except ImportError:  # without the `fast` extra the loop runs interpreted
+        _target_ready = True
+        return
+
+    name = "scipy.linalg.cython_blas"
+    block = name not in sys.modules
+    if block:
+        sys.modules[name] = None  # type: ignore[assignment]  # "import scipy.linalg.cython_blas" raises ImportError
+    try:
+        cpu_target.target_context.refresh()
+    finally:
+        if block and name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+    _target_ready = True
+
+
 @compiled
 def fallback_count(mode, replicas, current):
     """KEDA's ``fallback.behavior``: 0 static, 1 currentReplicas, 2 currentReplicasIfHigher, 3 ...IfLower."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..policy import to_milli, to_milli_array
 from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, window_ticks
-from .hpaloop import run_loop
+from .hpaloop import numba_target, run_loop
 from .scenario import EPS, Scenario, Timeline
 
 FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower")
@@ -129,6 +129,7 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
     uk, uv, up_, us = _rules_arrays(up, tick)
     dk, dv, dp, ds = _rules_arrays(down, tick)
     cold = sc.cold_ticks
+    numba_target()
     born, died, ready_on, ready_off = run_loop(
         n, cold, poll_every, every_ticks(hpa.sync_seconds, tick), vals, targets, per_pod, fb_on, fb_mode,
         fb_replicas, act, fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas),

@@ -160,8 +160,8 @@ def base_values(ctx: Context, v: Variant, packed: Packed | None) -> tuple[np.nda
         return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor),
                                                  "floorReplicas": floor}
     if v.band == "window":
-        curves, fell_back = calibration.calibrated(sc, packed.curves(), params)
-        pv = planned_values(sc, hpa, params, curves)
+        cal, fell_back = calibration.calibrated(sc, packed, params)
+        pv = planned_values(sc, hpa, params, cal)
         note = (f"decide(forecastAndScale), model {packed.model}, mean's window max + the q{v.quantile:g} window-max "
                 f"residual (conformal; {fell_back} early curves on the pointwise band), L={ctx.lead_seconds:g}s")
         return pv.values, pv.reasons, hpa, note, {}

@@ -136,3 +136,60 @@ def test_level_correct_by_hand():
     np.testing.assert_allclose(out.quantiles[0.9], [18, 18, 15, 13.5])
     neg = level_correct(fc, 1060.0, 0.0, 60.0)
     assert np.all(neg.mean >= 0)
+
+
+def test_level_corrected_is_level_correct_on_each_forecast_bit_for_bit():
+    """``level_corrected`` corrects the forecasts of one shape at once (``residual_rows``/``corrector`` on the
+    stack): every number equals ``level_correct`` on that forecast alone, exactly (pure array arithmetic, no
+    optimiser), on the real AMZN trace with missing points, zero-residual rows and forecasts of two lengths."""
+    from forecaster.series import from_csv
+    from support.paths import TRACES
+
+    s = from_csv(TRACES / "nab_tweets" / "AMZN_per_5min.csv")[0]
+    s = Series(s.t[-3000:], s.y[-3000:].copy(), s.step)
+    s.y[2500:2510] = NAN  # cutoffs whose "now" is missing: left uncorrected
+    fcs = historical_forecasts(make("seasonal_naive"), s, start=s.t[2400], horizon=12, stride=1, refit_every=100,
+                               quantiles=(0.5, 0.9), include_now=True)
+    fcs += historical_forecasts(make("linear_trend"), s, start=s.t[2900], horizon=5, stride=3, refit_every=10,
+                                quantiles=(0.8,), include_now=True)
+    c0, f0 = fcs[0]
+    fcs.append((c0, Forecast(f0.t, f0.mean.copy(), {q: v.copy() for q, v in f0.quantiles.items()}, f0.model)))
+    i0 = int(round((c0 - s.step - s.t[0]) / s.step))
+    fcs[-1][1].mean[0] = s.y[i0]  # the curve equals the observation at now: residual 0, the forecast as it was
+    lc = level_corrected(s, fcs, 1800.0)
+    assert len(lc) == len(fcs) > 500
+    changed = 0
+    for (c, fc), (c2, got) in zip(fcs, lc):
+        i = int(round((c - s.step - s.t[0]) / s.step))
+        want = level_correct(fc, c - s.step, float(s.y[i]), 1800.0) if np.isfinite(s.y[i]) else fc
+        assert c2 == c and np.array_equal(got.mean, want.mean, equal_nan=True)
+        assert got.quantiles.keys() == want.quantiles.keys()
+        assert all(np.array_equal(got.quantiles[q], want.quantiles[q], equal_nan=True) for q in want.quantiles)
+        changed += got is not fc
+    assert 0 < changed < len(fcs)  # some corrected, some (missing now, zero residual) left alone
+    assert lc[-1][1] is fcs[-1][1]
+
+
+def test_quantile_rows_is_numpy_quantile_on_each_row():
+    """The band tables' error quantiles for many rows at once equal ``np.quantile`` on each row (its default,
+    linear method), as numbers, exactly: rows of 1 to 3,000 values of different lengths, with ties, rounded values,
+    both signed zeros, and the real in-sample errors of a linear_trend fit on AMZN."""
+    from forecaster.models._common import LEVELS, quantile_rows
+    from forecaster.series import from_csv
+    from support.paths import TRACES
+
+    rng = np.random.default_rng(7)
+    y = from_csv(TRACES / "nab_tweets" / "AMZN_per_5min.csv")[0].y[-2016:]
+    y = y[np.isfinite(y)]
+    cases = [[y[h:] - y[:-h] for h in (1, 2, 5, 12, 40)],  # the naive model's errors by horizon
+             [rng.normal(size=int(n)) for n in rng.integers(1, 3000, size=12)],
+             [np.round(rng.normal(size=int(n)), 1) for n in rng.integers(1, 400, size=12)],  # ties
+             [np.concatenate([np.zeros(n), -np.zeros(n), rng.exponential(size=n)]) for n in (1, 5, 50)],
+             [np.array([3.5]), np.array([-1.0, 2.0])]]
+    for rows in cases:
+        want = np.vstack([np.quantile(r, LEVELS) for r in rows])
+        got = quantile_rows(rows, LEVELS)
+        assert got.shape == want.shape and np.all(got == want)  # -0.0 == 0.0: a zero's sign may differ
+    assert quantile_rows([], LEVELS).shape == (0, LEVELS.size)
+    with pytest.raises(ValueError, match="at least one value"):
+        quantile_rows([np.array([])], LEVELS)
