@@ -84,6 +84,27 @@ def h_grid(hmax: int, n: int = 16) -> np.ndarray:
     return np.unique(np.rint(np.geomspace(1, hmax, num=min(n, hmax))).astype(int))
 
 
+class Wrapping:
+    """A fitted model that wraps another's (``self.inner``): its step, last point and history max are the inner
+    model's (``auto``'s chosen model, the holiday mechanism's wrapped one)."""
+
+    @property
+    def chosen(self) -> str:
+        return self.inner.model
+
+    @property
+    def step(self) -> float:
+        return self.inner.step
+
+    @property
+    def last_t(self) -> float:
+        return self.inner.last_t
+
+    @property
+    def history_max(self) -> float:
+        return self.inner.history_max
+
+
 @dataclass(frozen=True)
 class BandTable:
     """Empirical error quantiles by horizon: ``values[i, j]`` = quantile ``LEVELS[j]`` at ``hs[i]`` steps.

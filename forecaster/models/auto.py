@@ -34,6 +34,7 @@ import numpy as np
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS, level_correct
 from ..metrics import mase, pinball
+from ._common import Wrapping
 
 NAME = "auto"
 CANDIDATES = ("prophet", "seasonal_naive", "naive", "linear_trend", "envelope", "mstl", "ets")
@@ -140,26 +141,10 @@ class AutoForecaster:
 
 
 @dataclass(frozen=True, eq=False)
-class AutoFitted:
+class AutoFitted(Wrapping):
     inner: object  # the chosen model's Fitted
     scores: dict
     model: str = NAME
-
-    @property
-    def chosen(self) -> str:
-        return self.inner.model
-
-    @property
-    def step(self) -> float:
-        return self.inner.step
-
-    @property
-    def last_t(self) -> float:
-        return self.inner.last_t
-
-    @property
-    def history_max(self) -> float:
-        return self.inner.history_max
 
     def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
                 recent: Series | None = None) -> Forecast:

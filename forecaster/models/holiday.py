@@ -43,6 +43,7 @@ import numpy as np
 
 from ..base import Forecast, Series
 from ..calendar import DAY, LEARNED, ORDINARY, substitute_mask, weekday_of_day
+from ._common import Wrapping
 
 WEEK = 7 * DAY
 OFFSET_SHARE = 0.05  # c = 5 % of the mean rate in the log ratios (as Prophet's transform)
@@ -258,7 +259,7 @@ class HolidayForecaster:
 
 
 @dataclass(frozen=True, eq=False)
-class HolidayFitted:
+class HolidayFitted(Wrapping):
     inner: Any
     rule: HolidayRule
     effects: Effects = field(default_factory=Effects)
@@ -270,18 +271,6 @@ class HolidayFitted:
     @property
     def chosen(self) -> str:
         return self.inner.chosen
-
-    @property
-    def step(self) -> float:
-        return self.inner.step
-
-    @property
-    def last_t(self) -> float:
-        return self.inner.last_t
-
-    @property
-    def history_max(self) -> float:
-        return self.inner.history_max
 
     def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
                 recent: Series | None = None) -> Forecast:
