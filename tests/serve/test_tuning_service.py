@@ -324,33 +324,30 @@ def test_a_first_choice_is_made_on_the_same_window_by_a_replica_that_looks_later
     np.testing.assert_array_equal(y_a, y_b)
 
 
+def first_run_logged(e: Env) -> dict:
+    """The decision log's one tuning entry after ``e``'s first tick (the server's watch as ``on_run``)."""
+    from scaler.serve.watch import Watch
+
+    watch = Watch()
+    e.tuning.on_run = watch.note_tuning_run
+    try:
+        wl = e.workload()
+        e.reg.tick()
+        (t,) = watch.log(wl)["tuning"]
+        return dict(t, cutoff=tc(wl))
+    finally:
+        e.close()
+
+
 def test_runs_that_choose_nothing_are_in_the_decision_log_with_why(tmp_path):
     """Issue 22 (item 3): the decision log holds every tuning run -- a wait for history and a failure too, with
     what was wrong (cut and cleaned), not only the choices."""
-    from scaler.serve.watch import Watch
-
-    e = Env(state_dir=tmp_path, answer=ValueError("no configuration met the target\x00" + "y" * 400),
-            prom=scripted(FakePrometheus()))
-    watch = Watch()
-    e.tuning.on_run = watch.note_tuning_run
-    try:
-        wl = e.workload()
-        e.reg.tick()
-        (t,) = watch.log(wl)["tuning"]
-        assert (t["outcome"], t["chosen"], t["policy"], t["target_met"], t["time"]) == ("failed", None, None, None,
-                                                                                      tc(wl))
-        assert t["why"].startswith("no configuration met the target ") and "\x00" not in t["why"]
-        assert len(t["why"]) == 203  # 200 characters + "..."
-    finally:
-        e.close()
-    e = Env(state_dir=tmp_path / "short", prom=scripted(FakePrometheus(), hours=20.0))
-    watch = Watch()
-    e.tuning.on_run = watch.note_tuning_run
-    try:
-        wl = e.workload()
-        e.reg.tick()
-        (t,) = watch.log(wl)["tuning"]
-        assert t["outcome"] == "waiting" and t["chosen"] is None
-        assert "h of history, the first selection needs 24.0 h" in t["why"]
-    finally:
-        e.close()
+    t = first_run_logged(Env(state_dir=tmp_path, answer=ValueError("no configuration met the target\x00" + "y" * 400),
+                             prom=scripted(FakePrometheus())))
+    assert (t["outcome"], t["chosen"], t["policy"], t["target_met"], t["time"]) == ("failed", None, None, None,
+                                                                                  t["cutoff"])
+    assert t["why"].startswith("no configuration met the target ") and "\x00" not in t["why"]
+    assert len(t["why"]) == 203  # 200 characters + "..."
+    t = first_run_logged(Env(state_dir=tmp_path / "short", prom=scripted(FakePrometheus(), hours=20.0)))
+    assert t["outcome"] == "waiting" and t["chosen"] is None
+    assert "h of history, the first selection needs 24.0 h" in t["why"]
