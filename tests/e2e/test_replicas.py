@@ -37,6 +37,15 @@ RATE = "sum(rate(replica_requests_total[2m]))"
 DAY = 86400.0
 
 
+def close_all(channels, replicas) -> None:
+    """Close the test's channels, stop its replicas and close their logs."""
+    for ch in channels:
+        ch.close()
+    for proc, _, _, log in replicas:
+        stop(proc)
+        log.close()
+
+
 def start_replica(tmp_path, name: str):
     grpc_port, http_port = pf.find_free_port(), pf.find_free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
@@ -115,11 +124,7 @@ def test_two_replicas_agree_and_one_survives_the_others_sigkill(prometheus_facto
         assert all(abs(v - before[0]) <= 0.01 * before[0] for v in after), (before, after)
         assert reason(replicas[1][2]) == "forecast"  # warm: its own forecast, no fallback
     finally:
-        for ch in channels:
-            ch.close()
-        for proc, _, _, log in replicas:
-            stop(proc)
-            log.close()
+        close_all(channels, replicas)
 
 
 # ----------------------------------------------------------------------------- the default path (issue 22, item 6)
@@ -223,8 +228,4 @@ def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answ
         for x, y in pairs:
             assert x > 0 and abs(x - y) <= max(ANSWER_RTOL, rtol) * max(x, y), pairs
     finally:
-        for ch in channels:
-            ch.close()
-        for proc, _, _, log in replicas:
-            stop(proc)
-            log.close()
+        close_all(channels, replicas)
