@@ -26,7 +26,7 @@ import pytest
 
 from support import promfixture as pf
 from support.clock import FakeClock
-from support.scaler import Scaler
+from support.scaler import Scaler, wait_for_fit
 
 DAY = 86400.0
 START = 1_700_000_400.0  # the first served minute (a multiple of 60)
@@ -71,11 +71,7 @@ def _serve(prom, minutes: int) -> list[tuple[float, float, float, str]]:
     try:
         m = md(prom)
         s.value(m)
-        wl = s.server.registry.workloads()[0]
-        deadline = time.monotonic() + 120
-        while wl.forecast.forecast is None:  # the first fit (a worker process)
-            assert time.monotonic() < deadline, wl.forecast
-            time.sleep(0.2)
+        wl = wait_for_fit(s, "llm", timeout=120)  # the first fit (a worker process)
         for _ in range(minutes):
             clock.advance(60)
             deadline = time.monotonic() + 30

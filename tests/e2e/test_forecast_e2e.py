@@ -24,7 +24,7 @@ from scaler.prom import PrometheusClient
 from scaler.spec import PrometheusTarget
 from scaler.policy import PolicyParams, Reason, decide
 from support.clock import FakeClock
-from support.scaler import Scaler
+from support.scaler import Scaler, wait_for_fit
 
 CUT = "1998-06-24T12:00:00"
 DAYS = 15
@@ -56,19 +56,6 @@ def meta(url: str, **over) -> dict:
          "hpaTolerance": "0"}
     m.update(over)
     return m
-
-
-def wait_for_fit(s: Scaler, name: str, timeout: float = 240.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for wl in s.server.registry.workloads():
-            fitting = s.server.forecasts.fitting(wl)
-            if wl.name == name and wl.forecast.forecast is not None and not fitting:
-                return wl
-            if wl.name == name and wl.forecast.unusable is not None and not fitting:
-                raise AssertionError(f"fit unusable: {wl.forecast.unusable} {wl.forecast.detail}")
-        time.sleep(0.2)
-    raise AssertionError("no forecast in time")
 
 
 def test_forecast_leads_the_daily_rise_and_survives_restart(rising, tmp_path):

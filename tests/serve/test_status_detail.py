@@ -12,7 +12,7 @@ import pytest
 from support import promfixture as pf
 from support.browser import chromium, console_errors, wait_for
 from support.clock import FakeClock
-from support.scaler import Scaler
+from support.scaler import Scaler, wait_for_fit
 
 EVIL = '<img src=x onerror=window.__pwned=1>'  # in a query: the last error echoes it (names are DNS-1123)
 
@@ -42,11 +42,7 @@ def test_detail_view_chart_updates_in_place_and_escapes_names(prometheus_factory
         with pytest.raises(grpc.RpcError):  # no series: FAILED_PRECONDITION, and the error is the last error
             s.value(bad, name="bad")
         s.value(md, name="llm")
-        wl = s.server.registry.workloads("serving", "llm")[0]
-        deadline = time.monotonic() + 120
-        while wl.forecast.forecast is None:  # the first fit, in a worker process
-            assert time.monotonic() < deadline, wl.forecast
-            time.sleep(0.2)
+        wl = wait_for_fit(s, "llm", timeout=120)  # the first fit, in a worker process
         for _ in range(3):  # three polls a minute apart: the decision log has points to draw
             next_minute(clock, s, wl, md)
         base = f"http://127.0.0.1:{s.server.http_port}"

@@ -13,7 +13,7 @@ import numpy as np
 from support import promfixture as pf
 from support.browser import chromium, console_errors, wait_for
 from support.clock import FakeClock
-from support.scaler import Scaler
+from support.scaler import Scaler, wait_for_fit
 
 EVIL = "<img/src=x/onerror=window.__pwned=1>"  # a valid event name (printable, no space): HTML in it stays text
 
@@ -61,11 +61,7 @@ def test_event_column_and_chart_shading(prometheus_factory, tmp_path):
         soon = {k: v for k, v in md.items() if not k.startswith("holiday")} | {"eventsFile": str(soon_file)}
         s.value(md, name="llm")
         s.value(soon, name="soon")
-        wl = s.server.registry.workloads("serving", "llm")[0]
-        deadline = time.monotonic() + 120
-        while wl.forecast.forecast is None:  # the first fit, in a worker process
-            assert time.monotonic() < deadline, wl.forecast
-            time.sleep(0.2)
+        wl = wait_for_fit(s, "llm", timeout=120)  # the first fit, in a worker process
         clock.advance(60)
         s.value(md, name="llm")
         base = f"http://127.0.0.1:{s.server.http_port}"

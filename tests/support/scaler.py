@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 import urllib.request
 
 import grpc
@@ -47,3 +48,18 @@ class Scaler:
     def close(self) -> None:
         self.channel.close()
         self.server.stop(grace=1.0)
+
+
+def wait_for_fit(s: Scaler, name: str, timeout: float = 240.0):
+    """The workload ``name`` once its first fit is adopted and no fit runs (AssertionError: unusable, or none in
+    ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for wl in s.server.registry.workloads():
+            fitting = s.server.forecasts.fitting(wl)
+            if wl.name == name and wl.forecast.forecast is not None and not fitting:
+                return wl
+            if wl.name == name and wl.forecast.unusable is not None and not fitting:
+                raise AssertionError(f"fit unusable: {wl.forecast.unusable} {wl.forecast.detail}")
+        time.sleep(0.2)
+    raise AssertionError("no forecast in time")
