@@ -85,12 +85,21 @@ def test_the_holiday_in_progress_is_learned_from_its_first_hours_and_state_round
     np.testing.assert_allclose(back.predict(13, (0.8,)).mean, fc.mean, rtol=1e-12)
 
 
-def test_a_holiday_not_begun_and_a_past_holiday_leave_an_ordinary_day():
-    # history to Sunday 11-22 with a past holiday on 11-19 (50 + h): its effect is its own, not 11-26's
+def test_a_holiday_not_begun_takes_the_profile_of_the_past_holiday_in_the_history():
+    # history to Sunday 11-22 with a past holiday on 11-19 (50 + h, its ordinary substitute the Thursday before,
+    # 400 + h): 11-26 is forecast with 11-19's profile, hour by hour log((50 + h + c) / (400 + h + c)) on the ordinary
+    # copy 400 + h: (400 + h + c) x (50 + h + c) / (400 + h + c) - c = 50 + h; no holiday in progress
     f = policy_model("seasonal_naive", LEARNED).fit(weeks())
-    assert f.effects.holidays == ()
+    assert f.effects.holidays == () and f.effects.profile_day == day(2026, 11, 19)
     fc = f.predict(7 * 24)
-    np.testing.assert_allclose(fc.mean[THU], 400.0 + HOUR)  # 11-26 as an ordinary Thursday (11-19 substituted)
+    np.testing.assert_allclose(fc.mean[THU], 50.0 + HOUR)
+    np.testing.assert_allclose(fc.mean[FRI], 500.0 + HOUR)  # the day after: ordinary
+
+
+def test_a_past_holiday_with_no_holiday_ahead_leaves_ordinary_days_alone():
+    f = policy_model("seasonal_naive", LEARNED, days=HOLIDAYS[:1]).fit(weeks())
+    fc = f.predict(7 * 24)
+    np.testing.assert_allclose(fc.mean[THU], 400.0 + HOUR)  # 11-26 is no holiday here: 11-19 substituted
     np.testing.assert_allclose(fc.mean[FRI], 500.0 + HOUR)
 
 
