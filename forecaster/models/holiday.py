@@ -20,8 +20,14 @@ user's events out of what it sees and puts their effect back on the forecast:
   ordinary day and the same weekday a week before (growth, noise; ``drift``) gives a median, subtracted from
   the effect, and a robust spread: an effect within ``STAND_OUT`` (2) spreads of it is not told apart from an
   ordinary week and is 0.
+* **Similar day** (``learned``): when the history holds an earlier holiday (the most recent holiday day before the
+  one in progress or ahead, with at least a quarter of its points), a holiday after it is forecast with that
+  holiday's **profile**: per local hour, ``log((sum y + n c) / (sum y_ordinary + n c))`` less the drift, kept only
+  when the whole day's effect stands out of ordinary change (as any effect). Once the holiday's own first hours
+  are in, their residual effect over the profile is added (``RESIDUAL_AFTER_PROFILE``; measured both ways,
+  docs/events.md). Days are the calendar days of ``HolidayRule.tz`` (``timezone``).
 * **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``
-  with the effect of that holiday (0, an ordinary day, before it has begun); ``ordinary``: no effect;
+  with the profile and the effect of that holiday in progress (neither: an ordinary day); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
   substituted history (a day-level factor; ``prophet`` and ``seasonal_naive`` instead evaluate their own
   curve / copy that weekday's profile, ``native``). A future event with a learned effect gets it over
