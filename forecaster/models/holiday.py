@@ -23,9 +23,10 @@ user's events out of what it sees and puts their effect back on the forecast:
 * **Similar day** (``learned``): when the history holds an earlier holiday (the most recent holiday day before the
   one in progress or ahead, with at least a quarter of its points), a holiday after it is forecast with that
   holiday's **profile**: per local hour, ``log((sum y + n c) / (sum y_ordinary + n c))`` less the drift, kept only
-  when the whole day's effect stands out of ordinary change (as any effect). Once the holiday's own first hours
-  are in, their residual effect over the profile is added (``RESIDUAL_AFTER_PROFILE``; measured both ways,
-  docs/events.md). Days are the calendar days of ``HolidayRule.tz`` (``timezone``).
+  when the whole day's effect stands out of ordinary change (as any effect). With a profile, the holiday's own
+  first hours add nothing (``RESIDUAL_AFTER_PROFILE`` off: their residual over the profile was measured and lost,
+  docs/events.md); without one, the effect of the holiday in progress below. Days are the calendar days of
+  ``HolidayRule.tz`` (``timezone``).
 * **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``
   with the profile and the effect of that holiday in progress (neither: an ordinary day); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
@@ -57,9 +58,11 @@ MIN_DAY_SHARE = 0.25  # a past holiday day counts when at least this share of it
 STAND_OUT = 2.0  # an effect is used only beyond this many robust spreads of ordinary days' week-on-week change
 HOURS = 24  # a profile has one log ratio per local hour of the day
 # Once a holiday with a profile is in progress: True = profile x the residual effect of its own first hours over the
-# profile (guarded as any effect), False = the profile alone. Measured both (tests/bench/bench_holidays.py
-# --variants learned,profile_only; docs/events.md); the bench flips it, nothing else does.
-RESIDUAL_AFTER_PROFILE = True
+# profile (guarded as any effect), False = the profile alone. Measured both on nab_nyc_taxi (90-day history, refit
+# 12 h; tests/bench/bench_holidays.py --variants learned,profile_residual; docs/events.md): the profile alone was
+# better on holiday days at L and 6 h for seasonal_naive and Prophet (a holiday's first hours mislead: New Year's
+# busy night). The bench flips it, nothing else does.
+RESIDUAL_AFTER_PROFILE = False
 
 
 @dataclass(frozen=True)

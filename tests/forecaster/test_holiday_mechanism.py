@@ -257,10 +257,14 @@ def test_two_holiday_values_are_what_the_comment_derives():
     assert C2 == pytest.approx(18.852, abs=0.001) and RESIDUAL == pytest.approx(0.5576, abs=0.0001)
 
 
-def test_the_holiday_in_progress_takes_the_earlier_holidays_profile_then_its_own_residual(monkeypatch):
+def test_the_holiday_in_progress_takes_the_earlier_holidays_profile_and_optionally_its_own_residual(monkeypatch):
     from forecaster.models import holiday
 
     days = (day(2026, 11, 19), day(2026, 11, 26))
+    g = policy_model("seasonal_naive", LEARNED, days=days).fit(two_holidays())  # the default: the profile alone
+    assert g.effects.holidays == () and g.effects.profile_day == days[0]
+    np.testing.assert_allclose(g.predict(13).mean[:12], 50.0 + HOUR[12:], rtol=1e-9)  # 11-19's hours: 50 + h
+    monkeypatch.setattr(holiday, "RESIDUAL_AFTER_PROFILE", True)  # measured and dropped: its first hours on top
     f = policy_model("seasonal_naive", LEARNED, days=days).fit(two_holidays())
     assert f.effects.offset == pytest.approx(C2, rel=1e-9) and f.effects.profile_day == days[0]
     np.testing.assert_allclose(f.effects.profile, np.log((50.0 + HOUR + C2) / (400.0 + HOUR + C2)), rtol=1e-9)
@@ -269,7 +273,3 @@ def test_the_holiday_in_progress_takes_the_earlier_holidays_profile_then_its_own
     want = (50.0 + HOUR[12:] + C2) * math.exp(RESIDUAL) - C2  # the profile on 400 + h gives 50 + h, then x residual
     np.testing.assert_allclose(fc.mean[:12], want, rtol=1e-9)
     assert fc.mean[12] == pytest.approx(500.0)
-    monkeypatch.setattr(holiday, "RESIDUAL_AFTER_PROFILE", False)  # the profile alone: 11-19's hours, 50 + h
-    g = policy_model("seasonal_naive", LEARNED, days=days).fit(two_holidays())
-    assert g.effects.holidays == () and g.effects.profile_day == days[0]
-    np.testing.assert_allclose(g.predict(13).mean[:12], 50.0 + HOUR[12:], rtol=1e-9)
