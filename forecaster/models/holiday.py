@@ -185,7 +185,8 @@ def drift(t: np.ndarray, y: np.ndarray, marked: np.ndarray, step: float, c: floa
     spread (1.4826 x MAD) of ``log((sum y_d + n c) / (sum y_{d-7} + n c))`` over the whole ordinary days whose week
     before is a whole ordinary day of the same length too (local days of ``tz``); (0, 0) with fewer than 3."""
     whole = {d: y[i] for d, i in _whole_days(t, step, tz).items() if not marked[i].any()}
-    r = [_log_ratio(whole[d], whole[d - 7], c)[0] for d in whole if d - 7 in whole and len(whole[d - 7]) == len(whole[d])]
+    r = [_log_ratio(whole[d], whole[d - 7], c)[0] for d in whole
+         if d - 7 in whole and len(whole[d - 7]) == len(whole[d])]
     if len(r) < 3:
         return 0.0, 0.0
     med = float(np.median(r))
@@ -215,7 +216,8 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
     t, y = series.t, np.asarray(series.y, dtype=float)
     fin = np.isfinite(clean)
     c = max(OFFSET_SHARE * float(np.mean(clean[fin])), 1e-9) if fin.any() else 1e-9
-    weekday = _weekday_ratios(t, clean, c, series.step, rule.holiday_as, rule.tz) if rule.days and rule.holiday_as <= 6 else ()
+    weekday = (_weekday_ratios(t, clean, c, series.step, rule.holiday_as, rule.tz)
+               if rule.days and rule.holiday_as <= 6 else ())
     learn_days = bool(rule.days) and rule.holiday_as == LEARNED
     if not (learn_days or any(s.learn for s in rule.spans)):
         return Effects(offset=c, weekday=weekday)
