@@ -76,8 +76,10 @@ KEYS: tuple[Key, ...] = (
     Key("refreshInterval", "", "how often the observed rate is queried (duration, 1s to 10m); default: the cadence "
                                "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
     Key("holidays", "", "public holidays of a country, optionally with a subdivision (US, US-CA, GB, DE-BY; the "
-                        "holidays package), UTC days; empty = off: holidays are not copied into the next week and "
-                        "are forecast as holidayAs"),
+                        "holidays package), calendar days of timezone; empty = off: holidays are not copied into "
+                        "the next week and are forecast as holidayAs"),
+    Key("timezone", "UTC", "with holidays: the IANA time zone whose calendar days the holidays are (America/New_York: "
+                           "local midnight to local midnight, 23 or 25 h on a DST change)"),
     Key("holidayWindow", "0", "with holidays: days before and after each holiday treated as holidays too (0 to 7)"),
     Key("holidayAs", "learned", "with holidays: how a holiday ahead is forecast: learned (the effect of the past "
                                "holidays in the history; none: an ordinary day), ordinary, or as a weekday "

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 from urllib.parse import urlparse
 
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, holiday_as_name, parse_holidays_spec, parse_weekday
+from forecaster.calendar import (DEFAULT_HOLIDAY_AS_CODE, check_timezone, holiday_as_name, parse_holidays_spec,
+                                 parse_weekday)
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source, to_metadata as cold_metadata
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
@@ -135,13 +136,14 @@ class ScalerSpec:
     holidays: str = ""  # holidays: "US", "US-CA"; "" = off (forecaster.calendar)
     holiday_window: int = 0  # holidayWindow, days
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs: weekday (Monday = 0), LEARNED or ORDINARY
+    timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone of the holiday days
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
         return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,
                 self.level_correction_seconds, self.quantile if self.model == "auto" else None,  # auto scores on it
-                self.holidays, self.holiday_window, self.holiday_as)
+                self.holidays, self.holiday_window, self.holiday_as, self.timezone)
 
 
 def _metric_name(namespace: str, name: str) -> str:
@@ -324,6 +326,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     holidays = r.get("holidays", _holidays, "a country code with an optional subdivision, e.g. US or US-CA, or empty")
     hwindow = r.get("holidayWindow", _holiday_window, "a whole number of days in [0, 7], e.g. \"1\"")
     holiday_as = r.get("holidayAs", parse_weekday, "a weekday name (monday ... sunday), learned or ordinary")
+    tz = r.get("timezone", check_timezone, "an IANA time zone name such as UTC, America/New_York, Europe/Berlin")
     events_file = r.get("eventsFile", _events_path, "an absolute path of a mounted file, e.g. /etc/forescale/events.csv")
     refresh = None
     if r.raw("refreshInterval") is not None:
@@ -368,6 +371,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         holidays=holidays,
         holiday_window=hwindow,
         holiday_as=holiday_as,
+        timezone=tz,
         events_file=events_file,
     )
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
@@ -466,7 +470,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
         "floorReplicas": str(int(spec.floor_replicas)),
         "holidays": spec.holidays, "holidayWindow": str(spec.holiday_window),
-        "holidayAs": holiday_as_name(spec.holiday_as), "eventsFile": spec.events_file,
+        "holidayAs": holiday_as_name(spec.holiday_as), "timezone": spec.timezone, "eventsFile": spec.events_file,
         "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
         "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
         "tuningInterval": _seconds(spec.tuning_interval_seconds),

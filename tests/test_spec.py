@@ -291,6 +291,14 @@ def test_holiday_and_event_keys():
     assert parse()[0].holidays == "" and parse()[0].holiday_as == LEARNED  # off; learned
     assert parse(holidays="US")[0].forecast_key() != parse()[0].forecast_key()  # a change refits
     for key, value, word in (("holidays", "XX", "country code"), ("holidayWindow", "9", "\\[0, 7\\]"),
-                             ("holidayAs", "someday", "weekday name"), ("eventsFile", "events.csv", "absolute path")):
+                             ("holidayAs", "someday", "weekday name"), ("eventsFile", "events.csv", "absolute path"),
+                             ("timezone", "Mars/Olympus", "IANA time zone name"), ("timezone", "../etc/passwd", "IANA")):
         with pytest.raises(MetadataError, match=word):
             parse(**{key: value})
+
+
+def test_timezone_key():
+    assert parse()[0].timezone == "UTC" == DEFAULTS["timezone"]
+    spec = parse(holidays="US", timezone="America/New_York")[0]
+    assert spec.timezone == "America/New_York" and to_metadata(spec)["timezone"] == "America/New_York"
+    assert spec.forecast_key() != parse(holidays="US")[0].forecast_key()  # another zone's days: refit

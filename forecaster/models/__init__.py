@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..base import Fitted, Forecaster
-from ..calendar import DEFAULT_HOLIDAY_AS_CODE
+from ..calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
 from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
@@ -67,11 +67,12 @@ def make(name: str, **options: Any) -> Forecaster:
 
 
 def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float,
-                    holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, events: tuple = ()) -> Forecaster:
+                    holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE, events: tuple = (),
+                    timezone: str = UTC) -> Forecaster:
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
     candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
 
-    ``holiday_days`` (epoch days, ``forecaster.calendar``) and ``events`` (``calendar.Event``) go through the one
+    ``holiday_days`` (day numbers local to ``timezone``, ``forecaster.calendar``) and ``events`` (``calendar.Event``) go through the one
     holiday mechanism (``holiday.HolidayForecaster``: the history's holidays and past events substituted, learned
     effects put back on the forecast), whatever the model. With a weekday ``holiday_as`` the models that have
     their own weekday rule (``takes_holidays``: prophet's curve on that weekday, seasonal_naive's copy of it)
@@ -79,11 +80,11 @@ def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: f
     extra: dict[str, Any] = {"quantile": quantile} if str(name).strip().lower() == "auto" else {}
     native = bool(holiday_days) and 0 <= int(holiday_as) <= 6 and takes_holidays(name)
     if native:
-        extra.update(holiday_days=tuple(int(d) for d in holiday_days), holiday_as=int(holiday_as))
+        extra.update(holiday_days=tuple(int(d) for d in holiday_days), holiday_as=int(holiday_as), holiday_tz=timezone)
     inner = make(name, seed=seed, level_half_life=level_half_life, **extra)
     if not (holiday_days or events) or native and not events:
         return inner  # no calendar, or the model's own weekday rule alone: as before
-    rule = HolidayRule(tuple(int(d) for d in holiday_days), int(holiday_as), spans_of(events))
+    rule = HolidayRule(tuple(int(d) for d in holiday_days), int(holiday_as), spans_of(events), timezone)
     return HolidayForecaster(inner, rule, native=native)
 
 

@@ -20,8 +20,15 @@ user's events out of what it sees and puts their effect back on the forecast:
   ordinary day and the same weekday a week before (growth, noise; ``drift``) gives a median, subtracted from
   the effect, and a robust spread: an effect within ``STAND_OUT`` (2) spreads of it is not told apart from an
   ordinary week and is 0.
+* **Similar day** (``learned``): when the history holds an earlier holiday (the most recent holiday day before the
+  one in progress or ahead, with at least a quarter of its points), a holiday after it is forecast with that
+  holiday's **profile**: per local hour, ``log((sum y + n c) / (sum y_ordinary + n c))`` less the drift, kept only
+  when the whole day's effect stands out of ordinary change (as any effect). With a profile, the holiday's own
+  first hours add nothing (``RESIDUAL_AFTER_PROFILE`` off: their residual over the profile was measured and lost,
+  docs/events.md); without one, the effect of the holiday in progress below. Days are the calendar days of
+  ``HolidayRule.tz`` (``timezone``).
 * **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``
-  with the effect of that holiday (0, an ordinary day, before it has begun); ``ordinary``: no effect;
+  with the profile and the effect of that holiday in progress (neither: an ordinary day); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
   substituted history (a day-level factor; ``prophet`` and ``seasonal_naive`` instead evaluate their own
   curve / copy that weekday's profile, ``native``). A future event with a learned effect gets it over
@@ -42,13 +49,20 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..base import Forecast, Series
-from ..calendar import DAY, LEARNED, ORDINARY, substitute_mask, weekday_of_day
+from ..calendar import DAY, LEARNED, ORDINARY, UTC, day_bounds, local_days, substitute_mask, time_of_day, weekday_of_day
 from ._common import Wrapping
 
 WEEK = 7 * DAY
 OFFSET_SHARE = 0.05  # c = 5 % of the mean rate in the log ratios (as Prophet's transform)
 MIN_DAY_SHARE = 0.25  # a past holiday day counts when at least this share of its points has a substitute
 STAND_OUT = 2.0  # an effect is used only beyond this many robust spreads of ordinary days' week-on-week change
+HOURS = 24  # a profile has one log ratio per local hour of the day
+# Once a holiday with a profile is in progress: True = profile x the residual effect of its own first hours over the
+# profile (guarded as any effect), False = the profile alone. Measured both on nab_nyc_taxi (90-day history, refit
+# 12 h; tests/bench/bench_holidays.py --variants learned,profile_residual; docs/events.md): the profile alone was
+# better on holiday days at L and 6 h for seasonal_naive and Prophet (a holiday's first hours mislead: New Year's
+# busy night). The bench flips it, nothing else does.
+RESIDUAL_AFTER_PROFILE = False
 
 
 @dataclass(frozen=True)
@@ -68,14 +82,18 @@ def spans_of(events: Sequence[Any]) -> tuple[Span, ...]:
 
 @dataclass(frozen=True)
 class HolidayRule:
-    days: tuple[int, ...] = ()  # holiday epoch days (UTC), past and future
+    days: tuple[int, ...] = ()  # holiday day numbers (local to ``tz``), past and future
     holiday_as: int = LEARNED  # a weekday 0-6, LEARNED or ORDINARY (forecaster.calendar)
     spans: tuple[Span, ...] = ()
+    tz: str = UTC  # the IANA zone whose calendar days the holidays are (``timezone``)
+
+    def day_of(self, t: np.ndarray) -> np.ndarray:
+        return local_days(t, self.tz)
 
     def on_day(self, t: np.ndarray) -> np.ndarray:
         if not self.days:
             return np.zeros(np.shape(t), dtype=bool)
-        return np.isin(np.floor(np.asarray(t, dtype=float) / DAY).astype(np.int64), np.asarray(self.days, np.int64))
+        return np.isin(self.day_of(t), np.asarray(self.days, np.int64))
 
     def in_span(self, t: np.ndarray, span: Span) -> np.ndarray:
         t = np.asarray(t, dtype=float)
@@ -89,12 +107,13 @@ class HolidayRule:
 
     def to_state(self) -> dict:
         return {"days": list(self.days), "holiday_as": self.holiday_as,
-                "spans": [[s.name, s.start, s.end, s.learn] for s in self.spans]}
+                "spans": [[s.name, s.start, s.end, s.learn] for s in self.spans], "tz": self.tz}
 
     @staticmethod
     def from_state(d: dict) -> "HolidayRule":
         return HolidayRule(tuple(int(x) for x in d.get("days", ())), int(d.get("holiday_as", LEARNED)),
-                           tuple(Span(str(n), float(a), float(b), bool(lr)) for n, a, b, lr in d.get("spans", ())))
+                           tuple(Span(str(n), float(a), float(b), bool(lr)) for n, a, b, lr in d.get("spans", ())),
+                           str(d.get("tz", UTC)))
 
 
 @dataclass(frozen=True)
@@ -102,19 +121,24 @@ class Effects:
     """Log effects learned at fit time."""
 
     offset: float = 0.0  # c
-    holidays: tuple[tuple[int, float], ...] = ()  # (epoch day, effect): the holiday in progress, learned from its start
+    holidays: tuple[tuple[int, float], ...] = ()  # (day, effect): the holiday in progress, learned from its start
     events: tuple[tuple[str, float], ...] = ()  # (name, effect) for learned events with a past occurrence
     weekday: tuple[float, ...] = ()  # 7 log ratios: level of holidayAs / level of each weekday (weekday rule)
+    profile: tuple[float, ...] = ()  # HOURS log ratios per local hour: the most recent past holiday (similar day)
+    profile_day: int | None = None  # the day the profile was learned from; it applies to the holidays after it
 
     def to_state(self) -> dict:
         return {"offset": self.offset, "holidays": [list(h) for h in self.holidays],
-                "events": [list(e) for e in self.events], "weekday": list(self.weekday)}
+                "events": [list(e) for e in self.events], "weekday": list(self.weekday),
+                "profile": list(self.profile), "profile_day": self.profile_day}
 
     @staticmethod
     def from_state(d: dict) -> "Effects":
+        pd = d.get("profile_day")
         return Effects(float(d.get("offset", 0.0)), tuple((int(n), float(v)) for n, v in d.get("holidays", ())),
                        tuple((str(n), float(v)) for n, v in d.get("events", ())),
-                       tuple(float(x) for x in d.get("weekday", ())))
+                       tuple(float(x) for x in d.get("weekday", ())), tuple(float(x) for x in d.get("profile", ())),
+                       None if pd is None else int(pd))
 
 
 def clean_history(series: Series, rule: HolidayRule) -> tuple[np.ndarray, np.ndarray]:
@@ -138,25 +162,53 @@ def _log_ratio(y: np.ndarray, ordinary: np.ndarray, c: float) -> tuple[float, in
     return math.log(a + n * c) - math.log(b + n * c), n
 
 
-def drift(t: np.ndarray, y: np.ndarray, marked: np.ndarray, step: float, c: float) -> tuple[float, float]:
+def _whole_days(t: np.ndarray, step: float, tz: str) -> dict[int, np.ndarray]:
+    """Local day -> the indices of its points, for the days the series covers whole (local midnight to midnight,
+    every step present)."""
+    n_day = local_days(t, tz)
+    out: dict[int, np.ndarray] = {}
+    if not len(t):
+        return out
+    bounds = np.flatnonzero(np.diff(n_day)) + 1
+    for seg in np.split(np.arange(len(t)), bounds):
+        d = int(n_day[seg[0]])
+        lo, hi = day_bounds([d], tz)
+        if abs(t[seg[0]] - lo[0]) < 1e-6 * step and abs(t[seg[-1]] + step - hi[0]) < 1e-6 * step \
+                and len(seg) == int(round((hi[0] - lo[0]) / step)):
+            out[d] = seg
+    return out
+
+
+def drift(t: np.ndarray, y: np.ndarray, marked: np.ndarray, step: float, c: float, tz: str = UTC
+          ) -> tuple[float, float]:
     """How ordinary days differ from the same weekday a week before in the history: the median and the robust
     spread (1.4826 x MAD) of ``log((sum y_d + n c) / (sum y_{d-7} + n c))`` over the whole ordinary days whose week
-    before is a whole ordinary day too; (0, 0) with fewer than 3 such days."""
-    per = max(1, int(round(DAY / step)))
-    n_day = np.floor(t / DAY).astype(np.int64)
-    first = int(n_day[0]) + (0 if t[0] % DAY < 1e-6 else 1)
-    last = int(np.floor((t[-1] + step) / DAY)) - 1  # the last whole day
-    whole: dict[int, np.ndarray] = {}
-    for d in range(first, last + 1):
-        i0 = int(round((d * DAY - t[0]) / step))
-        seg = slice(i0, i0 + per)
-        if i0 >= 0 and i0 + per <= len(t) and not marked[seg].any():
-            whole[d] = y[seg]
-    r = [_log_ratio(whole[d], whole[d - 7], c)[0] for d in whole if d - 7 in whole]
+    before is a whole ordinary day of the same length too (local days of ``tz``); (0, 0) with fewer than 3."""
+    whole = {d: y[i] for d, i in _whole_days(t, step, tz).items() if not marked[i].any()}
+    r = [_log_ratio(whole[d], whole[d - 7], c)[0] for d in whole
+         if d - 7 in whole and len(whole[d - 7]) == len(whole[d])]
     if len(r) < 3:
         return 0.0, 0.0
     med = float(np.median(r))
     return med, 1.4826 * float(np.median(np.abs(np.asarray(r) - med)))
+
+
+def _hour_of_day(t: np.ndarray, tz: str) -> np.ndarray:
+    """0 .. HOURS - 1: the hour since local midnight (a 25-h day's last hour counts as its 24th)."""
+    return np.minimum((time_of_day(t, tz) // 3600.0).astype(np.int64), HOURS - 1)
+
+
+def _profile(t: np.ndarray, y: np.ndarray, ordinary: np.ndarray, c: float, on: np.ndarray, tz: str
+             ) -> tuple[float, np.ndarray]:
+    """(whole-day log ratio, per-hour log ratios) of the points ``on`` one day; an hour without a point: NaN."""
+    e_day, _ = _log_ratio(y[on], ordinary[on], c)
+    hour = _hour_of_day(t[on], tz)
+    prof = np.full(HOURS, np.nan)
+    for h in np.unique(hour):
+        e, n = _log_ratio(y[on][hour == h], ordinary[on][hour == h], c)
+        if n:
+            prof[h] = e
+    return e_day, prof
 
 
 def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.ndarray) -> Effects:
@@ -164,23 +216,46 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
     t, y = series.t, np.asarray(series.y, dtype=float)
     fin = np.isfinite(clean)
     c = max(OFFSET_SHARE * float(np.mean(clean[fin])), 1e-9) if fin.any() else 1e-9
-    weekday = _weekday_ratios(t, clean, c, series.step, rule.holiday_as) if rule.days and rule.holiday_as <= 6 else ()
+    weekday = (_weekday_ratios(t, clean, c, series.step, rule.holiday_as, rule.tz)
+               if rule.days and rule.holiday_as <= 6 else ())
     learn_days = bool(rule.days) and rule.holiday_as == LEARNED
     if not (learn_days or any(s.learn for s in rule.spans)):
         return Effects(offset=c, weekday=weekday)
-    base, spread = drift(t, y, rule.marked(t), series.step, c)
+    base, spread = drift(t, y, rule.marked(t), series.step, c, rule.tz)
 
     def effect(values: list[float]) -> float:  # the median, less the drift, kept only where it stands out
         e = float(np.median(values)) - base if values else 0.0
         return e if abs(e) > STAND_OUT * spread else 0.0
 
     per_day: list[tuple[int, float]] = []
-    if learn_days:  # the holiday in progress at the end of the history (a day that is still ahead of its last point)
-        d = int(np.floor((t[-1] + series.step) / DAY))
-        if (t[-1] + series.step) % DAY > 1e-6 and d in set(rule.days):
-            on = np.floor(t / DAY).astype(np.int64) == d
-            e, n = _log_ratio(y[on], ordinary[on], c)
-            if n >= MIN_DAY_SHARE * DAY / series.step and effect([e]) != 0.0:
+    profile: tuple[float, ...] = ()
+    profile_day = None
+    if learn_days:
+        n_day = rule.day_of(t)
+        nxt = float(t[-1] + series.step)
+        d = int(rule.day_of([nxt])[0])
+        going = d in set(rule.days) and nxt - float(day_bounds([d], rule.tz)[0][0]) > 1e-6
+        need = MIN_DAY_SHARE * DAY / series.step
+        # the similar day: the most recent holiday wholly in the history (before the one in progress, if any)
+        for p in sorted((x for x in set(rule.days) if x < d), reverse=True):
+            on = n_day == p
+            if on.sum() < need:
+                continue
+            e_day, prof = _profile(t, y, ordinary, c, on, rule.tz)
+            if np.isfinite(prof).sum() * 3600.0 < MIN_DAY_SHARE * DAY:
+                continue
+            if effect([e_day]) != 0.0:  # the day stands out of ordinary change: its hours are the profile
+                prof = np.where(np.isfinite(prof), prof, e_day) - base
+                profile, profile_day = tuple(float(x) for x in prof), p
+            break
+        if going:  # the holiday in progress at the end of the history, from its first hours
+            on = n_day == d
+            ord_on = ordinary[on]
+            if profile and RESIDUAL_AFTER_PROFILE:  # what its own hours add to the profile
+                f = np.asarray(profile)[_hour_of_day(t[on], rule.tz)]
+                ord_on = (ord_on + c) * np.exp(f) - c
+            e, n = _log_ratio(y[on], ord_on, c)
+            if n >= need and effect([e]) != 0.0 and not (profile and not RESIDUAL_AFTER_PROFILE):
                 per_day.append((d, effect([e])))
     events: dict[str, list[float]] = {}
     for s in rule.spans:
@@ -190,14 +265,17 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
             if n:
                 events.setdefault(s.name, []).append(e)
     return Effects(offset=c, holidays=tuple(per_day),
-                   events=tuple((n, effect(v)) for n, v in sorted(events.items()) if effect(v) != 0.0), weekday=weekday)
+                   events=tuple((n, effect(v)) for n, v in sorted(events.items()) if effect(v) != 0.0), weekday=weekday,
+                   profile=profile, profile_day=profile_day)
 
 
-def _weekday_ratios(t: np.ndarray, clean: np.ndarray, c: float, step: float, holiday_as: int) -> tuple[float, ...]:
+def _weekday_ratios(t: np.ndarray, clean: np.ndarray, c: float, step: float, holiday_as: int, tz: str = UTC
+                    ) -> tuple[float, ...]:
     """log(level of the last holiday_as day + c) - log(level of the last day of weekday w + c), w = 0..6, over the
     last 7 whole days of the substituted history; () when it holds fewer."""
-    n_day = np.floor(t / DAY).astype(np.int64)
-    last = int(n_day[-1]) if (t[-1] + step) % DAY < 1e-6 else int(n_day[-1]) - 1  # the last whole day
+    n_day = local_days(t, tz)
+    ends = float(day_bounds([n_day[-1]], tz)[1][0])
+    last = int(n_day[-1]) if abs(t[-1] + step - ends) < 1e-6 else int(n_day[-1]) - 1  # the last whole day
     level = {}
     for d in range(last - 6, last + 1):
         v = clean[n_day == d]
@@ -215,13 +293,16 @@ def log_factor(t: np.ndarray, rule: HolidayRule, eff: Effects) -> np.ndarray:
     if rule.days and rule.holiday_as != ORDINARY:
         on = rule.on_day(t)
         if on.any():
+            n_on = rule.day_of(t[on])
             if rule.holiday_as == LEARNED:
                 if eff.holidays:
                     learned_days = dict(eff.holidays)
-                    n_on = np.floor(t[on] / DAY).astype(np.int64)
                     f[on] += np.array([learned_days.get(int(n), 0.0) for n in n_on])
+                if eff.profile and eff.profile_day is not None:  # the similar day, on the holidays after it
+                    after = n_on > eff.profile_day
+                    f[np.flatnonzero(on)[after]] += np.asarray(eff.profile)[_hour_of_day(t[on][after], rule.tz)]
             elif eff.weekday:
-                f[on] += np.asarray(eff.weekday)[weekday_of_day(np.floor(t[on] / DAY).astype(np.int64))]
+                f[on] += np.asarray(eff.weekday)[weekday_of_day(n_on)]
     learned = dict(eff.events)
     for s in rule.spans:
         if s.learn and s.name in learned:
@@ -252,7 +333,7 @@ class HolidayForecaster:
         clean, ordinary = clean_history(series, self.rule)
         eff = learn(series, self.rule, clean, ordinary)
         if self.native:
-            eff = Effects(eff.offset, 0.0, 0, eff.events, ())
+            eff = Effects(eff.offset, (), eff.events, ())
         inner_ws = warm_start.inner if isinstance(warm_start, HolidayFitted) else warm_start
         fitted = self.inner.fit(Series(series.t, clean, series.step), warm_start=inner_ws)
         return HolidayFitted(fitted, self.rule, eff)

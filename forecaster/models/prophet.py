@@ -71,7 +71,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..calendar import as_weekday_times, substitute_holidays
+from ..calendar import UTC, as_weekday_times, substitute_holidays
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
@@ -144,8 +144,9 @@ class ProphetForecaster:
     band_holdout: float = 0.0  # > 0: bands from errors on this held-out tail (a second, warm-started fit)
     min_points: int = 12  # finite points needed at the series' own step
     init: dict | None = field(default=None, repr=False)  # Stan init (k, m, delta, beta, sigma_obs)
-    holiday_days: tuple[int, ...] = ()  # epoch days (UTC) that are holidays, past and future (forecaster.calendar)
+    holiday_days: tuple[int, ...] = ()  # day numbers (local to holiday_tz) that are holidays (forecaster.calendar)
     holiday_as: int = 6  # a holiday is forecast as this weekday of its week (Monday = 0, Sunday = 6)
+    holiday_tz: str = UTC  # the time zone of the holiday days (``timezone``)
 
     name = NAME
 
@@ -216,11 +217,13 @@ class ProphetForecaster:
         past holiday's dip is not learned as part of the weekly shape (``forecaster.calendar``)."""
         if not self.holiday_days:
             return series
-        y = substitute_holidays(series.t, series.y, np.asarray(self.holiday_days, dtype=np.int64), 7 * DAY)
+        y = substitute_holidays(series.t, series.y, np.asarray(self.holiday_days, dtype=np.int64), 7 * DAY,
+                                self.holiday_tz)
         return Series(series.t, y, series.step)
 
     def _holiday_fields(self) -> dict:
-        return {"holiday_days": tuple(self.holiday_days), "holiday_as": int(self.holiday_as)} if self.holiday_days else {}
+        return {"holiday_days": tuple(self.holiday_days), "holiday_as": int(self.holiday_as),
+                "holiday_tz": self.holiday_tz} if self.holiday_days else {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,6 +289,7 @@ class ProphetFitted:
     model: str = NAME
     holiday_days: tuple[int, ...] = ()
     holiday_as: int = 6
+    holiday_tz: str = UTC
 
     @property
     def chosen(self) -> str:
@@ -298,8 +302,8 @@ class ProphetFitted:
         qs = check_quantiles(quantiles)
         origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
         t = grid(origin, self.step, horizon)
-        mean = self.curve(as_weekday_times(t, np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as)
-                          if self.holiday_days else t)
+        mean = self.curve(as_weekday_times(t, np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as,
+                                           self.holiday_tz) if self.holiday_days else t)
         return finalize(t, mean, bands_for(self.bands, mean, qs), self.model)
 
     def stan_params(self) -> dict[str, Any]:
@@ -312,7 +316,8 @@ class ProphetFitted:
         return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t,
                 "curve": self.curve.to_state(), "bands": self.bands.to_state(), "history_max": self.history_max,
                 "fit_step": self.fit_step, "level_half_life": self.level_half_life,
-                **({"holiday_days": list(self.holiday_days), "holiday_as": self.holiday_as} if self.holiday_days else {})}
+                **({"holiday_days": list(self.holiday_days), "holiday_as": self.holiday_as} if self.holiday_days else {}),
+                **({"holiday_tz": self.holiday_tz} if self.holiday_days and self.holiday_tz != UTC else {})}
 
     @staticmethod
     def from_state(d: dict) -> "ProphetFitted":
@@ -321,7 +326,7 @@ class ProphetFitted:
                              bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]),
                              fit_step=float(d["fit_step"]), level_half_life=float(d["level_half_life"]),
                              holiday_days=tuple(int(x) for x in d.get("holiday_days", ())),
-                             holiday_as=int(d.get("holiday_as", 6)))
+                             holiday_as=int(d.get("holiday_as", 6)), holiday_tz=str(d.get("holiday_tz", UTC)))
 
 
 def features(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> np.ndarray:

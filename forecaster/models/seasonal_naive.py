@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..calendar import shift_off_holidays, substitute_holidays
+from ..calendar import UTC, shift_off_holidays, substitute_holidays
 from ..base import Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, grid, h_grid,
@@ -56,8 +56,9 @@ class SeasonalNaiveForecaster:
     season: float | None = None
     window: float = 7 * DAY
     level_half_life: float = DEFAULT_HALF_LIFE_SECONDS  # bands for the level-corrected forecast; 0 = plain
-    holiday_days: tuple[int, ...] = ()  # epoch days (UTC) that are holidays, past and future
+    holiday_days: tuple[int, ...] = ()  # day numbers (local to holiday_tz) that are holidays, past and future
     holiday_as: int = 6  # a holiday target is forecast as this weekday (Monday = 0, Sunday = 6)
+    holiday_tz: str = UTC  # the time zone of the holiday days (``timezone``)
 
     name = NAME
 
@@ -71,7 +72,7 @@ class SeasonalNaiveForecaster:
             raise InsufficientHistory(f"{NAME}: {len(series)} points, at least 2 seasons ({2 * lag}) needed")
         require(series, 2, NAME)
         days = np.asarray(self.holiday_days, dtype=np.int64)
-        y = substitute_holidays(series.t, series.y, days, season) if len(days) else series.y
+        y = substitute_holidays(series.t, series.y, days, season, self.holiday_tz) if len(days) else series.y
         tail_n = min(len(y), lag + int(round(self.window / series.step)))
         yt = y[-tail_n:]
         res = yt[lag:] - yt[:-lag]
@@ -92,7 +93,7 @@ class SeasonalNaiveForecaster:
         return SeasonalNaiveFitted(step=series.step, last_t=float(series.t[-1]), lag=lag,
                                    t0=float(series.t[-n_keep]), values=keep.copy(), bands=table,
                                    history_max=history_max(series), holiday_days=tuple(int(d) for d in days),
-                                   holiday_as=int(self.holiday_as))
+                                   holiday_as=int(self.holiday_as), holiday_tz=self.holiday_tz)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +107,7 @@ class SeasonalNaiveFitted:
     history_max: float
     holiday_days: tuple[int, ...] = ()
     holiday_as: int = 6
+    holiday_tz: str = UTC
     model: str = NAME
 
     @property
@@ -125,7 +127,8 @@ class SeasonalNaiveFitted:
         src = n_origin + h - k * self.lag
         if self.holiday_days:
             src_t = shift_off_holidays(t, t0 + src * self.step, origin, self.lag * self.step,
-                                       np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as)
+                                       np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as,
+                                       tz=self.holiday_tz)
             moved = np.rint((src_t - t0) / self.step).astype(np.int64)
             src = np.where(moved >= 0, moved, src)  # not enough stored history: the plain source
         src = np.clip(src, 0, len(hist) - 1) if len(hist) else src
@@ -139,7 +142,7 @@ class SeasonalNaiveFitted:
         return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t, "lag": self.lag,
                 "t0": self.t0, "values": arr_to_json(self.values), "bands": self.bands.to_state(),
                 "history_max": self.history_max, "holiday_days": list(self.holiday_days),
-                "holiday_as": self.holiday_as}
+                "holiday_as": self.holiday_as, **({"holiday_tz": self.holiday_tz} if self.holiday_tz != UTC else {})}
 
     @staticmethod
     def from_state(d: dict) -> "SeasonalNaiveFitted":
@@ -148,7 +151,7 @@ class SeasonalNaiveFitted:
                                    t0=float(d["t0"]), values=arr_from_json(d["values"]),
                                    bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]),
                                    holiday_days=tuple(int(x) for x in d.get("holiday_days", ())),
-                                   holiday_as=int(d.get("holiday_as", 6)))
+                                   holiday_as=int(d.get("holiday_as", 6)), holiday_tz=str(d.get("holiday_tz", UTC)))
 
 
 def _ffill(y: np.ndarray) -> np.ndarray:

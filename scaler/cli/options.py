@@ -199,18 +199,20 @@ def _holidays(parsed: tuple[str, str | None]) -> str:
 
 
 def calendar_options(f):
-    """``--holidays``, ``--holiday-window``, ``--holiday-as``, ``--events``: checked here (exit 2 on bad input) and
-    handed to the command as one ``calendar`` dict of ``Settings`` fields (holidays, holiday_window, holiday_as,
-    events)."""
+    """``--holidays``, ``--holiday-window``, ``--holiday-as``, ``--timezone``, ``--events``: checked here (exit 2 on
+    bad input) and handed to the command as one ``calendar`` dict of ``Settings`` fields (holidays, holiday_window,
+    holiday_as, timezone, events)."""
 
     @functools.wraps(f)
     def wrapper(*args, holidays: str | None = None, holiday_window: int = 0, holiday_as: str = DEFAULTS["holidayAs"],
-                events_path: Path | None = None, **kwargs):
-        from forecaster.calendar import CalendarError, check_floors, load_events, parse_holidays_spec, parse_weekday
+                timezone: str = DEFAULTS["timezone"], events_path: Path | None = None, **kwargs):
+        from forecaster.calendar import (CalendarError, check_floors, check_timezone, load_events, parse_holidays_spec,
+                                         parse_weekday)
 
         cal: dict = {"holiday_window": int(holiday_window)}
         for flag, key, read in (("--holidays", "holidays", lambda: _holidays(parse_holidays_spec(holidays))),
                                 ("--holiday-as", "holiday_as", lambda: parse_weekday(holiday_as)),
+                                ("--timezone", "timezone", lambda: check_timezone(timezone)),
                                 ("--events", "events", lambda: load_events(str(events_path)))):
             if key == "holidays" and not holidays or key == "events" and events_path is None:
                 continue
@@ -228,7 +230,8 @@ def calendar_options(f):
 
     return _compose(
         click.option("--holidays", metavar="CC[-SUB]", default=None,
-                     help="Public holidays of a country (US, US-CA, GB, DE-BY), UTC days: substituted in the history "
+                     help="Public holidays of a country (US, US-CA, GB, DE-BY), days of --timezone: substituted in the "
+                          "history "
                           "(not copied into the next week), forecast by --holiday-as; the accuracy is split into "
                           "ordinary and holiday/event days."),
         click.option("--holiday-window", type=click.IntRange(0, 7), default=int(DEFAULTS["holidayWindow"]),
@@ -236,6 +239,9 @@ def calendar_options(f):
         click.option("--holiday-as", metavar="RULE", default=DEFAULTS["holidayAs"], show_default=True,
                      help="How a holiday ahead is forecast: learned (the effect of the past holidays in the history), "
                           "ordinary, or a weekday (monday ... sunday)."),
+        click.option("--timezone", metavar="ZONE", default=DEFAULTS["timezone"], show_default=True,
+                     help="IANA time zone whose calendar days the holidays are (America/New_York, Europe/Berlin): "
+                          "local midnight to local midnight."),
         click.option("--events", "events_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      metavar="FILE", help="Events file (CSV name,start,end,multiplier,floor_qps or YAML): a multiplier "
                                           "or a floor on the planned rate over [start - L, end]."),

@@ -143,12 +143,13 @@ def calendar_json(r: Result) -> dict:
     s = r.settings
     if not (s.holidays or s.events):
         return {}
-    from forecaster.calendar import holiday_as_name, holiday_days
+    from forecaster.calendar import holiday_as_name, holiday_periods
 
-    days = holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window) if s.holidays else {}
+    days = holiday_periods(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window, s.timezone) if s.holidays else []
     return {"calendar": {
         "holidays": s.holidays or None, "holiday_window": s.holiday_window, "holiday_as": holiday_as_name(s.holiday_as),
-        "holiday_days": [{"start": iso(n * DAY), "end": iso((n + 1) * DAY), "name": name} for n, name in days.items()],
+        "timezone": s.timezone,
+        "holiday_days": [{"start": iso(a), "end": iso(b), "name": name} for a, b, name in days],
         "events": [{"name": e.name, "start": iso(e.start), "end": iso(e.end), "multiplier": e.multiplier,
                     "floor_qps": e.floor_qps} for e in s.events],
     }}
@@ -232,7 +233,8 @@ def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
         md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
     spec = parse_metadata(md)[0]
     # the holiday handling replayed (a configuration that dropped it clears it: families.deployment)
-    return dataclasses.replace(spec, holidays=s.holidays, holiday_window=s.holiday_window, holiday_as=s.holiday_as)
+    return dataclasses.replace(spec, holidays=s.holidays, holiday_window=s.holiday_window, holiday_as=s.holiday_as,
+                               timezone=s.timezone)
 
 
 def metadata_for(p: Point, r: Result, *, server_address: str, query: str,

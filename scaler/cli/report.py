@@ -152,10 +152,10 @@ def _mark_calendar(ax, r: Result, t0: float, t1: float) -> None:
     """Shade the holidays (--holidays) and events (--events) within [t0, t1)."""
     spans = []
     if r.settings.holidays:
-        from forecaster.calendar import DAY, holiday_days
+        from forecaster.calendar import holiday_periods
 
-        spans += [(n * DAY, (n + 1) * DAY, "#ff7f0e") for n in holiday_days(r.settings.holidays, t0, t1 - 1e-6,
-                                                                              r.settings.holiday_window)]
+        spans += [(a, b, "#ff7f0e") for a, b, _ in holiday_periods(r.settings.holidays, t0, t1 - 1e-6,
+                                                                   r.settings.holiday_window, r.settings.timezone)]
     spans += [(e.start, e.end, "#2ca02c") for e in r.settings.events]
     for a, b, color in spans:
         if b > t0 and a < t1:

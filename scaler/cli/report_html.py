@@ -42,10 +42,10 @@ def calendar_periods(r: Result) -> list[tuple[float, float, str, str]]:
     s = r.settings
     out = []
     if s.holidays:
-        from forecaster.calendar import DAY, holiday_days
+        from forecaster.calendar import holiday_periods
 
-        out += [(n * DAY, (n + 1) * DAY, "holiday", name)
-                for n, name in holiday_days(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window).items()]
+        out += [(a, b, "holiday", name)
+                for a, b, name in holiday_periods(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window, s.timezone)]
     out += [(e.start, e.end, "event", e.name) for e in s.events]
     return sorted((max(a, r.sim_start), min(b, r.sim_end), kind, name) for a, b, kind, name in out
                   if b > r.sim_start and a < r.sim_end)

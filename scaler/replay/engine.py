@@ -90,6 +90,7 @@ class Settings:
     holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
     holiday_window: int = 0  # holidayWindow, days
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
+    timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone whose calendar days the holidays are
     events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
     holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
@@ -102,12 +103,12 @@ class Settings:
         return lt
 
     def holiday_days(self, t_first: float, t_last: float) -> tuple[int, ...]:
-        """The epoch days of ``holidays`` (with ``holiday_window``) between two times; () when off."""
+        """The days (local to ``timezone``) of ``holidays`` (with ``holiday_window``) between two times; () when off."""
         if not self.holidays:
             return ()
         from forecaster.calendar import holiday_days
 
-        return tuple(holiday_days(self.holidays, t_first, t_last, self.holiday_window))
+        return tuple(holiday_days(self.holidays, t_first, t_last, self.holiday_window, self.timezone))
 
     def validate(self) -> None:
         if not (math.isfinite(self.cold_start_seconds) and self.cold_start_seconds >= 0):
@@ -287,8 +288,12 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
     if not (settings.holidays or settings.events) or not len(series):
         return {}
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
-    ev = {int(d) for e in settings.events for d in range(int(e.start // DAY), int(e.end // DAY) + 1)}
+    from forecaster.calendar import local_days
+
+    ev = {int(d) for e in settings.events for d in range(*(int(x) + k for x, k in
+                                                           zip(local_days([e.start, e.end], settings.timezone), (0, 1))))}
     return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)),
+                **({"timezone": settings.timezone} if settings.timezone != DEFAULTS["timezone"] else {}),
                 **({"events": tuple(settings.events)} if settings.events else {}))
 
 

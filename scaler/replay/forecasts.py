@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from forecaster.base import FitFailed, Forecast, InsufficientHistory, Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import Reason
 from .fitcache import FIT_FAILED, INSUFFICIENT, OK, FitCache, config_key, fit_key
@@ -162,7 +162,8 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
               refit_every: int, history_seconds: float, quantiles: Sequence[float], q: float,
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
               holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE,
-              special_days: tuple[int, ...] = (), events: tuple = (), aligned: bool = False, fits: FitCache | None = None) -> ModelRun:
+              special_days: tuple[int, ...] = (), events: tuple = (), aligned: bool = False, fits: FitCache | None = None,
+              timezone: str = UTC) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -171,7 +172,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     the policy's window from any poll until the next cutoff);
     ``score_points`` = L in steps, the horizon scored. ``quantiles`` must hold
     ``band(q)``: the scored band at L is that one, whatever else was asked for. ``holiday_days``/``holiday_as``/
-    ``events``: the holiday mechanism (``forecaster.models.make_for_policy``).
+    ``events``/``timezone``: the holiday mechanism (``forecaster.models.make_for_policy``; the days are that zone's).
 
     ``aligned``: refits at the multiples of ``refit_every`` steps of the epoch (the clock), not counted from
     ``start``; the curves at ``start`` come from the aligned fit before it, and warm-start chains restart cold
@@ -193,9 +194,11 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
         first = clock_index(start, step) // refit_every * refit_every  # the aligned fit in force at start
         fit_from = first // chain * chain * step  # where its chain starts (cold); cutoffs() moves it onto the grid
     counted = _Counted(make_for_policy(model, seed=seed, level_half_life=level_seconds, quantile=q,
-                                       holiday_days=holiday_days, holiday_as=holiday_as, events=events), progress,
+                                       holiday_days=holiday_days, holiday_as=holiday_as, events=events,
+                                       timezone=timezone), progress,
                        chain_steps=chain, cache=fits,
-                       config=config_key(model, seed, level_seconds, q, tuple(holiday_days), holiday_as, tuple(events)))
+                       config=config_key(model, seed, level_seconds, q, tuple(holiday_days), holiday_as, tuple(events),
+                                         *((timezone,) if timezone != UTC else ())))
     fcs = evaluate.historical_forecasts(counted, fseries, start=start, horizon=horizon, stride=1,
                                         train_window=history_seconds, refit_every=refit_every,
                                         quantiles=tuple(quantiles), fit_from=fit_from, fit_ahead=True)
@@ -218,7 +221,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     scores = dict(evaluate.score(fseries, lc, q=q, season=season, h=score_points))
     scores.update(cutoffs=len(fcs), horizon_steps=int(score_points), mase_season_steps=int(season))
     if special_days:
-        scores["days"] = split_scores(fseries, lc, special_days, q=q, season=season, h=score_points)
+        scores["days"] = split_scores(fseries, lc, special_days, q=q, season=season, h=score_points, tz=timezone)
     lo_q, hi_q = min(band(q)), max(band(q))
     k = score_points - 1
     target = np.array([f.t[k] for _, f in lc], dtype=float)
@@ -243,14 +246,17 @@ def chain_steps(refit_every: int, step: float) -> int:
 
 
 def split_scores(series: Series, forecasts: list, special_days: Sequence[int], *, q: float, season: int,
-                 h: int) -> dict[str, dict]:
+                 h: int, tz: str = UTC) -> dict[str, dict]:
     """``evaluate.score`` on the forecasts whose scored point (``h`` steps ahead) falls on an ordinary day and on
-    one of ``special_days`` (epoch days: holidays and events), separately. Each subset's MASE is scaled by the
+    one of ``special_days`` (day numbers local to ``tz``: holidays and events), separately. Each subset's MASE is scaled by the
     seasonal-naive error before its own first cutoff."""
     from forecaster import evaluate
 
+    from forecaster.calendar import local_days
+
     days = np.asarray(special_days, dtype=np.int64)
-    on = [bool(np.isin(int((c + (h - 1) * series.step) // DAY), days)) for c, _ in forecasts]
+    scored = local_days([c + (h - 1) * series.step for c, _ in forecasts], tz)
+    on = [bool(x) for x in np.isin(scored, days)]
     out = {}
     for name, want in (("ordinary", False), ("holiday_or_event", True)):
         part = [f for f, o in zip(forecasts, on) if o == want]

@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import PolicyParams
 from .forecasts import Curve
@@ -201,10 +201,12 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
             from forecaster.calendar import holiday_days
 
             kw.update(holiday_days=tuple(holiday_days(s.holidays, float(series.t[0]), end + horizon * step,
-                                                      s.holiday_window)), holiday_as=s.holiday_as)
+                                                      s.holiday_window, s.timezone)), holiday_as=s.holiday_as,
+                      **({"timezone": s.timezone} if s.timezone != UTC else {}))
         ek = fit_kw.get(s.model)
         if (ek is not None and s.model in packs and ek["horizon"] >= horizon and ek["refit_every"] == kw["refit_every"]
                 and ek.get("holiday_days", ()) == kw.get("holiday_days", ())
+                and ek.get("timezone", UTC) == kw.get("timezone", UTC)
                 and ek.get("holiday_as", DEFAULT_HOLIDAY_AS_CODE) == kw.get("holiday_as", DEFAULT_HOLIDAY_AS_CODE)
                 and ek["history_seconds"] == kw["history_seconds"] and ek["level_seconds"] == kw["level_seconds"]
                 and any(abs(q - x) < 1e-9 for x in ek["quantiles"]) and (s.model != "auto" or ek["q"] == q)):

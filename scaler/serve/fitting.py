@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from forecaster.base import Forecast, Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
@@ -82,6 +82,7 @@ class FitJob:
     holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), epoch days over the history and horizon
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
+    timezone: str = UTC  # the zone whose calendar days holiday_days are (timezone)
 
 
 def worker_init(parent_pid: int) -> None:
@@ -111,8 +112,8 @@ def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:
     if spec.holidays:
         from forecaster.calendar import holiday_days
 
-        out.update(holiday_days=tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window)),
-                   holiday_as=spec.holiday_as)
+        out.update(holiday_days=tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window,
+                                                   spec.timezone)), holiday_as=spec.holiday_as, timezone=spec.timezone)
     if spec.events_file:
         from ..events import FILES
 
@@ -134,7 +135,8 @@ def run_fit(job: FitJob) -> dict:
             warm = None  # a state from another model or version: fit cold
     fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
                              quantile=job.quantile, holiday_days=job.holiday_days,
-                             holiday_as=job.holiday_as, events=job.events).fit(series, warm_start=warm)
+                             holiday_as=job.holiday_as, events=job.events,
+                             timezone=job.timezone).fit(series, warm_start=warm)
     fc = fitted.predict(job.horizon, job.quantiles)
     return {
         "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),

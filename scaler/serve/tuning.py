@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from forecaster.base import Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
@@ -124,6 +124,7 @@ class TuningJob:
     holidays: str = ""  # holidays / holidayWindow / holidayAs: the replay forecasts as the server does
     holiday_window: int = 0
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
+    timezone: str = UTC  # timezone: the zone of the holiday days
 
 
 def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
@@ -156,7 +157,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
                                holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
-                               aligned=True)
+                               timezone=job.timezone, aligned=True)
     end = float(job.t[-1] + job.step)
     with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
         tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
@@ -398,7 +399,7 @@ class TuningService:
                         span_seconds=min(self.config.span_seconds, have / 2), tolerance=cluster_tolerance(spec),
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
-                        holiday_window=spec.holiday_window, holiday_as=spec.holiday_as)
+                        holiday_window=spec.holiday_window, holiday_as=spec.holiday_as, timezone=spec.timezone)
         return self.worker.run(run_job, job), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:

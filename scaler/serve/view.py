@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from forecaster.calendar import DAY, CalendarError, holiday_days
+from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
 from .registry import Registry
@@ -39,10 +39,11 @@ def last_error(wl: Workload) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _holidays(spec: str, d0: int, d1: int, window: int) -> tuple[tuple[int, str], ...]:
-    """The holiday days of ``spec`` in epoch days ``[d0, d1]`` (cached: the page asks every 5 s per trigger)."""
+def _holidays(spec: str, d0: int, d1: int, window: int, tz: str) -> tuple[tuple[float, float, str], ...]:
+    """(start, end, name) of the holidays of ``spec`` (days of ``tz``) touching UTC days ``[d0, d1]`` (cached: the
+    page asks every 5 s per trigger)."""
     try:
-        return tuple(holiday_days(spec, d0 * DAY, d1 * DAY, window).items())
+        return tuple(holiday_periods(spec, d0 * DAY, d1 * DAY + DAY - 1.0, window, tz))
     except CalendarError:  # the spec was validated when parsed; a package without the country shows nothing
         return ()
 
@@ -60,9 +61,8 @@ def calendar(wl: Workload, now: float, t_from: float, t_to: float) -> dict | Non
     lo, hi = min(t_from, now), max(t_to, now + lead)
     periods = []
     if spec.holidays:
-        days = _holidays(spec.holidays, int(lo // DAY), int(hi // DAY), spec.holiday_window)
-        periods += [{"kind": "holiday", "name": clean(name), "start": n * DAY, "end": (n + 1) * DAY}
-                    for n, name in days]
+        days = _holidays(spec.holidays, int(lo // DAY), int(hi // DAY), spec.holiday_window, spec.timezone)
+        periods += [{"kind": "holiday", "name": clean(name), "start": a, "end": b} for a, b, name in days]
     periods += [{"kind": "event", "name": e.name, "start": e.start, "end": e.end}
                 for e in events if e.end >= lo and e.start <= hi]
     periods.sort(key=lambda p: (p["start"], p["kind"]))

@@ -21,6 +21,8 @@ def invoke(*args: str):
 def test_bad_holidays_and_events_exit_2(tmp_path):
     r = invoke(TAXI, "--holidays", "XX")
     assert r.exit_code == 2 and "--holidays: holidays 'XX': not a supported country code" in r.output
+    r = invoke(TAXI, "--timezone", "America/Gotham")
+    assert r.exit_code == 2 and "--timezone: timezone 'America/Gotham': not a known time zone; accepted an IANA" in r.output
     r = invoke(TAXI, "--holiday-as", "someday")
     assert r.exit_code == 2 and "--holiday-as:" in r.output
     p = tmp_path / "ev.csv"

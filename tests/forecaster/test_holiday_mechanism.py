@@ -85,12 +85,21 @@ def test_the_holiday_in_progress_is_learned_from_its_first_hours_and_state_round
     np.testing.assert_allclose(back.predict(13, (0.8,)).mean, fc.mean, rtol=1e-12)
 
 
-def test_a_holiday_not_begun_and_a_past_holiday_leave_an_ordinary_day():
-    # history to Sunday 11-22 with a past holiday on 11-19 (50 + h): its effect is its own, not 11-26's
+def test_a_holiday_not_begun_takes_the_profile_of_the_past_holiday_in_the_history():
+    # history to Sunday 11-22 with a past holiday on 11-19 (50 + h, its ordinary substitute the Thursday before,
+    # 400 + h): 11-26 is forecast with 11-19's profile, hour by hour log((50 + h + c) / (400 + h + c)) on the ordinary
+    # copy 400 + h: (400 + h + c) x (50 + h + c) / (400 + h + c) - c = 50 + h; no holiday in progress
     f = policy_model("seasonal_naive", LEARNED).fit(weeks())
-    assert f.effects.holidays == ()
+    assert f.effects.holidays == () and f.effects.profile_day == day(2026, 11, 19)
     fc = f.predict(7 * 24)
-    np.testing.assert_allclose(fc.mean[THU], 400.0 + HOUR)  # 11-26 as an ordinary Thursday (11-19 substituted)
+    np.testing.assert_allclose(fc.mean[THU], 50.0 + HOUR)
+    np.testing.assert_allclose(fc.mean[FRI], 500.0 + HOUR)  # the day after: ordinary
+
+
+def test_a_past_holiday_with_no_holiday_ahead_leaves_ordinary_days_alone():
+    f = policy_model("seasonal_naive", LEARNED, days=HOLIDAYS[:1]).fit(weeks())
+    fc = f.predict(7 * 24)
+    np.testing.assert_allclose(fc.mean[THU], 400.0 + HOUR)  # 11-26 is no holiday here: 11-19 substituted
     np.testing.assert_allclose(fc.mean[FRI], 500.0 + HOUR)
 
 
@@ -221,3 +230,46 @@ def test_an_effect_within_ordinary_week_on_week_change_is_not_applied():
     assert raw == pytest.approx(-0.69, abs=0.05)
     assert dict(big.effects.holidays) == {days[0]: pytest.approx(raw - base, rel=1e-9)}
     assert abs(raw - base) > 2 * spread
+
+
+def two_holidays() -> Series:
+    """Hourly, Monday 11-09 .. Thursday 11-26 11:00, y = 100 x (weekday + 1) + hour; Thursday 11-19 a holiday at
+    50 + hour; Thursday 11-26 a holiday in progress, its first 12 hours at 2 x (50 + hour)."""
+    t = ts(2026, 11, 9) + STEP * np.arange(17 * 24 + 12)
+    i = np.arange(len(t))
+    y = 100.0 * ((i // 24) % 7 + 1) + i % 24
+    y[10 * 24:11 * 24] = 50.0 + HOUR
+    y[17 * 24:] = 2.0 * (50.0 + HOUR[:12])
+    return Series(t, y, STEP)
+
+
+# Substituted, the series is the plain pattern (11-19 by 11-12, 11-26's morning by 11-12 too: 11-19 is a holiday):
+# two weeks of 24 x 100 x 28 + 7 x 276 = 69132 each, Mon-Wed 24 x 600 + 3 x 276 = 15228, Thursday's 12 hours
+# 4800 + 66 = 4866: 158358 over 420 points, mean 377.04, c2 = 18.852. Ordinary days equal their week before: no drift.
+# 11-19's profile, hour h: p_h = log((50 + h + c2) / (400 + h + c2)) (one point an hour). 11-26 in progress, over the
+# profile: its 12 hours against the profiled ordinary values (400 + h + c2) exp(p_h) - c2 = 50 + h:
+# r = log((sum 2 (50 + h) + 12 c2) / (sum (50 + h) + 12 c2)) = log((1332 + 226.22) / (666 + 226.22)) = 0.5576.
+C2 = 0.05 * 158358.0 / 420
+RESIDUAL = math.log((1332.0 + 12 * C2) / (666.0 + 12 * C2))
+
+
+def test_two_holiday_values_are_what_the_comment_derives():
+    assert C2 == pytest.approx(18.852, abs=0.001) and RESIDUAL == pytest.approx(0.5576, abs=0.0001)
+
+
+def test_the_holiday_in_progress_takes_the_earlier_holidays_profile_and_optionally_its_own_residual(monkeypatch):
+    from forecaster.models import holiday
+
+    days = (day(2026, 11, 19), day(2026, 11, 26))
+    g = policy_model("seasonal_naive", LEARNED, days=days).fit(two_holidays())  # the default: the profile alone
+    assert g.effects.holidays == () and g.effects.profile_day == days[0]
+    np.testing.assert_allclose(g.predict(13).mean[:12], 50.0 + HOUR[12:], rtol=1e-9)  # 11-19's hours: 50 + h
+    monkeypatch.setattr(holiday, "RESIDUAL_AFTER_PROFILE", True)  # measured and dropped: its first hours on top
+    f = policy_model("seasonal_naive", LEARNED, days=days).fit(two_holidays())
+    assert f.effects.offset == pytest.approx(C2, rel=1e-9) and f.effects.profile_day == days[0]
+    np.testing.assert_allclose(f.effects.profile, np.log((50.0 + HOUR + C2) / (400.0 + HOUR + C2)), rtol=1e-9)
+    assert dict(f.effects.holidays) == {days[1]: pytest.approx(RESIDUAL, rel=1e-9)}
+    fc = f.predict(13)  # 12:00 .. 23:00 of 11-26, then Friday 00:00 (ordinary: 500)
+    want = (50.0 + HOUR[12:] + C2) * math.exp(RESIDUAL) - C2  # the profile on 400 + h gives 50 + h, then x residual
+    np.testing.assert_allclose(fc.mean[:12], want, rtol=1e-9)
+    assert fc.mean[12] == pytest.approx(500.0)

@@ -46,3 +46,28 @@ def test_server_fit_job_gets_the_events_file(tmp_path):
                               "holidays": "US", "holidayAs": "ordinary"})
     args = holiday_args(spec, ts(2014, 11, 1), ts(2014, 12, 1))
     assert int(ts(2014, 11, 27) // DAY) in args["holiday_days"] and args["holiday_as"] == ORDINARY and "events" not in args
+
+
+def test_timezone_reaches_the_fits_and_the_accuracy_split():
+    """``timezone: America/New_York``: the fits get the zone (the server's FitJob, the replay's run_model), and the
+    replay scores a point as a holiday on New York's day: Thanksgiving 2014-11-27 is 05:00Z .. 05:00Z (EST)."""
+    from forecaster.base import Forecast
+    from scaler.replay.forecasts import split_scores
+
+    spec, _ = parse_metadata({"serverAddress": "http://prometheus:9090", "query": "sum(rate(x[1m]))", "qpsPerReplica": "10",
+                              "holidays": "US", "timezone": "America/New_York"})
+    args = holiday_args(spec, ts(2014, 11, 1), ts(2014, 12, 1))
+    assert args["timezone"] == "America/New_York" and int(ts(2014, 11, 27) // DAY) in args["holiday_days"]
+    t = ts(2014, 11, 1) + 3600.0 * np.arange(24 * 30)
+    s = Series(t, np.arange(1.0, len(t) + 1.0), 3600.0)
+    kw = holiday_kw(Settings(holidays="US", timezone="America/New_York"), s, 0.0)
+    assert kw["timezone"] == "America/New_York"
+    # one-point forecasts at the 25 hours 11-26 12:00Z .. 11-27 12:00Z, each off by 1: New York's Thanksgiving is
+    # 11-27 05:00Z .. 11-28 05:00Z, so 8 of them (05:00Z .. 12:00Z) are holiday points and 17 ordinary; in UTC the
+    # day is 11-27 00:00Z .. 24:00Z: 13 holiday points (00:00Z .. 12:00Z) and 12 ordinary
+    cut = ts(2014, 11, 26, 12) + 3600.0 * np.arange(25)
+    fcs = [(c, Forecast(np.array([c]), np.array([s.y[int((c - t[0]) // 3600)] + 1.0]), {}, "x")) for c in cut]
+    sc = split_scores(s, fcs, kw["special_days"], q=None, season=24, h=1, tz="America/New_York")
+    assert (sc["holiday_or_event"]["n"], sc["ordinary"]["n"]) == (8, 17)
+    utc = split_scores(s, fcs, kw["special_days"], q=None, season=24, h=1)
+    assert (utc["holiday_or_event"]["n"], utc["ordinary"]["n"]) == (13, 12)
