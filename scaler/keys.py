@@ -77,7 +77,8 @@ KEYS: tuple[Key, ...] = (
                                "KEDA polls this ScaledObject, learned from its calls, at least 5s"),
     Key("holidays", "", "public holidays of a country, optionally with a subdivision (US, US-CA, GB, DE-BY; the "
                         "holidays package), calendar days of timezone; empty = off: holidays are not copied into "
-                        "the next week and are forecast as holidayAs"),
+                        "the next week and are forecast as holidayAs; learning from earlier holidays wants "
+                        "history 90d (with step 2m or coarser)"),
     Key("timezone", "UTC", "with holidays: the IANA time zone whose calendar days the holidays are (America/New_York: "
                            "local midnight to local midnight, 23 or 25 h on a DST change)"),
     Key("holidayWindow", "0", "with holidays: days before and after each holiday treated as holidays too (0 to 7)"),
