@@ -14,7 +14,7 @@ on ``history``; the fits the day before made are reused from the worker's ``repl
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
 quantile / level-correction / headroom grid, the oracle as the cost
-reference; see ``SERVER_FAMILIES``) and picks the cheapest configuration whose missed-request fraction
+reference; see ``SERVER_FAMILIES``; only the configurations the scaler can run: ``server_grid``) and picks the cheapest configuration whose missed-request fraction
 is at most ``targetMiss`` (a fraction, or a multiple of reactive KEDA's miss on the same replay) within
 ``maxCostRatio`` (else the lowest miss within it, with a warning). The choice replaces ``mode``, ``model``, ``quantile``,
 ``levelCorrection``, ``headroom`` and ``hpaTolerance`` of the running spec
@@ -147,13 +147,13 @@ def server_grid(families: tuple[str, ...]):
     return variants.Grid(families=families, window_band_quantiles=(), envelope_windows=(variants.ENVELOPE_WINDOW,))
 
 
-def run_job(job: TuningJob, fits=None, grid=None) -> dict:
+def run_job(job: TuningJob, fits=None) -> dict:
     """Sweep and select (in the worker process). Returns plain data.
 
     Refits are clock-aligned and every fit reads ``history`` (``fetch_seconds``), so the fits of the two days this job
     shares with the one of the day before are taken from ``fits`` (default: the process's
-    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span).
-    ``grid``: the sweep (default ``server_grid(job.families)``)."""
+    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span). The
+    sweep is ``server_grid``'s."""
     from forecaster.base import Series
 
     from ..replay import engine, fitcache
@@ -172,7 +172,7 @@ def run_job(job: TuningJob, fits=None, grid=None) -> dict:
     end = float(job.t[-1] + job.step)
     with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
         tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
-                      grid=grid or server_grid(job.families), fits=cache)
+                      grid=server_grid(job.families), fits=cache)
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
