@@ -71,7 +71,7 @@ def test_the_choice_and_every_kept_point_are_the_full_grids():
     # the full grid's extra points are exactly the ones the scaler could not run
     assert all(not variants.is_selectable(p.variant) for p in a.result.points if p.variant not in
                {q.variant for q in b.result.points})
-    # run_job defaults to the server's grid: its choice is this one
+    # run_job sweeps the server's grid: its choice is this one
     out = run_job(j)
     assert out["label"] == b.point.variant.label() and out["points"] == len(b.result.points)
     assert out["miss"] == pytest.approx(b.point.miss, rel=1e-12, abs=0)
