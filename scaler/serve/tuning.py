@@ -14,7 +14,7 @@ on ``history``; the fits the day before made are reused from the worker's ``repl
 through the frontier sweep (``scaler.replay``: reactive with headroom and
 dead-band compensation, seasonal_naive, the declared model with its
 quantile / level-correction / headroom grid, the oracle as the cost
-reference; see ``SERVER_FAMILIES``) and picks the cheapest configuration whose missed-request fraction
+reference; see ``SERVER_FAMILIES``; only the configurations the scaler can run: ``server_grid``) and picks the cheapest configuration whose missed-request fraction
 is at most ``targetMiss`` (a fraction, or a multiple of reactive KEDA's miss on the same replay) within
 ``maxCostRatio`` (else the lowest miss within it, with a warning). The choice replaces ``mode``, ``model``, ``quantile``,
 ``levelCorrection``, ``headroom`` and ``hpaTolerance`` of the running spec
@@ -137,15 +137,27 @@ def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
     return history_seconds + span_seconds + MAX_CHAIN_SECONDS
 
 
+def server_grid(families: tuple[str, ...]):
+    """The sweep of the server's job (a ``replay.variants.Grid``): only the configurations the scaler can run
+    (``variants.is_selectable``): no window-max band variants (the server computes pointwise bands only) and the
+    envelope at its servable window only. ``frontier.select`` picks among these alone and each variant's replay,
+    headroom search included, depends on no other variant's, so the choice and its figures are the full grid's;
+    the variants left out were replays (and searches) that no choice could use."""
+    from ..replay import variants
+
+    return variants.Grid(families=families, window_band_quantiles=(), envelope_windows=(variants.ENVELOPE_WINDOW,))
+
+
 def run_job(job: TuningJob, fits=None) -> dict:
     """Sweep and select (in the worker process). Returns plain data.
 
     Refits are clock-aligned and every fit reads ``history`` (``fetch_seconds``), so the fits of the two days this job
     shares with the one of the day before are taken from ``fits`` (default: the process's
-    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span)."""
+    ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span). The
+    sweep is ``server_grid``'s."""
     from forecaster.base import Series
 
-    from ..replay import engine, fitcache, variants
+    from ..replay import engine, fitcache
     from ..replay.tune import tune
 
     t0 = time.perf_counter()
@@ -161,7 +173,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
     end = float(job.t[-1] + job.step)
     with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
         tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
-                      grid=variants.Grid(families=job.families), fits=cache)
+                      grid=server_grid(job.families), fits=cache)
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point

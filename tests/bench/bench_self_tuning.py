@@ -6,7 +6,8 @@ Per trace in TRACES_DIR, the job the server builds (``serve.tuning``'s
 and span, targetMiss and maxCostRatio) runs through ``serve.tuning.run_job``
 in a fresh process of this tree and of ``--baseline`` (alternately); the CPU
 counted is the process's and its children's (Stan), user + system. Prints
-both, the ratio new/old and whether the selection is the same.
+both, the ratio new/old, the part of each that is Stan's (the children's CPU: the fits' optimiser) and whether the
+selection is the same.
 
 ``--days 2`` (the default): two consecutive daily selections (the trace's day before its end, then its end) in
 one process, as the server's persistent tuning worker runs them: the first pays the imports and first-time costs
@@ -71,9 +72,10 @@ def child(path: str, qps: float, days: int) -> None:
                                tolerance=tuning.cluster_tolerance(spec),
                                activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                                max_cost_ratio=spec.max_cost_ratio, families=cfg.families)
-        c0 = _cpu()
+        c0, k0 = _cpu(), _stan_cpu()
         r = tuning.run_job(job)
-        out.append({"cpu": _cpu() - c0, "label": r["label"], "points": r["points"], "days": r["simulated_days"],
+        out.append({"cpu": _cpu() - c0, "stan": _stan_cpu() - k0, "label": r["label"], "points": r["points"],
+                    "days": r["simulated_days"],
                     "nan": math.isnan(r["miss"]), "reused": r.get("fits_reused"), "fits": r.get("fits")})
     print(json.dumps(out))
 
@@ -82,6 +84,12 @@ def _cpu() -> float:
     """This process's and its children's (Stan's) CPU seconds, user + system."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _stan_cpu() -> float:
+    """The children's (Stan's) CPU seconds alone, user + system: what the fits' optimiser costs."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
 
 
 def measure(tree: Path, path: Path, qps: float, days: int) -> list[dict] | dict:
@@ -119,8 +127,10 @@ def main() -> None:
         for d, (od, nd) in enumerate(zip(o, n)):
             which = "first (fresh process)" if d == 0 else f"day {d + 1} (same process)"
             reuse = "" if nd.get("reused") is None else f", {nd['reused']}/{nd['fits']} fits reused"
+            stan = "" if "stan" not in od else f" (Stan {od['stan']:.1f} / {nd['stan']:.1f})"
             print(f"{name:18s} {which:22s} {nd['days']:.1f} d simulated, {nd['points']} points: CPU old "
-                  f"{od['cpu']:6.1f} s, new {nd['cpu']:6.1f} s, new/old {nd['cpu'] / od['cpu']:.2f}{reuse}; selection "
+                  f"{od['cpu']:6.1f} s, new {nd['cpu']:6.1f} s, new/old {nd['cpu'] / od['cpu']:.2f}{stan}{reuse}; "
+                  f"selection "
                   f"{'identical' if od['label'] == nd['label'] else 'DIFFERS: ' + od['label'] + ' -> ' + nd['label']}",
                   flush=True)
     with open("/proc/loadavg") as fh:
