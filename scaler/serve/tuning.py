@@ -44,6 +44,7 @@ import numpy as np
 from forecaster.base import Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
+from ..events import FILES
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
@@ -125,6 +126,7 @@ class TuningJob:
     holiday_window: int = 0
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     timezone: str = UTC  # timezone: the zone of the holiday days
+    events: tuple = ()  # forecaster.calendar.Event of eventsFile: the replay applies them as the server does
 
 
 def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
@@ -169,7 +171,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
                                refit_seconds=job.refit_seconds, span_seconds=job.span_seconds,
                                hpa_tolerance=job.tolerance, activation_threshold=job.activation_threshold,
                                holidays=job.holidays, holiday_window=job.holiday_window, holiday_as=job.holiday_as,
-                               timezone=job.timezone, aligned=True)
+                               timezone=job.timezone, events=tuple(job.events), aligned=True)
     end = float(job.t[-1] + job.step)
     with cache.run(job.name, end, keep_from=end - job.span_seconds - MAX_CHAIN_SECONDS):  # before: no run needs them
         tuning = tune(trace, settings, job.target_miss, job.max_cost_ratio,
@@ -411,7 +413,8 @@ class TuningService:
                         span_seconds=min(self.config.span_seconds, have / 2), tolerance=cluster_tolerance(spec),
                         activation_threshold=spec.activation_threshold, target_miss=spec.target_miss,
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
-                        holiday_window=spec.holiday_window, holiday_as=spec.holiday_as, timezone=spec.timezone)
+                        holiday_window=spec.holiday_window, holiday_as=spec.holiday_as, timezone=spec.timezone,
+                        events=FILES.get(spec.events_file).events if spec.events_file else ())
         return self.worker.run(run_job, job), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:

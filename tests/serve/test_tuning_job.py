@@ -75,3 +75,21 @@ def test_the_choice_and_every_kept_point_are_the_full_grids():
     out = run_job(j)
     assert out["label"] == b.point.variant.label() and out["points"] == len(b.result.points)
     assert out["miss"] == pytest.approx(b.point.miss, rel=1e-12, abs=0)
+
+
+def test_the_servers_tuning_replays_the_events_of_eventsfile():
+    # An event with floor_qps 500 over 6 h of the last simulated day: at qpsPerReplica 10 the forecast policies plan
+    # at least 500 / 10 = 50 replicas from start - L to end (L = 180 + 105 s). The bursty trace peaks near
+    # 80 + 50 + 60 = 190 req/s, about 19-25 replicas with headroom, so the floor adds at least 6 h x (50 - 25) =
+    # 150 replica-hours to the linear_trend choice (reactive KEDA, the baseline, is never floored: left out here so
+    # that the choice is a forecast policy either way).
+    from dataclasses import replace
+
+    from forecaster.calendar import Event
+
+    j = job(families=("linear_trend", "oracle"))
+    start = float(j.t[-1]) - 12 * 3600.0
+    floored = replace(j, events=(Event("promo", start, start + 6 * 3600.0, None, 500.0, 1),))
+    without, with_event = run_job(j), run_job(floored)
+    assert without["policy"] == with_event["policy"] == "linear_trend"
+    assert with_event["replica_hours"] - without["replica_hours"] >= 150.0
