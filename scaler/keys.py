@@ -25,6 +25,10 @@ class Key:
 
 
 # The vocabulary, in the reference's order. ``default`` is the documented default.
+# The history `holidays` wants: one that holds the earlier holidays the similar-day rule learns from (most US
+# holidays are under two months apart); 86,400 steps at the default step, within MAX_HISTORY_STEPS
+HOLIDAY_HISTORY = "60d"
+
 KEYS: tuple[Key, ...] = (
     Key("serverAddress", None, "Prometheus base URL, http(s)://host:port[/path] (required)"),
     Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
@@ -78,7 +82,7 @@ KEYS: tuple[Key, ...] = (
     Key("holidays", "", "public holidays of a country, optionally with a subdivision (US, US-CA, GB, DE-BY; the "
                         "holidays package), calendar days of timezone; empty = off: holidays are not copied into "
                         "the next week and are forecast as holidayAs; learning from earlier holidays wants "
-                        "history 90d (with step 2m or coarser)"),
+                        f"history {HOLIDAY_HISTORY} or more (forescale check warns)"),
     Key("timezone", "UTC", "with holidays: the IANA time zone whose calendar days the holidays are (America/New_York: "
                            "local midnight to local midnight, 23 or 25 h on a DST change)"),
     Key("holidayWindow", "0", "with holidays: days before and after each holiday treated as holidays too (0 to 7)"),

@@ -81,6 +81,8 @@ def is_forescale(trig: dict) -> bool:
 
 def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]:
     """(errors, warnings) for one trigger's metadata: every bad key, not only the first."""
+    from ..durations import parse_duration
+    from ..keys import HOLIDAY_HISTORY
     from ..spec import MetadataError, parse_metadata
 
     if not isinstance(md, dict):
@@ -90,7 +92,7 @@ def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]
     work = {str(k): v for k, v in md.items() if isinstance(v, str)}
     for _ in range(len(work) + len(STAND_IN) + 1):
         try:
-            _, unknown = parse_metadata(work, name=name, namespace=namespace)
+            spec, unknown = parse_metadata(work, name=name, namespace=namespace)
         except MetadataError as e:
             if not any(f"'{e.key}'" in x for x in errors):
                 errors.append(str(e))
@@ -101,7 +103,12 @@ def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]
             else:
                 break
             continue
-        return errors, [f"metadata key '{k}': unknown to forescale, ignored" for k in unknown]
+        warnings = [f"metadata key '{k}': unknown to forescale, ignored" for k in unknown]
+        if not errors and spec.holidays and spec.history_seconds < parse_duration(HOLIDAY_HISTORY):
+            warnings.append(f"metadata key 'history': {work.get('history', 'the default')} with holidays "
+                            f"'{spec.holidays}' rarely holds an earlier holiday to learn from (the similar-day rule); "
+                            f"give it history {HOLIDAY_HISTORY} or more")
+        return errors, warnings
     return errors, []
 
 

@@ -92,6 +92,25 @@ def test_check_reports_every_bad_key_keda_style(tmp_path):
     parse_metadata(md)
 
 
+def test_check_warns_when_holidays_have_too_short_a_history(tmp_path):
+    # holidays learn from the earlier holidays of the history (the similar-day rule): the default 14d rarely holds
+    # one, so check warns (exit 0: the server accepts it) until history is at least keys.HOLIDAY_HISTORY (60d)
+    so = yaml.safe_load((REPO / "deploy" / "example" / "scaledobject.yaml").read_text())
+    md = next(t["metadata"] for t in so["spec"]["triggers"] if t["type"] == "external")
+    md.pop("history", None)
+    md["holidays"] = "US"
+    f = tmp_path / "so.yaml"
+    f.write_text(yaml.safe_dump(so))
+    r = invoke("check", str(f))
+    assert r.exit_code == 0, r.output
+    assert "warning: metadata key 'history': the default with holidays 'US' rarely holds an earlier holiday" in r.stderr
+    assert "give it history 60d or more" in r.stderr
+    md["history"] = "60d"
+    f.write_text(yaml.safe_dump(so))
+    r = invoke("check", str(f))
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.output
+
+
 def test_check_refuses_unreadable_input_without_traceback(tmp_path):
     (tmp_path / "broken.yaml").write_text("kind: ScaledObject\n  metadata: [\n")
     r = invoke("check", str(tmp_path / "broken.yaml"))
