@@ -80,6 +80,7 @@ def _is_utc(tz: str) -> bool:
     return not tz or tz == UTC
 
 
+@lru_cache(maxsize=4096)  # pure; local_days asks for the same days at every forecast of a replay
 def _midnight(n: int, tz: str) -> float:
     """UTC epoch seconds of local midnight starting day ``n`` in ``tz`` (where midnight is skipped by a DST change:
     the change itself, when the day begins)."""

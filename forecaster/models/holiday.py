@@ -248,14 +248,16 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
                 prof = np.where(np.isfinite(prof), prof, e_day) - base
                 profile, profile_day = tuple(float(x) for x in prof), p
             break
-        if going:  # the holiday in progress at the end of the history, from its first hours
+        # the holiday in progress at the end of the history, from its first hours (with a profile: only when
+        # RESIDUAL_AFTER_PROFILE, as what its own hours add to the profile)
+        if going and (RESIDUAL_AFTER_PROFILE or not profile):
             on = n_day == d
             ord_on = ordinary[on]
-            if profile and RESIDUAL_AFTER_PROFILE:  # what its own hours add to the profile
+            if profile:
                 f = np.asarray(profile)[_hour_of_day(t[on], rule.tz)]
                 ord_on = (ord_on + c) * np.exp(f) - c
             e, n = _log_ratio(y[on], ord_on, c)
-            if n >= need and effect([e]) != 0.0 and not (profile and not RESIDUAL_AFTER_PROFILE):
+            if n >= need and effect([e]) != 0.0:
                 per_day.append((d, effect([e])))
     events: dict[str, list[float]] = {}
     for s in rule.spans:

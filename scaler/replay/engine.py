@@ -290,8 +290,10 @@ def holiday_kw(settings: Settings, series, ahead: float) -> dict:
     days = settings.holiday_days(float(series.t[0]), float(series.t[-1]) + ahead)
     from forecaster.calendar import local_days
 
-    ev = {int(d) for e in settings.events for d in range(*(int(x) + k for x, k in
-                                                           zip(local_days([e.start, e.end], settings.timezone), (0, 1))))}
+    ev: set[int] = set()
+    for e in settings.events:  # every local day an event touches, its first to its last
+        first, last = (int(x) for x in local_days([e.start, e.end], settings.timezone))
+        ev.update(range(first, last + 1))
     return dict(holiday_days=days, holiday_as=settings.holiday_as, special_days=tuple(sorted(set(days) | ev)),
                 **({"timezone": settings.timezone} if settings.timezone != DEFAULTS["timezone"] else {}),
                 **({"events": tuple(settings.events)} if settings.events else {}))
