@@ -6,7 +6,8 @@ CPU seconds of CmdStan (its processes) and of Python, and how far each quantile 
 the first setting's: max |difference| over every point of every curve / the span's peak rate. A setting is
 JSON: ``{}`` (CmdStan's defaults), ``{"tol_rel_grad": 1e9}`` (any of CmdStan's L-BFGS arguments; set through
 ``forecaster.models.prophet.STAN_STOP``), ``{"refit": 14400}`` (refit every 4 h instead: the curves in between
-come from the older fit).
+come from the older fit), ``{"cold": 1}`` (every fit from Prophet's own initial values, no warm start: the spread
+that the start alone makes).
 
 Run: ``PYTHONPATH=. .venv/bin/python tests/bench/bench_stan_stop.py TRACE.csv --span 2d
 '{}' '{"tol_rel_grad": 1e9}' '{"refit": 14400}'``
@@ -42,9 +43,12 @@ def main() -> None:
     horizon = int(math.ceil((lead + s.world.extra_lead_seconds + step) / step)) + 1
     qs = (0.5, 0.8, 0.9, 0.95, 0.99)
     ref = None
+    warm_fit = prophet.ProphetForecaster.fit
     for text in a.settings:
         opt = json.loads(text)
         refit = float(opt.pop("refit", s.refit_seconds))
+        cold = bool(opt.pop("cold", False))
+        prophet.ProphetForecaster.fit = (lambda self, series, warm_start=None: warm_fit(self, series)) if cold else warm_fit
         prophet.STAN_STOP = opt
         kw = dict(horizon=horizon, score_points=max(1, int(math.ceil(lead / step - 1e-9))),
                   refit_every=max(1, int(round(refit / step))), history_seconds=s.history_seconds,
