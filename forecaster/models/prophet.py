@@ -57,16 +57,14 @@ Decisions (measured on the bundled traces, see ``tests/bench/``):
   of a warm fit, ``json.dumps`` 65 ms a fit on 1,344 x 70 features, msgspec
   5 ms, the same doubles), and CmdStan's progress lines are off
   (``refresh``), so its output is read once at exit, not line by line.
-* **L-BFGS stops when the log posterior stops moving** (``STAN_STOP``:
-  ``tol_rel_obj`` 1e8, i.e. an iteration gaining under 2.2e-8 of it,
-  relatively; CmdStan's default is 1e4, 2.2e-12). The Laplace prior on the
-  changepoints makes the optimum flat where the trend bends, and with the
-  default stop L-BFGS spent hundreds to thousands of iterations there, each
-  gaining ~1e-4 nat or less, a difference no data can tell. Measured over a
-  7-day tune's 84 warm-started refits (``tests/bench/bench_stan_stop.py``):
-  CmdStan CPU 0.36-0.59x; the curves moved by 0.9-13.9 % of the span's peak
-  (max over every point), as much as starting cold instead of warm moves them
-  (1.2-13.1 %); pinball loss within +0.3 %.
+* **L-BFGS stops when the log posterior stops moving** (``STAN_STOP``: an
+  iteration gaining under 2.2e-8 of it, relatively; CmdStan's default 2.2e-12).
+  The Laplace prior on the changepoints makes the optimum flat where the trend
+  bends; there L-BFGS spent hundreds to thousands of iterations gaining ~1e-4
+  nat each, which no data can tell apart. Over a 7-day tune's 84 warm refits
+  (``tests/bench/bench_stan_stop.py``): CmdStan CPU 0.36-0.59x, curves moved
+  0.9-13.9 % of peak, as much as a cold start instead of a warm one moves them
+  (1.2-13.1 %), pinball loss within +0.3 %.
 * Deterministic (``seed`` goes to Stan; L-BFGS from a fixed init is
   deterministic), quiet (cmdstanpy and prophet loggers silenced), and Stan's
   files go to a temporary directory removed after each fit.
@@ -440,15 +438,16 @@ def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]
             fh.write(stan_json(data))
         # refresh=iter: CmdStan prints no per-iteration progress, so cmdstanpy reads its few lines at exit in
         # one piece instead of a line per L-BFGS iteration while Stan runs
-        args: dict[str, Any] = dict(data=path, inits=inits, algorithm="Newton" if data["T"] < 100 else "LBFGS",
-                                    iter=STAN_ITER, refresh=STAN_ITER, seed=seed, output_dir=tmp, **STAN_STOP)
-        try:
-            fit = backend.model.optimize(**args)
+        newton = data["T"] < 100
+        args: dict[str, Any] = dict(data=path, inits=inits, iter=STAN_ITER, refresh=STAN_ITER, seed=seed,
+                                    output_dir=tmp)
+        try:  # STAN_STOP is L-BFGS's (CmdStan refuses its tolerances for Newton)
+            fit = backend.model.optimize(algorithm="Newton", **args) if newton else \
+                backend.model.optimize(algorithm="LBFGS", **args, **STAN_STOP)
         except RuntimeError:
-            if args["algorithm"] == "Newton":
+            if newton:
                 raise
-            args["algorithm"] = "Newton"  # Prophet's own fallback
-            fit = backend.model.optimize(**args)
+            fit = backend.model.optimize(algorithm="Newton", **args)  # Prophet's own fallback
         return backend.stan_to_dict_numpy(fit.column_names, fit.optimized_params_np), scales
 
 

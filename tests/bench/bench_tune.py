@@ -132,6 +132,28 @@ def bench(name: str, what: str, args: list[str], base: Path, reps: int, timeout:
           f"selection {'identical' if same else 'DIFFERS'}  numbers differing {n} (max rel {rel:.2g})", flush=True)
     if not same:
         print(f"    old: {selection(docs['old'], what)}\n    new: {selection(docs['new'], what)}")
+        if what == "tune":
+            print("    " + dominance(docs["old"], docs["new"]))
+
+
+def dominance(old: dict, new: dict) -> str:
+    """Whether the new selection (its missed fraction and replica-hours in the new run) is dominated by a selectable
+    point of the old run's frontier (one that misses no more and costs no more, and is better in one)."""
+    s = new.get("selection") or {}
+    m, h = s.get("underprovisioned_fraction"), s.get("replica_hours")
+    if m is None or h is None:
+        return "new selection: no point to compare"
+    by = [p for p in old.get("frontier", []) if p.get("selectable", True) and not p.get("reference")
+          and p["underprovisioned_fraction"] <= m and p["replica_hours"] <= h
+          and (p["underprovisioned_fraction"] < m or p["replica_hours"] < h)]
+    o = old.get("selection") or {}
+    head = (f"new selection: miss {m:.5f}, {h:.1f} replica-h; old selection: miss "
+            f"{o.get('underprovisioned_fraction', float('nan')):.5f}, {o.get('replica_hours', float('nan')):.1f} replica-h; ")
+    if not by:
+        return head + "not dominated on the old frontier"
+    best = min(by, key=lambda p: p["replica_hours"])
+    return head + (f"DOMINATED on the old frontier by {len(by)} point(s), e.g. {best['label']} "
+                   f"(miss {best['underprovisioned_fraction']:.5f}, {best['replica_hours']:.1f} replica-h)")
 
 
 def main() -> None:

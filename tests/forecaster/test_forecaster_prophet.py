@@ -46,7 +46,7 @@ def test_curve_equals_prophet_predict(monkeypatch):
     for name, period, order in seen["seas"]:
         m.add_seasonality(name=name, period=period, fourier_order=order, prior_scale=10.0)
     ds = pd.to_datetime(np.rint(seen["t"] * 1e3).astype("int64"), unit="ms")
-    m.fit(pd.DataFrame({"ds": ds, "y": seen["z"]}), seed=0)
+    m.fit(pd.DataFrame({"ds": ds, "y": seen["z"]}), seed=0, **P.STAN_STOP)  # the same L-BFGS stop as ours
     future = s.t[-1] + 60.0 * np.arange(1, 600)
     theirs = m.predict(pd.DataFrame({"ds": pd.to_datetime((future * 1e3).astype("int64"), unit="ms")}))["yhat"]
     np.testing.assert_allclose(f.curve(future), theirs.to_numpy(), rtol=1e-6, atol=1e-6)
