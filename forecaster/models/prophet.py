@@ -60,8 +60,8 @@ Decisions (measured on the bundled traces, see ``tests/bench/``):
 * **L-BFGS stops when the log posterior stops moving** (``STAN_STOP``: an
   iteration gaining under 2.2e-8 of it, relatively; CmdStan's default 2.2e-12).
   The Laplace prior on the changepoints makes the optimum flat where the trend
-  bends; there L-BFGS spent hundreds to thousands of iterations gaining ~1e-4
-  nat each, which no data can tell apart. Over a 7-day tune's 84 warm refits
+  bends; there L-BFGS crawled for hundreds to thousands of iterations. What
+  stopping earlier gives up is measured, not assumed: over a 7-day tune's 84 warm refits
   (``tests/bench/bench_stan_stop.py``): CmdStan CPU 0.36-0.59x, curves moved
   0.9-13.9 % of peak, as much as a cold start instead of a warm one moves them
   (1.2-13.1 %), pinball loss within +0.3 %.
