@@ -9,7 +9,7 @@ time (as most exported traces are) has its holidays on the right days with the d
 * ``check_timezone(name)``: an IANA zone name, checked (``CalendarError`` naming what is accepted).
 * ``local_days(t, tz)``: the local day number of each time; ``day_bounds(days, tz)``: their UTC start and end.
 
-* ``holiday_days(spec, t_first, t_last, window)``: the epoch days of the holidays of a country
+* ``holiday_days(spec, t_first, t_last, window, tz)``: the local days of the holidays of a country
   (``US``) or a subdivision (``US-CA``) between two times, each widened by ``window`` days before
   and after, with their names.
 * ``parse_events(text, fmt)``: an events file, CSV with the header ``name,start,end,multiplier,floor_qps``

@@ -1,7 +1,7 @@
 """One holiday mechanism for every model: a wrapper around any forecaster (``HolidayForecaster``).
 
-A model forecasts *ordinary* days; the wrapper takes holidays (epoch days, ``forecaster.calendar``) and the
-user's events out of what it sees and puts their effect back on the forecast:
+A model forecasts *ordinary* days; the wrapper takes holidays (days local to ``HolidayRule.tz``,
+``forecaster.calendar``) and the user's events out of what it sees and puts their effect back on the forecast:
 
 * **History substitution.** Before the inner model is fitted, every point on a holiday day or inside a past
   event's span is replaced by the same moment a week before (else a week after, else two weeks before or
@@ -335,7 +335,7 @@ class HolidayForecaster:
         clean, ordinary = clean_history(series, self.rule)
         eff = learn(series, self.rule, clean, ordinary)
         if self.native:
-            eff = Effects(eff.offset, (), eff.events, ())
+            eff = Effects(offset=eff.offset, events=eff.events)  # the model's own weekday rule forecasts the days
         inner_ws = warm_start.inner if isinstance(warm_start, HolidayFitted) else warm_start
         fitted = self.inner.fit(Series(series.t, clean, series.step), warm_start=inner_ws)
         return HolidayFitted(fitted, self.rule, eff)

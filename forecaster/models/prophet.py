@@ -441,9 +441,9 @@ def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]
         newton = data["T"] < 100
         args: dict[str, Any] = dict(data=path, inits=inits, iter=STAN_ITER, refresh=STAN_ITER, seed=seed,
                                     output_dir=tmp)
-        try:  # STAN_STOP is L-BFGS's (CmdStan refuses its tolerances for Newton)
-            fit = backend.model.optimize(algorithm="Newton", **args) if newton else \
-                backend.model.optimize(algorithm="LBFGS", **args, **STAN_STOP)
+        stop = {} if newton else STAN_STOP  # L-BFGS's tolerances (CmdStan refuses them for Newton)
+        try:
+            fit = backend.model.optimize(algorithm="Newton" if newton else "LBFGS", **args, **stop)
         except RuntimeError:
             if newton:
                 raise

@@ -14,7 +14,7 @@ y[i - season]`` (the seasonal residual) and level correction of half-life
 ``level_half_life=0`` gives the plain residual quantiles. Added to the
 forecast, floored at 0.
 
-Holidays (``holiday_days``: epoch days, ``forecaster.calendar``): a holiday is
+Holidays (``holiday_days``: days local to ``holiday_tz``, ``forecaster.calendar``): a holiday is
 not copied into the next season; an ordinary target whose source falls on a
 holiday takes the last ordinary day of the same weekday (one more season
 back), and a holiday target is forecast as the same time of day on the last

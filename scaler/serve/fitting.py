@@ -79,7 +79,7 @@ class FitJob:
     level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
     quantile: float  # the one the policy provisions (model auto scores its candidates on it)
     seed: int = 0
-    holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), epoch days over the history and horizon
+    holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), days local to timezone over the history and horizon
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
     timezone: str = UTC  # the zone whose calendar days holiday_days are (timezone)
