@@ -157,7 +157,10 @@ def test_recent_point_models_are_re_predicted_from_now_between_fits(prometheus_f
         fitted_at, first = wl.forecast.fitted_at, wl.forecast.forecast
         s.clock.advance(900)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (wl.forecast.predicted_at or 0) < start + 900:
+        # the re-prediction and the observation's refresh run on their own threads: wait for both (the
+        # decision below refuses an observation older than stale_seconds, and the jump made the last one 900 s old)
+        while time.monotonic() < deadline and ((wl.forecast.predicted_at or 0) < start + 900
+                                               or (wl.observed_at or 0) < start + 900):
             time.sleep(0.1)
         fs = wl.forecast
         assert fs.predicted_at == start + 900 and fs.fitted_at == fitted_at  # re-predicted, not refitted
