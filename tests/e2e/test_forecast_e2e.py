@@ -98,6 +98,7 @@ def test_forecast_leads_the_daily_rise_and_survives_restart(rising, tmp_path):
         exported = {k: v for k, v in s.metrics().items() if k[0] == "forescale_forecast_qps"
                     and dict(k[1])["scaledobject"] == "shadow"}
         assert max(exported.values()) > 1.05 * observed
+        assert s.metrics()[("forescale_fit_duration_seconds_count", ())] >= 1  # the fits are counted here
     finally:
         s.close()
 
@@ -105,14 +106,16 @@ def test_forecast_leads_the_daily_rise_and_survives_restart(rising, tmp_path):
     # (same clock: the backfilled data ends at now, and rate() after its end is biased low)
     s2 = Scaler(FakeClock(now), state_dir=str(state))
     try:
-        t0 = time.monotonic()
         v2 = s2.value(m).metricValueFloat
-        answered_in = time.monotonic() - t0
         wl2 = next(w for w in s2.server.registry.workloads() if w.name == "llm")
         assert wl2.forecast.fitted_at == wl.forecast.fitted_at  # the stored curve, not a new fit
         assert s2.server.registry.decision(wl2).reason is Reason.FORECAST
-        assert v2 == pytest.approx(v, rel=1e-9)  # the same curve, the same answer
-        assert answered_in < 3.0  # a cold Prophet fit of 14 days alone takes longer here
+        # the same curve, the same answer: the first call before any fit would have been the observed rate,
+        # and v is more than 5 % above it
+        assert v2 == pytest.approx(v, rel=1e-9)
+        # answered without a fit (the fits' histogram counts none; no wall-clock bound: a busy machine is slow
+        # either way)
+        assert s2.metrics()[("forescale_fit_duration_seconds_count", ())] == 0
     finally:
         s2.close()
 

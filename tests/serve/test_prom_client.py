@@ -142,14 +142,14 @@ def test_http_errors_map_to_kinds(server, status, kind, attempts):
 
 def test_a_slow_answer_is_unreachable(server):
     def slow(path, params):
-        time.sleep(1.0)
+        time.sleep(3.0)
         return 200, vector("1")
 
     server.responder = slow
     t0 = time.monotonic()
     with pytest.raises(PromError) as err:
         client(server, timeout_seconds=0.2).scalar("q", T0)
-    assert time.monotonic() - t0 < 0.9  # did not wait for the answer
+    assert time.monotonic() - t0 < 2.0  # did not wait for the answer (3 s; the margin is for a busy machine)
     assert err.value.kind is PromErrorKind.UNREACHABLE and server.url in str(err.value)
 
 

@@ -82,8 +82,9 @@ def test_a_total_deadline_bounds_a_dripping_or_silent_target(pool, mode):
         with pytest.raises(PromError) as err:
             c.scalar("q", T0)
         took = time.monotonic() - t0
-        # the drip needs ~12 s for its answer; a per-read timeout (0.5 s) would never fire on it
-        assert took < 1.0, took
+        # the drip needs ~12 s for its answer; a per-read timeout (0.5 s) would never fire on it (the margin
+        # over 0.5 s is for a busy machine)
+        assert took < 4.0, took
         assert err.value.kind is PromErrorKind.UNREACHABLE and "did not answer within 0.5s" in str(err.value)
     finally:
         bad.close()
