@@ -67,9 +67,10 @@ def finalize(t: np.ndarray, mean: np.ndarray, bands: dict[float, np.ndarray], mo
     qs = sorted(bands)
     out: dict[float, np.ndarray] = {}
     if qs:
-        stack = np.vstack([np.where(np.isfinite(bands[q]), bands[q], mean) for q in qs])
+        stack = np.array([bands[q] for q in qs], dtype=float)  # one row per quantile (as np.vstack)
+        stack = np.where(np.isfinite(stack), stack, mean)
         stack = np.maximum(np.sort(stack, axis=0), 0.0)  # monotone in q, pointwise
-        out = {q: stack[i] for i, q in enumerate(qs)}
+        out = dict(zip(qs, stack))
     return Forecast(t, mean, out, model)
 
 
@@ -118,6 +119,7 @@ class BandTable:
     relative: bool = False
     offset: float = 0.0
     columns: dict = field(default_factory=dict, compare=False, repr=False)  # quantile -> its column, memoised
+    steps: dict = field(default_factory=dict, compare=False, repr=False)  # (quantile, n) -> at(1..n, q), memoised
 
     @staticmethod
     def zero() -> "BandTable":
@@ -145,8 +147,19 @@ class BandTable:
             col = self.columns[q] = np.array([np.interp(q, LEVELS, row) for row in self.values])
         return np.interp(np.asarray(h, dtype=float), self.hs.astype(float), col)
 
-    def apply(self, mean: np.ndarray, h: np.ndarray, q: float) -> np.ndarray:
-        e = self.at(h, q)
+    def at_steps(self, n: int, q: float) -> np.ndarray:
+        """``at(1..n, q)``, memoised: every predict between two fits asks the same horizons (read-only)."""
+        e = self.steps.get((q, n))
+        if e is None:
+            if len(self.steps) >= 64:  # bounded: a caller asking ever new horizons recomputes instead
+                self.steps.clear()
+            e = self.steps[(q, n)] = self.at(np.arange(1, n + 1), q)
+            e.flags.writeable = False
+        return e
+
+    def apply(self, mean: np.ndarray, h: np.ndarray | int, q: float) -> np.ndarray:
+        """The band ``q`` around ``mean`` at horizons ``h`` (steps); an int ``n`` is the horizons 1..n."""
+        e = self.at_steps(h, q) if isinstance(h, int) else self.at(h, q)
         if self.relative:
             return mean + (np.maximum(mean, 0.0) + self.offset) * e
         return mean + e
@@ -198,8 +211,7 @@ def quantile_rows(rows: Sequence[np.ndarray], qs: np.ndarray) -> np.ndarray:
 
 
 def bands_for(table: BandTable, mean: np.ndarray, quantiles: Sequence[float]) -> dict[float, np.ndarray]:
-    h = np.arange(1, mean.size + 1)
-    return {q: table.apply(mean, h, q) for q in quantiles}
+    return {q: table.apply(mean, int(mean.size), q) for q in quantiles}
 
 
 def _f(x):
