@@ -164,6 +164,10 @@ class Fitted(Protocol):
     ``history_max``: the largest finite training value (for the policy's
     absurdity check). ``to_state()``: a JSON-able dict, restored by
     ``forecaster.models.from_state``.
+
+    Optional: ``predict_origins(horizon, quantiles, origins) -> list[Forecast]``, for a model whose forecast
+    ``recent`` changes only through its origin (prophet): ``predict(horizon, quantiles, origin=o)`` for each
+    origin, bit for bit, in one call (``evaluate.historical_forecasts`` uses it; a wrapper must not forward it).
     """
 
     model: str

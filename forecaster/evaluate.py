@@ -65,7 +65,8 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     ``fit_from`` (before ``start``): the refits are counted from this cutoff instead, and the ones before
     ``start`` are made (each warm-starting the next) without forecasting from them. ``fit_ahead``: the fits are
     made in a thread of their own (``ahead``), ahead of the forecasts from the fits before: the same fits and
-    forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made.
+    forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made. A fit whose
+    class has ``predict_origins`` (``Fitted``) forecasts from all its cutoffs in one call: the same forecasts.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
@@ -74,8 +75,9 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     first_forecast = start - 1e-6 * step  # cutoffs before this only fit
 
     def fits():
-        """(cutoff, its past, the fit in force) for every cutoff forecast from, refitting as described."""
-        fitted = None
+        """(the fit in force, [(cutoff, its past)...]) for the cutoffs forecast from, one group a fit, refitting
+        as described; a group is handed on before the next fit is made (``ahead`` forecasts from it meanwhile)."""
+        fitted, group = None, []
         since_fit = 0
         for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
             c = float(c)
@@ -86,6 +88,9 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
             if train_window is not None:
                 past = past.tail(train_window)
             if fitted is None or since_fit >= refit_every:
+                if group:
+                    yield fitted, group
+                    group = []
                 try:
                     fitted = forecaster.fit(past, warm_start=fitted)
                 except InsufficientHistory:
@@ -94,18 +99,26 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
                 since_fit = 0
             since_fit += 1
             if c >= first_forecast:
-                yield c, past, fitted
+                group.append((c, past))
+        if group:
+            yield fitted, group
 
     out: list[tuple[float, Forecast]] = []
-    for c, past, fitted in (ahead(fits()) if fit_ahead else fits()):
-        origin = c - step
-        recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
-        fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
-        if include_now:
-            prev = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
-            fc = Forecast(np.concatenate((prev.t, fc.t)), np.concatenate((prev.mean, fc.mean)),
-                          {q: np.concatenate((prev.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
-        out.append((c, fc))
+    for fitted, group in (ahead(fits()) if fit_ahead else fits()):
+        many = getattr(type(fitted), "predict_origins", None)  # the class's: a wrapper's __getattr__ must not answer
+        if many is not None and not include_now:  # a model whose forecast ``recent`` does not change but for its origin
+            cs = [c for c, _ in group]
+            out.extend(zip(cs, fitted.predict_origins(horizon, quantiles, [c - step for c in cs])))
+            continue
+        for c, past in group:
+            origin = c - step
+            recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
+            fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
+            if include_now:
+                prev = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
+                fc = Forecast(np.concatenate((prev.t, fc.t)), np.concatenate((prev.mean, fc.mean)),
+                              {q: np.concatenate((prev.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
+            out.append((c, fc))
     return out
 
 

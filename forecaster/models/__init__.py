@@ -23,7 +23,8 @@ from .envelope import EnvelopeFitted, EnvelopeForecaster
 from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .naive import NaiveFitted, NaiveForecaster
-from .prophet import ProphetFitted, ProphetForecaster
+from .prophet import ProphetForecaster
+from .prophet_curve import ProphetFitted
 from .seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
 from .statsf import (STATS_MODELS, EtsFitted, EtsForecaster, MstlFitted, MstlForecaster, missing_models_message,
                      statsforecast_available)

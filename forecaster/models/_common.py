@@ -52,6 +52,13 @@ def grid(origin: float, step: float, horizon: int) -> np.ndarray:
     return origin + step * np.arange(1, horizon + 1, dtype=float)
 
 
+def grid_rows(origins: np.ndarray, step: float, horizon: int) -> np.ndarray:
+    """``grid`` for each origin, as the rows of one array (the same numbers)."""
+    if horizon < 0:
+        raise ValueError(f"horizon must be >= 0 steps, got {horizon}")
+    return np.asarray(origins, dtype=float).reshape(-1, 1) + step * np.arange(1, horizon + 1, dtype=float)
+
+
 def check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
     qs = tuple(float(q) for q in quantiles)
     for q in qs:
@@ -62,16 +69,22 @@ def check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
 
 def finalize(t: np.ndarray, mean: np.ndarray, bands: dict[float, np.ndarray], model: str) -> Forecast:
     """Floor at 0, replace non-finite values by the mean, and make the quantiles non-crossing."""
+    rows = {q: np.asarray(v, dtype=float)[None, :] for q, v in bands.items()}
+    return finalize_rows(np.asarray(t)[None, :], np.asarray(mean, dtype=float)[None, :], rows, model)[0]
+
+
+def finalize_rows(t: np.ndarray, mean: np.ndarray, bands: dict[float, np.ndarray], model: str) -> list[Forecast]:
+    """``finalize`` on curves stacked as rows (``t``, ``mean`` and each band of shape (curves, points)), one
+    Forecast a row (views of the stacked arrays): each number as ``finalize`` of its row alone."""
     mean = np.where(np.isfinite(mean), mean, 0.0)
     mean = np.maximum(mean, 0.0)
     qs = sorted(bands)
-    out: dict[float, np.ndarray] = {}
+    stack = np.zeros((0,) + mean.shape)
     if qs:
-        stack = np.array([bands[q] for q in qs], dtype=float)  # one row per quantile (as np.vstack)
+        stack = np.array([bands[q] for q in qs], dtype=float)  # (quantiles, curves, points)
         stack = np.where(np.isfinite(stack), stack, mean)
         stack = np.maximum(np.sort(stack, axis=0), 0.0)  # monotone in q, pointwise
-        out = dict(zip(qs, stack))
-    return Forecast(t, mean, out, model)
+    return [Forecast(t[i], mean[i], dict(zip(qs, stack[:, i])), model) for i in range(mean.shape[0])]
 
 
 def last_finite(y: np.ndarray) -> float | None:
@@ -211,7 +224,8 @@ def quantile_rows(rows: Sequence[np.ndarray], qs: np.ndarray) -> np.ndarray:
 
 
 def bands_for(table: BandTable, mean: np.ndarray, quantiles: Sequence[float]) -> dict[float, np.ndarray]:
-    return {q: table.apply(mean, int(mean.size), q) for q in quantiles}
+    """The bands around a curve, or around curves stacked as rows (the same horizons 1..n on each)."""
+    return {q: table.apply(mean, int(mean.shape[-1]), q) for q in quantiles}
 
 
 def _f(x):
@@ -253,5 +267,5 @@ def require_model(state: dict, name: str) -> None:
 
 
 __all__ = ["BandTable", "InsufficientHistory", "LEVELS", "arr_from_json", "arr_to_json", "bands_for",
-           "check_quantiles", "finalize", "finite_points", "grid", "h_grid", "history_max", "last_finite",
+           "check_quantiles", "finalize", "finalize_rows", "finite_points", "grid", "grid_rows", "h_grid", "history_max", "last_finite",
            "merged_tail", "quantile_rows", "require", "require_model", "resolve_origin"]

@@ -79,16 +79,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..calendar import UTC, as_weekday_times, substitute_holidays
+from ..calendar import UTC, substitute_holidays
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
-from ._common import (MIN_ERRORS, BandTable, bands_for, check_quantiles, finalize, grid, h_grid, history_max, require_model,
-                      resolve_origin)
+from ._common import MIN_ERRORS, BandTable, h_grid, history_max
+from .prophet_curve import DAY, NAME, ProphetCurve, ProphetFitted, forward
 from .prophet_stan import Scales, inputs_of
 
-NAME = "prophet"
-DAY = 86400.0
 STAN_ITER = 10000  # Prophet's own cap on L-BFGS iterations
 # CmdStan's L-BFGS stop beyond its defaults: an iteration that gains less than 1e8 * machine epsilon (2.2e-8) of
 # the log posterior, relatively, ends the fit (the default ends it at 1e4 * epsilon). See the module docstring.
@@ -184,7 +182,7 @@ class ProphetForecaster:
 
         mean_rate = float(np.mean(y_fit))
         offset = max(0.05 * mean_rate, 1e-6) if self.transform == "log" else 0.0
-        z = _forward(y_fit, self.transform, offset)
+        z = forward(y_fit, self.transform, offset)
 
         span_days = (series.t[-1] - series.t[0] + step) / DAY
         seasonalities: list[tuple[str, float, int]] = []
@@ -204,13 +202,13 @@ class ProphetForecaster:
             pre = t_fit < split_t
             if pre.sum() >= 3:
                 p_pre = _fit_stan(t_fit[pre], z[pre], seasonalities, self, init)
-                c_pre = _Curve(**p_pre, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
+                c_pre = ProphetCurve(**p_pre, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
                 lo = len(series) - hold - 1
                 bands = _bands(series.y[lo:], c_pre(series.t[lo:]), step, offset, self.level_half_life)
                 init = dict(p_pre)
         params = _fit_stan(t_fit, z, seasonalities, self, init)
 
-        curve = _Curve(**params, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
+        curve = ProphetCurve(**params, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
         if bands is None:  # in-sample errors over the last ``band_window``
             n = min(len(series), max(2, int(round(self.band_window / step))))
             bands = _bands(series.y[-n:], curve(series.t[-n:]), step, offset, self.level_half_life)
@@ -236,133 +234,9 @@ class ProphetForecaster:
                 "holiday_tz": self.holiday_tz} if self.holiday_days else {}
 
 
-@dataclass(frozen=True, eq=False)
-class _Curve:
-    """Prophet's mean curve from its MAP parameters (additive mode, linear growth, absmax scaling)."""
-
-    start: float  # epoch seconds of the first fitted point
-    t_scale: float  # seconds
-    y_scale: float
-    k: float
-    m: float
-    delta: np.ndarray
-    changepoints_t: np.ndarray  # scaled time
-    beta: np.ndarray
-    sigma_obs: float
-    seasonalities: tuple[tuple[str, float, int], ...]
-    transform: str
-    offset: float
-
-    def scaled(self, t: np.ndarray) -> np.ndarray:
-        """The curve on Prophet's scaled axis (before y_scale and the inverse transform)."""
-        ts = (np.asarray(t, dtype=float) - self.start) / self.t_scale
-        if self.delta.size:
-            on = self.changepoints_t[None, :] <= ts[:, None]
-            k_t = self.k + (on * self.delta).sum(axis=1)
-            m_t = self.m + (on * (-self.changepoints_t * self.delta)).sum(axis=1)
-        else:
-            k_t, m_t = self.k, self.m
-        out = k_t * ts + m_t
-        if self.seasonalities:
-            out = out + features(t, self.seasonalities) @ self.beta
-        return out
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        return _inverse(self.scaled(t) * self.y_scale, self.transform, self.offset)
-
-    def to_state(self) -> dict:
-        return {"start": self.start, "t_scale": self.t_scale, "y_scale": self.y_scale, "k": self.k, "m": self.m,
-                "delta": self.delta.tolist(), "changepoints_t": self.changepoints_t.tolist(),
-                "beta": self.beta.tolist(), "sigma_obs": self.sigma_obs,
-                "seasonalities": [list(s) for s in self.seasonalities], "transform": self.transform,
-                "offset": self.offset}
-
-    @staticmethod
-    def from_state(d: dict) -> "_Curve":
-        return _Curve(start=float(d["start"]), t_scale=float(d["t_scale"]), y_scale=float(d["y_scale"]),
-                      k=float(d["k"]), m=float(d["m"]), delta=np.asarray(d["delta"], dtype=float),
-                      changepoints_t=np.asarray(d["changepoints_t"], dtype=float),
-                      beta=np.asarray(d["beta"], dtype=float), sigma_obs=float(d["sigma_obs"]),
-                      seasonalities=tuple((str(n), float(p), int(o)) for n, p, o in d["seasonalities"]),
-                      transform=str(d["transform"]), offset=float(d["offset"]))
-
-
-@dataclass(frozen=True, eq=False)
-class ProphetFitted:
-    step: float
-    last_t: float
-    curve: _Curve
-    bands: BandTable
-    history_max: float
-    fit_step: float
-    level_half_life: float
-    model: str = NAME
-    holiday_days: tuple[int, ...] = ()
-    holiday_as: int = 6
-    holiday_tz: str = UTC
-
-    @property
-    def chosen(self) -> str:
-        return self.model
-
-    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
-                recent: Series | None = None) -> Forecast:
-        """The fitted curve at ``origin + step * (1..horizon)``; ``recent`` only sets the origin. A holiday
-        point is the curve at the same time on the ``holiday_as`` weekday of its week."""
-        qs = check_quantiles(quantiles)
-        origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
-        t = grid(origin, self.step, horizon)
-        mean = self.curve(as_weekday_times(t, np.asarray(self.holiday_days, dtype=np.int64), self.holiday_as,
-                                           self.holiday_tz) if self.holiday_days else t)
-        return finalize(t, mean, bands_for(self.bands, mean, qs), self.model)
-
-    def stan_params(self) -> dict[str, Any]:
-        """Stan's parameters of this fit (the ``init`` of a warm-started refit)."""
-        c = self.curve
-        return {"k": c.k, "m": c.m, "delta": c.delta.copy(), "beta": c.beta.copy(), "sigma_obs": c.sigma_obs,
-                "y_scale": c.y_scale}
-
-    def to_state(self) -> dict:
-        return {"model": NAME, "version": 1, "step": self.step, "last_t": self.last_t,
-                "curve": self.curve.to_state(), "bands": self.bands.to_state(), "history_max": self.history_max,
-                "fit_step": self.fit_step, "level_half_life": self.level_half_life,
-                **({"holiday_days": list(self.holiday_days), "holiday_as": self.holiday_as} if self.holiday_days else {}),
-                **({"holiday_tz": self.holiday_tz} if self.holiday_days and self.holiday_tz != UTC else {})}
-
-    @staticmethod
-    def from_state(d: dict) -> "ProphetFitted":
-        require_model(d, NAME)
-        return ProphetFitted(step=float(d["step"]), last_t=float(d["last_t"]), curve=_Curve.from_state(d["curve"]),
-                             bands=BandTable.from_state(d["bands"]), history_max=float(d["history_max"]),
-                             fit_step=float(d["fit_step"]), level_half_life=float(d["level_half_life"]),
-                             holiday_days=tuple(int(x) for x in d.get("holiday_days", ())),
-                             holiday_as=int(d.get("holiday_as", 6)), holiday_tz=str(d.get("holiday_tz", UTC)))
-
-
-def features(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> np.ndarray:
-    """Prophet's Fourier features (days since the epoch, sin/cos interleaved, seasonalities in order)."""
-    days = np.asarray(t, dtype=float).reshape(-1) / DAY
-    out = np.empty((days.size, 2 * sum(int(order) for _, _, order in seasonalities)))
-    col = 0
-    for _, period, order in seasonalities:
-        x = 2.0 * np.pi * days / period
-        ix = np.multiply.outer(x, np.arange(1, order + 1, dtype=float))  # x * i: the same product as i * x
-        out[:, col:col + 2 * order:2] = np.sin(ix)
-        out[:, col + 1:col + 2 * order:2] = np.cos(ix)
-        col += 2 * order
-    return out
-
-
-def _forward(y: np.ndarray, transform: str, offset: float) -> np.ndarray:
-    return np.log(np.maximum(y, 0.0) + offset) if transform == "log" else y
-
-
-def _inverse(z: np.ndarray, transform: str, offset: float) -> np.ndarray:
-    return np.exp(z) - offset if transform == "log" else z
-
 
 def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecaster, init: dict | None) -> dict:
-    """Run Prophet's MAP fit; return the parameters of ``_Curve``.
+    """Run Prophet's MAP fit; return the parameters of ``ProphetCurve``.
 
     Prophet prepares the model inputs (scaling, changepoints, features); the
     Stan call is made here rather than through ``Prophet.fit`` because

@@ -17,6 +17,7 @@ import pytest
 
 from forecaster.base import Series
 from forecaster.models import prophet as P
+from forecaster.models.prophet_curve import features
 from forecaster.models.prophet_stan import Scales, inputs_of, supported
 from forecaster.series import from_csv, resample
 from support.paths import REPO, TRACES
@@ -112,8 +113,8 @@ def test_features_are_the_per_harmonic_formula():
         x = 2.0 * np.pi * (t / 86400.0) / period
         for i in range(1, order + 1):
             cols += [np.sin(i * x), np.cos(i * x)]
-    assert np.array_equal(P.features(t, seas), np.column_stack(cols))
-    assert P.features(t[:4], []).shape == (4, 0)
+    assert np.array_equal(features(t, seas), np.column_stack(cols))
+    assert features(t[:4], []).shape == (4, 0)
 
 
 def test_prophet_imported_without_matplotlib_leaves_it_importable():

@@ -1,0 +1,110 @@
+"""Forecasts from many origins in one call (``ProphetFitted.predict_origins``) are the ones made one at a time.
+
+A replay forecasts from every cutoff between two fits; Prophet's curve is a function of time alone, so the
+curve is evaluated once at every distinct time those forecasts need. Each number must be what ``predict``
+gives for that origin alone, bit for bit (the seasonal term is a row's own sum for that reason: a BLAS
+matrix-vector product differs by an ulp with the row's place in the matrix).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forecaster.base import Series
+from forecaster.evaluate import historical_forecasts
+from forecaster.models.prophet import ProphetForecaster
+from forecaster.models.prophet_curve import ProphetFitted
+
+STEP = 300.0
+T0 = 1_700_006_400.0  # a Wednesday, 00:00 UTC
+
+
+def series(days: float = 15.0) -> Series:
+    t = T0 + STEP * np.arange(int(days * 86400 / STEP))
+    day = 2 * np.pi * (t - T0) / 86400.0
+    rng = np.random.default_rng(3)
+    y = 100.0 + 40.0 * np.sin(day) + 10.0 * np.sin(day / 7) + rng.normal(0, 3, t.size)
+    return Series(t, np.maximum(y, 0.0), STEP)
+
+
+@pytest.fixture(scope="module")
+def fitted() -> ProphetFitted:
+    return ProphetForecaster(seed=0).fit(series())
+
+
+def same(a, b) -> bool:
+    return (a.t.tobytes() == b.t.tobytes() and a.mean.tobytes() == b.mean.tobytes() and a.model == b.model
+            and list(a.quantiles) == list(b.quantiles)
+            and all(a.quantiles[q].tobytes() == b.quantiles[q].tobytes() for q in a.quantiles))
+
+
+origins = st.lists(st.one_of(st.integers(0, 4000).map(lambda k: T0 + 15 * 86400 + STEP * k),  # on the grid
+                             st.floats(T0, T0 + 30 * 86400, allow_nan=False)), min_size=0, max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(origins, st.integers(0, 40), st.sets(st.sampled_from([0.05, 0.1, 0.5, 0.8, 0.9, 0.99]), max_size=4),
+       st.booleans())
+def test_many_origins_equal_one_at_a_time_bit_for_bit(fitted, os_, horizon, qs, holidays):
+    f = fitted
+    if holidays:  # the native weekday rule: holiday points are the curve on another day of the week
+        f = dataclasses.replace(fitted, holiday_days=(19680, 19683), holiday_as=6)
+    qs = tuple(sorted(qs))
+    many = f.predict_origins(horizon, qs, os_)
+    assert len(many) == len(os_)
+    for o, fc in zip(os_, many):
+        one = f.predict(horizon, qs, origin=o)
+        assert same(fc, one), o
+        assert fc.t.tolist() == pytest.approx([o + STEP * i for i in range(1, horizon + 1)], abs=1e-6)
+
+
+class OneAtATime:
+    """A forecaster whose fits do not offer predict_origins: ``historical_forecasts`` forecasts one cutoff at a
+    time from them, as it did before."""
+
+    name = "prophet"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def fit(self, s, *, warm_start=None):
+        ws = warm_start.inner if warm_start is not None else None
+        return Hidden(self.inner.fit(s, warm_start=ws))
+
+
+@dataclasses.dataclass(frozen=True)
+class Hidden:
+    inner: ProphetFitted
+
+    def __getattr__(self, name):  # a wrapper forwarding what it is asked (as HolidayFitted does)
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def predict(self, *a, **kw):
+        return self.inner.predict(*a, **kw)
+
+
+def test_a_replay_forecasts_the_same_with_and_without_predict_origins(monkeypatch):
+    calls: list[int] = []  # origins per predict_origins call
+    real = ProphetFitted.predict_origins
+    monkeypatch.setattr(ProphetFitted, "predict_origins",
+                        lambda self, h, qs, os_: calls.append(len(os_)) or real(self, h, qs, os_))
+    s = series(16.0)
+    start = float(s.t[-1]) - 86400.0 + STEP  # the last day: 288 cutoffs, a refit every 2 h (24 cutoffs)
+    kw = dict(start=start, horizon=12, refit_every=24, train_window=14 * 86400.0, quantiles=(0.2, 0.8))
+    batched = historical_forecasts(ProphetForecaster(seed=0), s, **kw)
+    grouped = list(calls)
+    calls.clear()
+    single = historical_forecasts(OneAtATime(ProphetForecaster(seed=0)), s, **kw)
+    assert len(batched) == len(single) == 288 - 11  # the last 11 cutoffs' windows run past the series' end
+    for (c1, f1), (c2, f2) in zip(batched, single):
+        assert c1 == c2 and same(f1, f2)
+    # 277 cutoffs in groups of up to 24, one call a fit; the wrapper's __getattr__ would forward predict_origins,
+    # but its class has none: one origin a call
+    assert sum(grouped) == 277 and max(grouped) == 24 and len(grouped) <= 13
+    assert calls == [1] * 277
