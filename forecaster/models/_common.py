@@ -47,13 +47,12 @@ def resolve_origin(last_t: float, step: float, origin: float | None, recent: Ser
 
 
 def grid(origin: float, step: float, horizon: int) -> np.ndarray:
-    if horizon < 0:
-        raise ValueError(f"horizon must be >= 0 steps, got {horizon}")
-    return origin + step * np.arange(1, horizon + 1, dtype=float)
+    """The times ``origin + step * (1..horizon)``."""
+    return grid_rows(np.array([origin], dtype=float), step, horizon)[0]
 
 
 def grid_rows(origins: np.ndarray, step: float, horizon: int) -> np.ndarray:
-    """``grid`` for each origin, as the rows of one array (the same numbers)."""
+    """``grid`` for each origin, as the rows of one array."""
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0 steps, got {horizon}")
     return np.asarray(origins, dtype=float).reshape(-1, 1) + step * np.arange(1, horizon + 1, dtype=float)

@@ -303,8 +303,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         jobs: int | None = 1, progress: Progress | None = None,
         executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
         scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None,
-        fits: FitCache | None = None) -> Result:
-    """Replay ``variants`` over the trace; ``score``: more models for the accuracy table.
+        fits: FitCache | None = None, accuracy: bool = True) -> Result:
+    """Replay ``variants`` over the trace; ``score``: more models for the accuracy table (``accuracy`` False:
+    no table: each model's ``scores`` holds its cutoffs alone and no band at L is kept; for a caller reading neither).
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
     (``policies.evaluate_batch``, ``search``); the points found are added, marked ``searched``. A
@@ -362,7 +363,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
                       level_seconds=settings.level_correction_seconds, seed=settings.seed, aligned=settings.aligned,
-                      **holiday_kw(settings, series, horizon * step)) for m in models}
+                      accuracy=accuracy, **holiday_kw(settings, series, horizon * step)) for m in models}
     if not settings.holiday_handling:  # tune's no-holidays twin: the holidays still split the accuracy, no more
         for kw in fit_kw.values():
             kw["holiday_days"] = ()

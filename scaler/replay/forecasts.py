@@ -163,7 +163,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
               level_seconds: float, seed: int = 0, progress: Callable[[int], None] | None = None,
               holiday_days: tuple[int, ...] = (), holiday_as: int = DEFAULT_HOLIDAY_AS_CODE,
               special_days: tuple[int, ...] = (), events: tuple = (), aligned: bool = False, fits: FitCache | None = None,
-              timezone: str = UTC) -> ModelRun:
+              timezone: str = UTC, accuracy: bool = True) -> ModelRun:
     """Historical forecasts from every cutoff in ``[start, end)`` (``forecaster.evaluate``), scored at horizon L.
 
     A cutoff c sees only points before c; the model is refitted every
@@ -179,6 +179,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     at the multiples of ``chain_steps(refit_every, step)`` (a day or less), so the fit at a cutoff is the same
     whatever the replay's start (the fits of the chain before ``start`` are made, not forecast from). ``fits``:
     a ``fitcache.FitCache`` the fits are taken from and kept in (a hit is the same fit: see ``fitcache``).
+    ``accuracy`` False: the curves alone (``scores`` holds the number of cutoffs, the band at L is empty).
     """
     from forecaster import evaluate
 
@@ -213,6 +214,10 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     for (c, f), h in zip(fcs, hmax):
         curves.append(Curve(float(c), f, None if not np.isfinite(h) else float(h)))
     curves.sort(key=lambda cv: cv.since)
+    if not accuracy:
+        none = np.array([], dtype=float)
+        return ModelRun(model, curves, none, none, none, none, {"cutoffs": len(fcs)}, counted.fits, counted.failures,
+                        time.perf_counter() - t_start, counted.reused)
     # accuracy, as the policy uses the curve: level-corrected at the cutoff, scored L ahead
     lc = evaluate.level_corrected(fseries, fcs, level_seconds) if level_seconds > 0 else fcs
     season = max(1, int(round(DAY / step)))

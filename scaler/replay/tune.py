@@ -45,17 +45,18 @@ class Tuning:
 def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | MissTarget,
          max_cost_ratio: float | None = None, *, grid: variants.Grid | None = None, jobs: int | None = 1,
          progress: engine.Progress | None = None, families_allowed: Sequence[str] = families.SELECTABLE,
-         fits: FitCache | None = None) -> Tuning:
+         fits: FitCache | None = None, accuracy: bool = True) -> Tuning:
     """Sweep every family of ``grid`` over its knobs on ``trace``, search each one's headroom for the cheapest
     value meeting ``target_miss`` and select the cheapest configuration meeting it within ``max_cost_ratio``
-    (``frontier.select``). Raises ``engine.ReplayError`` for bad input."""
+    (``frontier.select``). ``accuracy`` False: no accuracy table (``engine.run``; the selection does not read it).
+    Raises ``engine.ReplayError`` for bad input."""
     grid = grid or variants.Grid()
     r = engine.run(trace, settings, variants.variants(grid, settings),
-                   score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
-                   target_miss=target_miss, fits=fits)
+                   score=variants.accuracy_models(settings, grid.families) if accuracy else (), jobs=jobs,
+                   progress=progress, target_miss=target_miss, fits=fits, accuracy=accuracy)
     pool = r.points
     if settings.holidays:  # replayed with and without the holiday handling: the selection chooses
-        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss, fits)
+        r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss, fits, accuracy)
         pool = r.points
     if settings.world.active:
         pts, p95 = in_world(r)
@@ -76,7 +77,8 @@ def model_key(v: variants.Variant) -> str | None:
 
 def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: engine.Settings,
                               grid: variants.Grid, jobs: int | None, progress: engine.Progress | None,
-                              target_miss: float | MissTarget, fits: FitCache | None = None) -> engine.Result:
+                              target_miss: float | MissTarget, fits: FitCache | None = None,
+                              accuracy: bool = True) -> engine.Result:
     """``r`` (replayed with ``settings.holidays``) plus every forecast family's variants replayed once more with
     the holiday handling off (``Settings.holiday_handling``: the same days still split the accuracy), so the
     selection chooses whether it pays off for this workload: the forecast points marked ``calendar`` True (kept)
@@ -89,8 +91,8 @@ def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: e
         return r
     off = engine.run(trace, replace(settings, holiday_handling=False),
                      variants.variants(replace(grid, families=fams), settings),
-                     score=variants.accuracy_models(settings, fams), jobs=jobs, progress=progress,
-                     target_miss=target_miss, fits=fits)
+                     score=variants.accuracy_models(settings, fams) if accuracy else (), jobs=jobs,
+                     progress=progress, target_miss=target_miss, fits=fits, accuracy=accuracy)
 
     def mark(p: frontier.Point, kept: bool) -> frontier.Point:
         if p.variant.model is None:

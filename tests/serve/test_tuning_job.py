@@ -71,6 +71,14 @@ def test_the_choice_and_every_kept_point_are_the_full_grids():
     # the full grid's extra points are exactly the ones the scaler could not run
     assert all(not variants.is_selectable(p.variant) for p in a.result.points if p.variant not in
                {q.variant for q in b.result.points})
+    # without the accuracy table (run_job's): the same points, bit for bit, and no scores beyond the cutoffs
+    c = tune(trace, s, 0.01, grid=server_grid(FAMILIES), accuracy=False)
+    assert [(p.variant, p.outcome) for p in c.result.points] == [(p.variant, p.outcome) for p in b.result.points]
+    assert c.point.variant == b.point.variant
+    assert set(c.result.models) == set(b.result.models) == {"linear_trend", "seasonal_naive"}
+    for m, mr in c.result.models.items():
+        assert "mase" in b.result.models[m].scores and mr.scores == {"cutoffs": b.result.models[m].scores["cutoffs"]}
+        assert len(mr.target_t) == 0 < len(b.result.models[m].target_t)
     # run_job sweeps the server's grid: its choice is this one
     out = run_job(j)
     assert out["label"] == b.point.variant.label() and out["points"] == len(b.result.points)
