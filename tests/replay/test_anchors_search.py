@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+import hypothesis
+from hypothesis import strategies as st
 
 from forecaster.base import Forecast, Series
 from forecaster.models import make
@@ -263,3 +265,29 @@ def test_tuning_auto_can_pick_the_envelope_and_runs_it_as_model_envelope(bursty)
     assert out["policy"] == "envelope" and out["met"] and out["miss"] <= 0.002
     assert out["settings"]["model"] == "envelope" and out["settings"]["level_correction_seconds"] == 0.0
     assert out["settings"]["headroom"] >= 1.0 and out["knobs"]["envelopeWindow"] == "1h"
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(st.lists(st.floats(-50, 50, allow_nan=False).map(lambda x: round(x, 1)), min_size=1, max_size=120),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(1, 8)), min_size=1, max_size=60),
+       st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99]))
+def test_rolling_conformal_equals_conformal_on_each_window(values, moves, q):
+    # windows sliding forward (lo and hi non-decreasing, as a replay's), ties frequent (one decimal)
+    r = np.array(values)
+    lo, hi, a, b = [], [], 0, 1
+    for da, db in moves:
+        b = min(len(r), b + db)
+        a = min(b - 1, a + da)
+        lo.append(a)
+        hi.append(b)
+    got = calibration.rolling_conformal(r, np.array(lo), np.array(hi), q)
+    assert got.tolist() == [calibration.conformal(r[x:y], q) for x, y in zip(lo, hi)]
+
+
+def test_rolling_conformal_takes_other_windows_one_at_a_time():
+    r = np.array([3.0, 1.0, 2.0, np.nan, 5.0])
+    # windows moving back, and residuals with a NaN: conformal window by window. q0.5 of n = 2 or 3: rank
+    # ceil((n + 1) / 2) = 2. [1, 2] -> 2; [3, 1] -> 3; [3, 1, 2] -> 2; [2, NaN, 5] -> 5 (np.partition puts NaN last)
+    assert calibration.rolling_conformal(r[:3], np.array([1, 0]), np.array([3, 2]), 0.5).tolist() == [2.0, 3.0]
+    assert calibration.rolling_conformal(r, np.array([0, 2]), np.array([3, 5]), 0.5).tolist() == [2.0, 5.0]
+    assert calibration.rolling_conformal(r, np.array([], dtype=int), np.array([], dtype=int), 0.5).shape == (0,)
