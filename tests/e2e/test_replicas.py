@@ -223,9 +223,23 @@ def test_two_replicas_on_prophet_with_tuning_auto_reach_the_same_choice_and_answ
                 print(f"forecast {part}: max difference / peak {rel:.2e} over {len(common)} points "
                       f"(same chain: {same_chain})")
                 assert rel <= rtol, (part, rel, same_chain)
-        pairs = [(value(stubs[0], ref), value(stubs[1], ref)) for _ in range(5)]
+        # the answers: each replica observes Prometheus on its own refresh schedule, and where the observed rate
+        # is above the forecast the answer is that rate (the observed floor); the trace moves every minute, so a
+        # refresh on either side of a sample gives another observed rate (a CI run answered 39.9 against 44.0,
+        # both curves within 0.5 %). Compared: answers made on the same observation (within 1 %), 5 of them
+        pairs, seen = [], []
+        deadline = time.monotonic() + 120
+        while len(pairs) < 5:
+            x, y = value(stubs[0], ref), value(stubs[1], ref)
+            oa, ob = (status_of(r[2])["observed"] for r in replicas)  # the observed rate of each answer just made
+            seen.append((x, y, oa, ob))
+            if abs(oa - ob) <= 0.01 * max(oa, ob):
+                pairs.append((x, y))
+            else:
+                assert time.monotonic() < deadline, seen[-20:]
+                time.sleep(0.5)
         print("answers", pairs)
         for x, y in pairs:
-            assert x > 0 and abs(x - y) <= max(ANSWER_RTOL, rtol) * max(x, y), pairs
+            assert x > 0 and abs(x - y) <= max(ANSWER_RTOL, rtol) * max(x, y), (pairs, seen[-20:])
     finally:
         close_all(channels, replicas)
