@@ -108,7 +108,7 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
         many = getattr(type(fitted), "predict_origins", None)  # the class's: a wrapper's __getattr__ must not answer
         if many is not None and not include_now:  # a model whose forecast ``recent`` does not change but for its origin
             cs = [c for c, _ in group]
-            out.extend(zip(cs, fitted.predict_origins(horizon, quantiles, [c - step for c in cs])))
+            out.extend(zip(cs, many(fitted, horizon, quantiles, [c - step for c in cs])))
             continue
         for c, past in group:
             origin = c - step

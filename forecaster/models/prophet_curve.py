@@ -65,11 +65,11 @@ class ProphetCurve:
     @staticmethod
     def from_state(d: dict) -> "ProphetCurve":
         return ProphetCurve(start=float(d["start"]), t_scale=float(d["t_scale"]), y_scale=float(d["y_scale"]),
-                      k=float(d["k"]), m=float(d["m"]), delta=np.asarray(d["delta"], dtype=float),
-                      changepoints_t=np.asarray(d["changepoints_t"], dtype=float),
-                      beta=np.asarray(d["beta"], dtype=float), sigma_obs=float(d["sigma_obs"]),
-                      seasonalities=tuple((str(n), float(p), int(o)) for n, p, o in d["seasonalities"]),
-                      transform=str(d["transform"]), offset=float(d["offset"]))
+                            k=float(d["k"]), m=float(d["m"]), delta=np.asarray(d["delta"], dtype=float),
+                            changepoints_t=np.asarray(d["changepoints_t"], dtype=float),
+                            beta=np.asarray(d["beta"], dtype=float), sigma_obs=float(d["sigma_obs"]),
+                            seasonalities=tuple((str(n), float(p), int(o)) for n, p, o in d["seasonalities"]),
+                            transform=str(d["transform"]), offset=float(d["offset"]))
 
 
 @dataclass(frozen=True, eq=False)

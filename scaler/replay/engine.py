@@ -304,8 +304,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         executor: ProcessPoolExecutor | None = None, target_miss: float | MissTarget | None = None,
         scaled_objects: Sequence = (), trigger_series: Mapping[str, object] | None = None,
         fits: FitCache | None = None, accuracy: bool = True) -> Result:
-    """Replay ``variants`` over the trace; ``score``: more models for the accuracy table (``accuracy`` False:
-    no table: each model's ``scores`` holds its cutoffs alone and no band at L is kept; for a caller reading neither).
+    """Replay ``variants`` over the trace; ``score``: more models for the accuracy table (``accuracy`` False: no
+    table, ``score`` unused, each model's ``scores`` its cutoffs alone, no band at L: for a caller reading neither).
 
     ``target_miss``: also search each family's headroom for the cheapest value meeting it
     (``policies.evaluate_batch``, ``search``); the points found are added, marked ``searched``. A
@@ -352,7 +352,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     refit_every = max(1, int(round(settings.refit_seconds / step)))
     q = settings.quantile
     models: list[str] = []
-    for m in [v.model for v in vs if v.model is not None] + list(score):
+    for m in [v.model for v in vs if v.model is not None] + (list(score) if accuracy else []):
         if m not in models:
             models.append(m)
     models.sort(key=lambda m: m != settings.model)  # the slow default model first

@@ -52,8 +52,8 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
     Raises ``engine.ReplayError`` for bad input."""
     grid = grid or variants.Grid()
     r = engine.run(trace, settings, variants.variants(grid, settings),
-                   score=variants.accuracy_models(settings, grid.families) if accuracy else (), jobs=jobs,
-                   progress=progress, target_miss=target_miss, fits=fits, accuracy=accuracy)
+                   score=variants.accuracy_models(settings, grid.families), jobs=jobs, progress=progress,
+                   target_miss=target_miss, fits=fits, accuracy=accuracy)
     pool = r.points
     if settings.holidays:  # replayed with and without the holiday handling: the selection chooses
         r = with_and_without_holidays(r, trace, settings, grid, jobs, progress, target_miss, fits, accuracy)
@@ -91,8 +91,8 @@ def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: e
         return r
     off = engine.run(trace, replace(settings, holiday_handling=False),
                      variants.variants(replace(grid, families=fams), settings),
-                     score=variants.accuracy_models(settings, fams) if accuracy else (), jobs=jobs,
-                     progress=progress, target_miss=target_miss, fits=fits, accuracy=accuracy)
+                     score=variants.accuracy_models(settings, fams), jobs=jobs, progress=progress,
+                     target_miss=target_miss, fits=fits, accuracy=accuracy)
 
     def mark(p: frontier.Point, kept: bool) -> frontier.Point:
         if p.variant.model is None:
