@@ -165,9 +165,9 @@ class Fitted(Protocol):
     absurdity check). ``to_state()``: a JSON-able dict, restored by
     ``forecaster.models.from_state``.
 
-    Optional: ``predict_origins(horizon, quantiles, origins) -> list[Forecast]``, for a model whose forecast
-    ``recent`` changes only through its origin (prophet): ``predict(horizon, quantiles, origin=o)`` for each
-    origin, bit for bit, in one call (``evaluate.historical_forecasts`` uses it; a wrapper must not forward it).
+    Optional: ``predict_origins(horizon, quantiles, origins, recent=None) -> list[Forecast]``:
+    ``predict(horizon, quantiles, origin=o, recent=recent)`` for each origin, bit for bit, in one call
+    (``evaluate.historical_forecasts`` uses it for a refit's cutoffs; a wrapper must not forward it).
     """
 
     model: str

@@ -66,7 +66,8 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     ``start`` are made (each warm-starting the next) without forecasting from them. ``fit_ahead``: the fits are
     made in a thread of their own (``ahead``), ahead of the forecasts from the fits before: the same fits and
     forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made. A fit whose
-    class has ``predict_origins`` (``Fitted``) forecasts from all its cutoffs in one call: the same forecasts.
+    class has ``predict_origins`` (``Fitted``) forecasts from all its cutoffs in one call, with the last cutoff's
+    recent points (each origin sees those before it): the same forecasts.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
@@ -105,14 +106,14 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
 
     out: list[tuple[float, Forecast]] = []
     for fitted, group in (ahead(fits()) if fit_ahead else fits()):
+        recents = [past.tail(max(c - step - fitted.last_t, 0.0) + 10 * step) for c, past in group]
         many = getattr(type(fitted), "predict_origins", None)  # the class's: a wrapper's __getattr__ must not answer
-        if many is not None and not include_now:  # a model whose forecast ``recent`` does not change but for its origin
+        if many is not None and not include_now and _nested(recents):
             cs = [c for c, _ in group]
-            out.extend(zip(cs, many(fitted, horizon, quantiles, [c - step for c in cs])))
+            out.extend(zip(cs, many(fitted, horizon, quantiles, [c - step for c in cs], recents[-1])))
             continue
-        for c, past in group:
+        for (c, past), recent in zip(group, recents):
             origin = c - step
-            recent = past.tail(max(origin - fitted.last_t, 0.0) + 10 * step)
             fc = fitted.predict(horizon, quantiles, origin=origin, recent=recent)
             if include_now:
                 prev = fitted.predict(1, quantiles, origin=origin - step, recent=recent)
@@ -120,6 +121,13 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
                               {q: np.concatenate((prev.quantiles[q], v)) for q, v in fc.quantiles.items()}, fc.model)
             out.append((c, fc))
     return out
+
+
+def _nested(recents: list[Series]) -> bool:
+    """Whether each window starts where the last one does (a refit's cutoffs, each seeing the points since the
+    fit up to it): forecasting from each origin with the last window is then forecasting with its own."""
+    first = [float(r.t[0]) for r in recents if len(r)]
+    return len(first) == len(recents) and all(f == first[-1] for f in first)
 
 
 def ahead(items: Iterator[T]) -> Iterator[T]:

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..base import Forecast, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
-from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, grid, h_grid,
-                      history_max, require, require_model, resolve_origin)
+from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, finalize_rows, grid,
+                      grid_rows, h_grid, history_max, require, require_model, resolve_origin)
 
 NAME = "linear_trend"
 
@@ -76,7 +76,34 @@ class LinearTrendFitted:
 
     def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
                 recent: Series | None = None) -> Forecast:
+        origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
+        return self.predict_origins(horizon, quantiles, [origin], recent)[0]
+
+    def predict_origins(self, horizon: int, quantiles: Sequence[float], origins: Sequence[float],
+                        recent: Series | None = None) -> list[Forecast]:
+        """``predict(horizon, quantiles, origin=o, recent=recent)`` for each origin, bit for bit. An origin
+        with ``points`` finite points of ``recent`` just before it draws its line through them: those rows at
+        once (a replay forecasts from every cutoff between two fits); the others one at a time (``_one``)."""
         qs = check_quantiles(quantiles)
+        os_ = np.asarray(origins, dtype=float).reshape(-1)
+        out: list[Forecast | None] = [None] * os_.size
+        p = self.points
+        fast = np.zeros(os_.size, dtype=bool)
+        if recent is not None and len(recent) and p >= 2 and os_.size:
+            end = np.searchsorted(recent.t, os_ + 0.5 * self.step, side="left")  # len(recent.until(o + step / 2))
+            idx = np.maximum(end, p)[:, None] - p + np.arange(p)
+            fast = (end >= p) & np.isfinite(recent.y[idx]).all(axis=1)
+        if fast.any():
+            rows = np.flatnonzero(fast)
+            t = grid_rows(os_[rows], self.step, horizon)
+            mean = line_rows(recent.t[idx[rows]], recent.y[idx[rows]], t)
+            for i, fc in zip(rows, finalize_rows(t, mean, bands_for(self.bands, mean, qs), self.model)):
+                out[i] = fc
+        for i in np.flatnonzero(~fast):
+            out[i] = self._one(horizon, qs, float(os_[i]), recent)
+        return out
+
+    def _one(self, horizon: int, qs: tuple[float, ...], origin: float, recent: Series | None) -> Forecast:
         origin, recent = resolve_origin(self.last_t, self.step, origin, recent)
         pt, py = self.pts_t, self.pts_y
         if recent is not None:
@@ -108,10 +135,26 @@ def line(pt: np.ndarray, py: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.zeros_like(t)
     if pt.size == 1:
         return np.full_like(t, py[0])
-    tc = pt.mean()
-    dx = pt - tc
-    slope = float(np.dot(dx, py - py.mean()) / np.dot(dx, dx))
-    return py.mean() + slope * (t - tc)
+    return line_rows(pt[None, :], py[None, :], np.asarray(t, dtype=float)[None, :])[0]
+
+
+def line_rows(pt: np.ndarray, py: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``line`` for each row: ``pt``, ``py`` of shape (rows, k >= 2), ``t`` (rows, n). The sums run left to
+    right over the columns, so a row's numbers do not depend on the rows beside it (``np.mean`` and ``np.dot``
+    sum in an order that may change with the array's shape)."""
+    k = pt.shape[1]
+    tc = _row_sums(pt) / k
+    dx = pt - tc[:, None]
+    pm = _row_sums(py) / k
+    slope = _row_sums(dx * (py - pm[:, None])) / _row_sums(dx * dx)
+    return pm[:, None] + slope[:, None] * (t - tc[:, None])
+
+
+def _row_sums(a: np.ndarray) -> np.ndarray:
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        out = out + a[:, j]
+    return out
 
 
 def _last_finite_points(t: np.ndarray, y: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:

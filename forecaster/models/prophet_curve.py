@@ -98,8 +98,10 @@ class ProphetFitted:
         origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
         return self.predict_origins(horizon, quantiles, [origin])[0]
 
-    def predict_origins(self, horizon: int, quantiles: Sequence[float], origins: Sequence[float]) -> list[Forecast]:
-        """``predict(horizon, quantiles, origin=o)`` for each of ``origins``, the same numbers bit for bit: the
+    def predict_origins(self, horizon: int, quantiles: Sequence[float], origins: Sequence[float],
+                        recent: Series | None = None) -> list[Forecast]:
+        """``predict(horizon, quantiles, origin=o)`` for each of ``origins`` (``recent`` changes nothing but the
+        origin, and the origins are given), the same numbers bit for bit: the
         curve is evaluated once at every distinct time the forecasts need (consecutive origins share all but
         one), the bands and the flooring act on all rows at once (a replay forecasts from every cutoff)."""
         qs = check_quantiles(quantiles)

@@ -32,8 +32,8 @@ import numpy as np
 from ..calendar import UTC, shift_off_holidays, substitute_holidays
 from ..base import Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
-from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, grid, h_grid,
-                      history_max, merged_tail, require, require_model, resolve_origin)
+from ._common import (BandTable, arr_from_json, arr_to_json, bands_for, check_quantiles, finalize, finalize_rows, grid,
+                      grid_rows, h_grid, history_max, merged_tail, require, require_model, resolve_origin)
 
 NAME = "seasonal_naive"
 DAY, WEEK = 86400.0, 604800.0
@@ -116,7 +116,46 @@ class SeasonalNaiveFitted:
 
     def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
                 recent: Series | None = None) -> Forecast:
+        origin, _ = resolve_origin(self.last_t, self.step, origin, recent)
+        return self.predict_origins(horizon, quantiles, [origin], recent)[0]
+
+    def predict_origins(self, horizon: int, quantiles: Sequence[float], origins: Sequence[float],
+                        recent: Series | None = None) -> list[Forecast]:
+        """``predict(horizon, quantiles, origin=o, recent=recent)`` for each origin, bit for bit. Where the
+        origins and ``recent`` lie on the stored grid, there are no holidays and the history up to the last origin
+        has no gap, each forecast is that history at fixed offsets from its origin: every row in one indexing
+        (a replay forecasts from every cutoff between two fits); otherwise one origin at a time (``_one``)."""
         qs = check_quantiles(quantiles)
+        os_ = np.asarray(origins, dtype=float).reshape(-1)
+        src = self._sources(horizon, os_, recent)
+        if src is None:
+            return [self._one(horizon, qs, float(o), recent) for o in os_]
+        hist, idx = src
+        mean = hist[idx]
+        return finalize_rows(grid_rows(os_, self.step, horizon), mean, bands_for(self.bands, mean, qs), self.model)
+
+    def _sources(self, horizon: int, os_: np.ndarray, recent: Series | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """The merged history up to the last origin and each row's indices into it, or None where a row could
+        differ from ``_one`` (holidays, a gap to fill, an origin or a recent point off the grid)."""
+        if self.holiday_days or horizon < 1 or not os_.size:
+            return None
+        last, rec = resolve_origin(self.last_t, self.step, float(os_.max()), recent)
+        pos = (os_ - self.t0) / self.step
+        n = np.rint(pos).astype(np.int64)  # each origin's index, as ``_one`` rounds it
+        if n.min() < 0 or np.abs(pos - n).max() > 1e-6:
+            return None
+        if rec is not None:
+            r = (rec.t - self.t0) / self.step
+            if np.abs(r - np.rint(r)).max() > 1e-6:
+                return None
+        _, hist = merged_tail(self.t0, self.values, self.step, rec, last)
+        if not np.isfinite(hist[:int(n.max()) + 1]).all():  # a gap: ``_one`` fills it from before each origin
+            return None
+        h = np.arange(1, horizon + 1)
+        back = h - -(-h // self.lag) * self.lag  # k seasons back, so that the source is at or before the origin
+        return hist, np.clip(n[:, None] + back[None, :], 0, n[:, None])
+
+    def _one(self, horizon: int, qs: tuple[float, ...], origin: float, recent: Series | None) -> Forecast:
         origin, recent = resolve_origin(self.last_t, self.step, origin, recent)
         t = grid(origin, self.step, horizon)
         t0, hist = merged_tail(self.t0, self.values, self.step, recent, origin)

@@ -93,7 +93,7 @@ def test_a_replay_forecasts_the_same_with_and_without_predict_origins(monkeypatc
     calls: list[int] = []  # origins per predict_origins call
     real = ProphetFitted.predict_origins
     monkeypatch.setattr(ProphetFitted, "predict_origins",
-                        lambda self, h, qs, os_: calls.append(len(os_)) or real(self, h, qs, os_))
+                        lambda self, h, qs, os_, recent=None: calls.append(len(os_)) or real(self, h, qs, os_, recent))
     s = series(16.0)
     start = float(s.t[-1]) - 86400.0 + STEP  # the last day: 288 cutoffs, a refit every 2 h (24 cutoffs)
     kw = dict(start=start, horizon=12, refit_every=24, train_window=14 * 86400.0, quantiles=(0.2, 0.8))
