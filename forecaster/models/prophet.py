@@ -52,11 +52,12 @@ Decisions (measured on the bundled traces, see ``tests/bench/``):
 * **Warm start**: ``fit(series, warm_start=previous)`` or
   ``ProphetForecaster(init=fitted.stan_params())`` starts Stan's L-BFGS from
   the previous optimum (rescaled to the new data scale): 2-3x faster.
-* **Fast Stan I/O.** Prophet prepares the inputs; the Stan call is made
-  directly with the data written by msgspec (cmdstanpy's encoder took ~70 %
-  of a warm fit, ``json.dumps`` 65 ms a fit on 1,344 x 70 features, msgspec
-  5 ms, the same doubles), and CmdStan's progress lines are off
-  (``refresh``), so its output is read once at exit, not line by line.
+* **Fast Stan I/O.** Prophet prepares the inputs; CmdStan is called
+  directly (``cmdstan.optimize``: cmdstanpy's command line, without its
+  ~11 ms of Python a run) with the data written by msgspec (cmdstanpy's
+  encoder took ~70 % of a warm fit, ``json.dumps`` 65 ms a fit on 1,344 x 70
+  features, msgspec 5 ms, the same doubles), and CmdStan's progress lines
+  are off (``refresh``), so its output is read once at exit, not line by line.
 * **L-BFGS stops when the log posterior stops moving** (``STAN_STOP``: an
   iteration gaining under 2.2e-8 of it, relatively; CmdStan's default 2.2e-12).
   The Laplace prior on the changepoints makes the optimum flat where the trend
@@ -83,6 +84,7 @@ from ..calendar import UTC, substitute_holidays
 from ..base import FitFailed, Forecast, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
+from . import cmdstan
 from ._common import MIN_ERRORS, BandTable, h_grid, history_max
 from .prophet_curve import DAY, NAME, ProphetCurve, ProphetFitted, forward
 from .prophet_stan import Scales, inputs_of
@@ -91,6 +93,7 @@ STAN_ITER = 10000  # Prophet's own cap on L-BFGS iterations
 # CmdStan's L-BFGS stop beyond its defaults: an iteration that gains less than 1e8 * machine epsilon (2.2e-8) of
 # the log posterior, relatively, ends the fit (the default ends it at 1e4 * epsilon). See the module docstring.
 STAN_STOP: dict = {"tol_rel_obj": 1e8}
+STAN_PARAMS = ("k", "m", "delta", "sigma_obs", "beta")  # Prophet's parameters (its model's other outputs: trend)
 _quiet = False
 
 
@@ -305,24 +308,24 @@ def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]
         out["sigma_obs"] = 1e-9
         return {k: np.array(v).reshape((1, -1)) for k, v in out.items()}, scales
     stan_init = backend.sanitize_custom_inits(default, custom_init) if custom_init is not None else default
-    inits = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in stan_init.items()}
     with tempfile.TemporaryDirectory(prefix="forescale-stan-") as tmp:
         path = os.path.join(tmp, "data.json")
         with open(path, "wb") as fh:
             fh.write(stan_json(data))
-        # refresh=iter: CmdStan prints no per-iteration progress, so cmdstanpy reads its few lines at exit in
-        # one piece instead of a line per L-BFGS iteration while Stan runs
+        # refresh=iter: CmdStan prints no per-iteration progress, so its few lines are read at exit in one piece
+        # instead of a line per L-BFGS iteration while Stan runs
         newton = data["T"] < 100
-        args: dict[str, Any] = dict(data=path, inits=inits, iter=STAN_ITER, refresh=STAN_ITER, seed=seed,
-                                    output_dir=tmp)
-        stop = {} if newton else STAN_STOP  # L-BFGS's tolerances (CmdStan refuses them for Newton)
-        try:
-            fit = backend.model.optimize(algorithm="Newton" if newton else "LBFGS", **args, **stop)
+        args: dict[str, Any] = dict(data=path, init=stan_init, iterations=STAN_ITER, refresh=STAN_ITER, seed=seed,
+                                    workdir=tmp, params=STAN_PARAMS, write_json=stan_json)
+        exe = str(backend.model.exe_file)
+        try:  # L-BFGS's tolerances (CmdStan refuses them for Newton)
+            p = cmdstan.optimize(exe, algorithm="Newton" if newton else "LBFGS", stop={} if newton else STAN_STOP,
+                                 **args)
         except RuntimeError:
             if newton:
                 raise
-            fit = backend.model.optimize(algorithm="Newton", **args)  # Prophet's own fallback
-        return backend.stan_to_dict_numpy(fit.column_names, fit.optimized_params_np), scales
+            p = cmdstan.optimize(exe, algorithm="Newton", stop={}, **args)  # Prophet's own fallback
+        return p, scales
 
 
 def stan_json(data: dict) -> bytes:

@@ -55,13 +55,13 @@ def main() -> None:
                   quantiles=tuple(sorted(set(band(s.quantile)) | set(qs))), q=s.quantile,
                   level_seconds=s.level_correction_seconds, seed=s.seed,
                   **engine.holiday_kw(s, series, horizon * step))
-        ru0, c0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time()
+        ru0, c0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time(), time.perf_counter()
         mr = run_model(series, "prophet", su.start, su.end, **kw)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         stan = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         pk = Packed.from_curves("prophet", mr.curves)
         line = (f"{text:40s} {mr.fits:4d} fits  CmdStan CPU {stan:6.1f} s  Python CPU {time.process_time() - c0:5.1f} s"
-                f"  pinball {mr.scores.get('pinball'):.5f}")
+                f"  wall {time.perf_counter() - w0:5.1f} s  pinball {mr.scores.get('pinball'):.5f}")
         if ref is None:
             ref = pk
         else:
