@@ -6,6 +6,7 @@ alone, so ``ProphetFitted.predict_origins`` forecasts from many origins with one
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -49,7 +50,7 @@ class ProphetCurve:
         if self.seasonalities:
             # a row's own sum (a BLAS product differs by an ulp or so with the row's place in the matrix): the
             # curve at a time is the same number whether it is evaluated alone or among others (predict_origins)
-            out = out + (features(t, self.seasonalities) * self.beta).sum(axis=1)
+            out = out + (features_sliding(t, self.seasonalities) * self.beta).sum(axis=1)
         return out
 
     def __call__(self, t: np.ndarray) -> np.ndarray:
@@ -146,6 +147,44 @@ def features(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> 
         out[:, col:col + 2 * order:2] = np.sin(ix)
         out[:, col + 1:col + 2 * order:2] = np.cos(ix)
         col += 2 * order
+    return out
+
+
+SLIDING_MIN_ROWS = 1024  # calls at least this long keep their rows for the thread's next call
+
+
+class _Rows(threading.local):
+    key: tuple | None = None
+    t: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+
+_last = _Rows()
+
+
+def features_sliding(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> np.ndarray:
+    """``features(t)`` (read-only), reusing the rows of the times this thread's previous long call ended with:
+    a refit's in-sample band window (a week of points) is its predecessor's moved by one refit interval, so
+    only the new times are computed. A row is a function of its time alone, so the rows are the same bit for
+    bit. Bounded: a thread keeps the rows of its last call of ``SLIDING_MIN_ROWS`` or more (a week of 1-minute
+    points and 70 features: 5.6 MB)."""
+    t = np.asarray(t, dtype=float).reshape(-1)
+    if t.size < SLIDING_MIN_ROWS:
+        return features(t, seasonalities)
+    key = tuple(tuple(s) for s in seasonalities)
+    prev_t, prev = _last.t, _last.values
+    out = None
+    if _last.key == key and prev_t is not None and prev is not None:
+        j = int(np.searchsorted(prev_t, t[0]))
+        n = min(prev_t.size - j, t.size)
+        if n > 0 and np.array_equal(prev_t[j:j + n], t[:n]):
+            out = np.empty((t.size, prev.shape[1]))
+            out[:n] = prev[j:j + n]
+            out[n:] = features(t[n:], seasonalities)
+    if out is None:
+        out = features(t, seasonalities)
+    out.flags.writeable = False
+    _last.key, _last.t, _last.values = key, t.copy(), out
     return out
 
 

@@ -108,3 +108,34 @@ def test_a_replay_forecasts_the_same_with_and_without_predict_origins(monkeypatc
     # but its class has none: one origin a call
     assert sum(grouped) == 277 and max(grouped) == 24 and len(grouped) <= 13
     assert calls == [1] * 277
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3000, 3000), st.integers(1024, 4000), st.sampled_from([60.0, 300.0])),
+                min_size=1, max_size=6), st.booleans())
+def test_sliding_features_are_the_features_bit_for_bit(windows, weekly):
+    """A refit's band window is its predecessor's moved on: the rows of the times both hold are reused. Any
+    sequence of windows (overlapping or not, moved back, another step) gives ``features`` exactly."""
+    from forecaster.models import prophet_curve as pc
+
+    seas = (("daily", 1.0, 10),) + ((("weekly", 7.0, 25),) if weekly else ())
+    for start, n, step in windows:
+        t = T0 + step * (start + np.arange(n))
+        got = pc.features_sliding(t, seas)
+        assert got.tobytes() == pc.features(t, seas).tobytes()
+        assert not got.flags.writeable
+
+
+def test_sliding_features_compute_only_the_new_times(monkeypatch):
+    from forecaster.models import prophet_curve as pc
+
+    rows: list[int] = []
+    real = pc.features
+    monkeypatch.setattr(pc, "features", lambda t, s: rows.append(len(t)) or real(t, s))
+    seas = (("daily", 1.0, 10),)
+    week = T0 + 60.0 * np.arange(10080)
+    pc.features_sliding(week, seas)
+    pc.features_sliding(week + 7200.0, seas)  # two hours on: 120 new times
+    pc.features_sliding(week[:500], seas)  # short calls neither reuse nor replace the kept rows
+    pc.features_sliding(week + 14400.0, seas)
+    assert rows[-3:] == [120, 500, 120]
