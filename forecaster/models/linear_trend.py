@@ -89,7 +89,7 @@ class LinearTrendFitted:
         out: list[Forecast | None] = [None] * os_.size
         p = self.points
         fast = np.zeros(os_.size, dtype=bool)
-        if recent is not None and len(recent) and p >= 2 and os_.size:
+        if recent is not None and len(recent) >= p >= 2 and os_.size:
             end = np.searchsorted(recent.t, os_ + 0.5 * self.step, side="left")  # len(recent.until(o + step / 2))
             idx = np.maximum(end, p)[:, None] - p + np.arange(p)
             fast = (end >= p) & np.isfinite(recent.y[idx]).all(axis=1)

@@ -104,6 +104,22 @@ def test_regular_rows_take_the_row_path(monkeypatch):
     assert ones.count("linear_trend") == 5
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 7), st.integers(2, 6), st.lists(st.integers(-2, 10), min_size=1, max_size=8), QS)
+def test_a_recent_window_shorter_than_the_line_takes_the_stored_points(n_recent, points, steps, qs):
+    """The server forecasts with whatever recent points it has (one, a few): fewer than ``points`` of them
+    (or none) is the general path, which fills up with the fit's own last points; no row reads past them."""
+    s = series(5.0)
+    fit_n = 4 * 144
+    f = LinearTrendForecaster(points=points).fit(Series(s.t[:fit_n], s.y[:fit_n], STEP))
+    recent = Series(s.t[fit_n:fit_n + n_recent], s.y[fit_n:fit_n + n_recent], STEP)
+    origins = [float(s.t[fit_n - 1] + STEP * k) for k in steps]
+    many = f.predict_origins(6, qs, origins, recent)
+    for o, fc in zip(origins, many):
+        assert same(fc, f._one(6, qs, o, recent)), o
+        assert np.isfinite(fc.mean).all()
+
+
 def test_line_is_the_least_squares_line():
     """The row form sums left to right; against numpy's mean and dot, the same line within a few ulps."""
     rng = np.random.default_rng(0)
