@@ -151,6 +151,7 @@ def features(t: np.ndarray, seasonalities: Sequence[tuple[str, float, int]]) -> 
 
 
 SLIDING_MIN_ROWS = 1024  # calls at least this long keep their rows for the thread's next call
+SLIDING_MAX_BYTES = 16 * 2**20  # ... unless the rows exceed this (a week at 30 s steps and 70 features: 11 MiB)
 
 
 class _Rows(threading.local):
@@ -166,8 +167,8 @@ def features_sliding(t: np.ndarray, seasonalities: Sequence[tuple[str, float, in
     """``features(t)`` (read-only), reusing the rows of the times this thread's previous long call ended with:
     a refit's in-sample band window (a week of points) is its predecessor's moved by one refit interval, so
     only the new times are computed. A row is a function of its time alone, so the rows are the same bit for
-    bit. Bounded: a thread keeps the rows of its last call of ``SLIDING_MIN_ROWS`` or more (a week of 1-minute
-    points and 70 features: 5.6 MB)."""
+    bit. Bounded: a thread keeps the rows of its last call of ``SLIDING_MIN_ROWS`` or more, up to
+    ``SLIDING_MAX_BYTES`` (a week of 1-minute points and 70 features: 5.6 MB)."""
     t = np.asarray(t, dtype=float).reshape(-1)
     if t.size < SLIDING_MIN_ROWS:
         return features(t, seasonalities)
@@ -184,7 +185,10 @@ def features_sliding(t: np.ndarray, seasonalities: Sequence[tuple[str, float, in
     if out is None:
         out = features(t, seasonalities)
     out.flags.writeable = False
-    _last.key, _last.t, _last.values = key, t.copy(), out
+    if out.nbytes <= SLIDING_MAX_BYTES:
+        _last.key, _last.t, _last.values = key, t.copy(), out
+    else:
+        _last.key = _last.t = _last.values = None
     return out
 
 

@@ -139,3 +139,7 @@ def test_sliding_features_compute_only_the_new_times(monkeypatch):
     pc.features_sliding(week[:500], seas)  # short calls neither reuse nor replace the kept rows
     pc.features_sliding(week + 14400.0, seas)
     assert rows[-3:] == [120, 500, 120]
+    monkeypatch.setattr(pc, "SLIDING_MAX_BYTES", 10080 * 20 * 8 - 1)  # a week's rows over the bound: not kept
+    pc.features_sliding(week + 21600.0, seas)  # still uses the rows kept before, then keeps none
+    pc.features_sliding(week + 28800.0, seas)
+    assert rows[-2:] == [120, 10080]
