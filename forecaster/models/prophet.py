@@ -77,12 +77,12 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..calendar import UTC, substitute_holidays
-from ..base import FitFailed, Forecast, InsufficientHistory, Series
+from ..base import FitFailed, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
 from . import cmdstan
@@ -313,7 +313,8 @@ def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]
         path = os.path.join(tmp, "data.json")
         with open(path, "wb") as fh:
             x = data.get("X")
-            fh.write(stan_json(dict(data, X=rows_json(x)) if isinstance(x, np.ndarray) and x.ndim == 2 else data))
+            reuse = isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64
+            fh.write(stan_json(dict(data, X=rows_json(x)) if reuse else data))
         # refresh=iter: CmdStan prints no per-iteration progress, so its few lines are read at exit in one piece
         # instead of a line per L-BFGS iteration while Stan runs
         newton = data["T"] < 100
@@ -338,15 +339,15 @@ def stan_json(data: dict) -> bytes:
     return msgspec.json.encode(data, enc_hook=_plain)
 
 
-class _Rows(threading.local):
+class _RowTexts(threading.local):
     last: dict | None = None
 
 
-_rows = _Rows()
+_rows = _RowTexts()
 
 
 def rows_json(x: np.ndarray):
-    """A matrix as it appears in ``stan_json``'s output (``msgspec.Raw``), each row's text reused from this thread's
+    """A matrix of doubles as it appears in ``stan_json``'s output (``msgspec.Raw``), each row's text reused from this thread's
     previous call where the row holds the same doubles: a refit's window of Fourier features is its predecessor's
     moved on by a few rows, and encoding them all was ~10 ms of a fit on 1,344 x 70. The same bytes (a test
     compares the files). Bounded: a thread keeps the rows of its last matrix."""
@@ -355,7 +356,7 @@ def rows_json(x: np.ndarray):
     before = _rows.last or {}
     now: dict[bytes, bytes] = {}
     parts = []
-    for row in np.asarray(x, dtype=float):
+    for row in x:
         key = row.tobytes()
         text = before.get(key) or now.get(key)
         if text is None:

@@ -173,9 +173,9 @@ def features_sliding(t: np.ndarray, seasonalities: Sequence[tuple[str, float, in
     if t.size < SLIDING_MIN_ROWS:
         return features(t, seasonalities)
     key = tuple(tuple(s) for s in seasonalities)
-    prev_t, prev = _last.t, _last.values
+    prev_t, prev = _last.t, _last.values  # set and cleared together with ``key``
     out = None
-    if _last.key == key and prev_t is not None and prev is not None:
+    if _last.key == key:
         j = int(np.searchsorted(prev_t, t[0]))
         n = min(prev_t.size - j, t.size)
         if n > 0 and np.array_equal(prev_t[j:j + n], t[:n]):
