@@ -19,6 +19,7 @@ from forecaster.base import Series
 from forecaster.evaluate import historical_forecasts
 from forecaster.models.linear_trend import LinearTrendFitted, LinearTrendForecaster, line
 from forecaster.models.seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
+from support.forecasts import OneAtATime, same
 
 STEP = 600.0
 T0 = 1_700_006_400.0  # a Wednesday, 00:00 UTC
@@ -31,12 +32,6 @@ def series(days: float, seed: int = 3, gaps: tuple[int, ...] = ()) -> Series:
     y = np.maximum(100.0 + 40.0 * np.sin(day) + np.random.default_rng(seed).normal(0, 3, t.size), 0.0)
     y[list(gaps)] = np.nan
     return Series(t, y, STEP)
-
-
-def same(a, b) -> bool:
-    return (a.t.tobytes() == b.t.tobytes() and a.mean.tobytes() == b.mean.tobytes() and a.model == b.model
-            and list(a.quantiles) == list(b.quantiles)
-            and all(a.quantiles[q].tobytes() == b.quantiles[q].tobytes() for q in a.quantiles))
 
 
 @st.composite
@@ -133,26 +128,6 @@ def test_line_is_the_least_squares_line():
         np.testing.assert_allclose(line(pt, py, t), expect, rtol=1e-9, atol=1e-6)
     # worked: y = 2 t + 1 through (0, 1), (1, 3), (2, 5): at t = 3, 4 the line gives 7, 9
     assert line(np.array([0.0, 1.0, 2.0]), np.array([1.0, 3.0, 5.0]), np.array([3.0, 4.0])).tolist() == [7.0, 9.0]
-
-
-class Hidden:
-    """A fit whose class offers no predict_origins: ``historical_forecasts`` forecasts one cutoff at a time."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
-class OneAtATime:
-    def __init__(self, inner):
-        self.inner, self.name = inner, inner.name
-
-    def fit(self, s, *, warm_start=None):
-        return Hidden(self.inner.fit(s, warm_start=warm_start.inner if warm_start is not None else None))
 
 
 @pytest.mark.parametrize("forecaster", [LinearTrendForecaster(), SeasonalNaiveForecaster(),

@@ -18,6 +18,7 @@ from forecaster.base import Series
 from forecaster.evaluate import historical_forecasts
 from forecaster.models.prophet import ProphetForecaster
 from forecaster.models.prophet_curve import ProphetFitted
+from support.forecasts import OneAtATime, same
 
 STEP = 300.0
 T0 = 1_700_006_400.0  # a Wednesday, 00:00 UTC
@@ -34,12 +35,6 @@ def series(days: float = 15.0) -> Series:
 @pytest.fixture(scope="module")
 def fitted() -> ProphetFitted:
     return ProphetForecaster(seed=0).fit(series())
-
-
-def same(a, b) -> bool:
-    return (a.t.tobytes() == b.t.tobytes() and a.mean.tobytes() == b.mean.tobytes() and a.model == b.model
-            and list(a.quantiles) == list(b.quantiles)
-            and all(a.quantiles[q].tobytes() == b.quantiles[q].tobytes() for q in a.quantiles))
 
 
 origins = st.lists(st.one_of(st.integers(0, 4000).map(lambda k: T0 + 15 * 86400 + STEP * k),  # on the grid
@@ -60,33 +55,6 @@ def test_many_origins_equal_one_at_a_time_bit_for_bit(fitted, os_, horizon, qs, 
         one = f.predict(horizon, qs, origin=o)
         assert same(fc, one), o
         assert fc.t.tolist() == pytest.approx([o + STEP * i for i in range(1, horizon + 1)], abs=1e-6)
-
-
-class OneAtATime:
-    """A forecaster whose fits do not offer predict_origins: ``historical_forecasts`` forecasts one cutoff at a
-    time from them, as it did before."""
-
-    name = "prophet"
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def fit(self, s, *, warm_start=None):
-        ws = warm_start.inner if warm_start is not None else None
-        return Hidden(self.inner.fit(s, warm_start=ws))
-
-
-@dataclasses.dataclass(frozen=True)
-class Hidden:
-    inner: ProphetFitted
-
-    def __getattr__(self, name):  # a wrapper forwarding what it is asked (as HolidayFitted does)
-        if name.startswith("__") or name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def predict(self, *a, **kw):
-        return self.inner.predict(*a, **kw)
 
 
 def test_a_replay_forecasts_the_same_with_and_without_predict_origins(monkeypatch):
