@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forecaster.base import Series
 from forecaster.models import prophet as P
@@ -158,3 +160,19 @@ def test_the_data_file_with_reused_rows_is_the_same_bytes():
         df = frame(s.t[end - 4032:end][ok], part[ok])
         data, _, _ = inputs_of(prophet(seas if j < 5 else seas[:1]), df)
         assert P.stan_json(dict(data, X=P.rows_json(data["X"]))) == P.stan_json(data), end
+
+
+POOL = np.array([[0.0, 1.5, -2.25], [-0.0, 1.5, -2.25], [0.1, 0.2, 0.3], [1e-300, -1e300, 5e-324],
+                 [0.1, 0.2, 0.30000000000000004], [3.0, 3.0, 3.0]])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, len(POOL) - 1), max_size=12), st.integers(2, 3)),
+                min_size=1, max_size=6))
+def test_rows_json_is_the_plain_text_after_any_matrices(calls):
+    """Any sequence of matrices in one thread (rows shared with the last one as a block, shifted, repeated, a
+    row differing by one bit, -0.0 against 0.0, another width, empty): each text is ``stan_json``'s, byte for
+    byte."""
+    for rows, width in calls:
+        x = np.ascontiguousarray(POOL[rows][:, :width]) if rows else np.zeros((0, width))
+        assert P.stan_json({"X": P.rows_json(x)}) == P.stan_json({"X": x}), (rows, width)
