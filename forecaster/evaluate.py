@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -67,7 +68,9 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     made in a thread of their own (``ahead``), ahead of the forecasts from the fits before: the same fits and
     forecasts, while a fit waits on its optimiser's process the forecasts of the one before are made. A fit whose
     class has ``predict_origins`` (``Fitted``) forecasts from all its cutoffs in one call, with the last cutoff's
-    recent points (each origin sees those before it): the same forecasts.
+    recent points (each origin sees those before it): the same forecasts. With ``fit_ahead``, a forecaster that has
+    ``prepare`` (``ProphetForecaster``: the fit's work that needs no earlier fit) gets each refit's inputs made in
+    one more thread while the refit before it runs (``fit(past, warm_start=..., prepared=...)``): the same fits.
     """
     if refit_every < 1:
         raise ValueError(f"refit_every must be >= 1, got {refit_every}")
@@ -75,34 +78,53 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
     first = start if fit_from is None else min(fit_from, start)
     first_forecast = start - 1e-6 * step  # cutoffs before this only fit
 
+    def window(c: float) -> Series:
+        past = series.until(c)
+        return past.tail(train_window) if train_window is not None else past
+
     def fits():
         """(the fit in force, [(cutoff, its past)...]) for the cutoffs forecast from, one group a fit, refitting
         as described; a group is handed on before the next fit is made (``ahead`` forecasts from it meanwhile)."""
         fitted, group = None, []
         since_fit = 0
-        for c in cutoffs(series, start=first, horizon=horizon, stride=stride):
-            c = float(c)
-            if c < first_forecast and fitted is not None and since_fit < refit_every:
-                since_fit += 1
-                continue
-            past = series.until(c)
-            if train_window is not None:
-                past = past.tail(train_window)
-            if fitted is None or since_fit >= refit_every:
-                if group:
-                    yield fitted, group
-                    group = []
-                try:
-                    fitted = forecaster.fit(past, warm_start=fitted)
-                except InsufficientHistory:
-                    fitted = None
+        cs = [float(c) for c in cutoffs(series, start=first, horizon=horizon, stride=stride)]
+        prepare = getattr(forecaster, "prepare", None) if fit_ahead else None
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fit-inputs") if prepare else None
+        pending: dict[int, tuple[Series, Future]] = {}  # a refit's cutoff index -> (its past, its inputs)
+        try:
+            for i, c in enumerate(cs):
+                if c < first_forecast and fitted is not None and since_fit < refit_every:
+                    since_fit += 1
                     continue
-                since_fit = 0
-            since_fit += 1
-            if c >= first_forecast:
-                group.append((c, past))
-        if group:
-            yield fitted, group
+                refit = fitted is None or since_fit >= refit_every
+                past, made = pending.pop(i, None) or (window(c), None)
+                if refit:
+                    if group:
+                        yield fitted, group
+                        group = []
+                    try:
+                        if pool is None:
+                            fitted = forecaster.fit(past, warm_start=fitted)
+                        else:
+                            for j in [j for j in pending if j < i]:  # made for a refit that came elsewhere
+                                pending.pop(j)[1].cancel()
+                            nxt = i + refit_every  # the next refit if this one succeeds
+                            if nxt < len(cs) and nxt not in pending:
+                                pending[nxt] = (w := window(cs[nxt]), pool.submit(prepare, w))
+                            ready = made.result() if made is not None else None
+                            fitted = forecaster.fit(past, warm_start=fitted, prepared=ready)
+                    except InsufficientHistory:
+                        fitted = None
+                        continue
+                    since_fit = 0
+                since_fit += 1
+                if c >= first_forecast:
+                    group.append((c, past))
+            if group:
+                yield fitted, group
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     out: list[tuple[float, Forecast]] = []
     for fitted, group in (ahead(fits()) if fit_ahead else fits()):

@@ -166,8 +166,18 @@ class ProphetForecaster:
         if self.transform not in ("log", "none"):
             raise ValueError(f"transform must be 'log' or 'none', got {self.transform!r}")
 
-    def fit(self, series: Series, *, warm_start: "ProphetFitted | None" = None) -> "ProphetFitted":
-        series = self._holiday_history(series)
+    def prepare(self, series: Series) -> "PreparedFit":
+        """What ``fit(series)`` computes before Stan, which needs no earlier fit: the holiday substitution, the
+        buckets, the transform, the seasonalities and Stan's data file (``historical_forecasts`` prepares the next
+        refit in a thread while this one's CmdStan runs). A failure (too little history, inputs Prophet refuses)
+        is kept and raised by ``fit``."""
+        try:
+            return self._prepare(series)
+        except (InsufficientHistory, FitFailed) as e:
+            return PreparedFit(source=series, error=e)
+
+    def _prepare(self, series: Series) -> "PreparedFit":
+        source, series = series, self._holiday_history(series)
         ok = np.isfinite(series.y)
         n_ok = int(ok.sum())
         if n_ok < self.min_points:
@@ -194,6 +204,17 @@ class ProphetForecaster:
             seasonalities.append(("daily", 1.0, self.daily_order))
         if span_days >= self.weekly_min_days:
             seasonalities.append(("weekly", 7.0, self.weekly_order))
+        return PreparedFit(source=source, series=series, fit_step=k * step, t_fit=t_fit, z=z, offset=offset,
+                           seasonalities=tuple(seasonalities),
+                           stan=_stan_inputs(t_fit, z, seasonalities, self))
+
+    def fit(self, series: Series, *, warm_start: "ProphetFitted | None" = None,
+            prepared: "PreparedFit | None" = None) -> "ProphetFitted":
+        """The fit of ``series``; ``prepared``: ``prepare(series)`` made earlier (of this very object, else unused)."""
+        p = prepared if prepared is not None and prepared.source is series else self.prepare(series)
+        if p.error is not None:
+            raise p.error
+        series, t_fit, z, offset, seasonalities, step = p.series, p.t_fit, p.z, p.offset, p.seasonalities, series.step
 
         init = self.init
         if warm_start is not None and isinstance(warm_start, ProphetFitted):
@@ -205,23 +226,23 @@ class ProphetForecaster:
             split_t = series.t[-hold]
             pre = t_fit < split_t
             if pre.sum() >= 3:
-                p_pre = _fit_stan(t_fit[pre], z[pre], seasonalities, self, init)
-                c_pre = ProphetCurve(**p_pre, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
+                p_pre = _fit_stan(_stan_inputs(t_fit[pre], z[pre], seasonalities, self), seasonalities, self, init)
+                c_pre = ProphetCurve(**p_pre, seasonalities=seasonalities, transform=self.transform, offset=offset)
                 lo = len(series) - hold - 1
                 bands = _bands(series.y[lo:], c_pre(series.t[lo:]), step, offset, self.level_half_life)
                 init = dict(p_pre)
-        params = _fit_stan(t_fit, z, seasonalities, self, init)
+        params = _fit_stan(p.stan, seasonalities, self, init)
 
-        curve = ProphetCurve(**params, seasonalities=tuple(seasonalities), transform=self.transform, offset=offset)
+        curve = ProphetCurve(**params, seasonalities=seasonalities, transform=self.transform, offset=offset)
         if bands is None:  # in-sample errors over the last ``band_window``
             n = min(len(series), max(2, int(round(self.band_window / step))))
             bands = _bands(series.y[-n:], curve(series.t[-n:]), step, offset, self.level_half_life)
             if self.df_inflate:
-                p = 2 + curve.delta.size + curve.beta.size
-                f = math.sqrt(t_fit.size / max(t_fit.size - p, 1.0))
+                q = 2 + curve.delta.size + curve.beta.size
+                f = math.sqrt(t_fit.size / max(t_fit.size - q, 1.0))
                 bands = BandTable(bands.hs, bands.values * f, bands.relative, bands.offset)
         return ProphetFitted(step=step, last_t=float(series.t[-1]), curve=curve, bands=bands,
-                             history_max=history_max(series), fit_step=k * step,
+                             history_max=history_max(series), fit_step=p.fit_step,
                              level_half_life=self.level_half_life, **self._holiday_fields())
 
     def _holiday_history(self, series: Series) -> Series:
@@ -239,14 +260,41 @@ class ProphetForecaster:
 
 
 
-def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecaster, init: dict | None) -> dict:
-    """Run Prophet's MAP fit; return the parameters of ``ProphetCurve``.
+@dataclass(frozen=True, eq=False)
+class StanInputs:
+    """One fit's inputs to Stan, made before its init is known (``_stan_inputs``)."""
+
+    m: Any  # the Prophet object (it names the seasonalities' order)
+    df: Any  # its history frame (ds, y)
+    z_scale: float  # max |z|: the warm start's parameters are rescaled to it
+    data: dict | None  # Stan's data; None: a Prophet without the internals used here (its public fit)
+    default: dict | None  # Prophet's own initial values
+    scales: Scales | None
+    text: bytes = b""  # the data file (empty for a constant history: no Stan run)
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedFit:
+    """``ProphetForecaster.prepare``: a fit's work before Stan, or the failure it met."""
+
+    source: Series  # the series given to ``prepare``
+    series: Series | None = None  # holidays substituted
+    fit_step: float = 0.0
+    t_fit: np.ndarray | None = None
+    z: np.ndarray | None = None
+    offset: float = 0.0
+    seasonalities: tuple = ()
+    stan: StanInputs | None = None
+    error: Exception | None = None
+
+
+def _stan_inputs(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecaster) -> StanInputs:
+    """Prophet's model of (t, z) as ``_fit_stan`` runs it, and Stan's data file for it.
 
     Prophet prepares the model inputs (scaling, changepoints, features); the
-    Stan call is made here rather than through ``Prophet.fit`` because
-    cmdstanpy serialises the data with a per-element Python JSON encoder,
-    which took ~70 % of a warm fit; ``stan_json`` is much faster. Stan's files go to a temporary
-    directory removed afterwards.
+    Stan call is made in ``_optimize`` rather than through ``Prophet.fit``
+    because cmdstanpy serialises the data with a per-element Python JSON
+    encoder, which took ~70 % of a warm fit; ``stan_json`` is much faster.
     """
     _silence()
     import pandas as pd
@@ -260,9 +308,37 @@ def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecast
     for name, period, order in seasonalities:
         m.add_seasonality(name=name, period=period, fourier_order=order, prior_scale=opts.seasonality_prior_scale)
     df = pd.DataFrame({"ds": pd.to_datetime(np.rint(t * 1e3).astype("int64"), unit="ms"), "y": z})
-    custom = _rescaled_init(init, float(np.abs(z).max()) or 1.0) if init is not None else None
+    z_scale = float(np.abs(z).max()) or 1.0
+    backend = m.stan_backend
+    if not all(hasattr(x, a) for x, a in ((m, "preprocess"), (m, "calculate_initial_params"),
+                                          (backend, "prepare_data"), (backend, "stan_to_dict_numpy"))):
+        return StanInputs(m, df, z_scale, None, None, None)
     try:
-        p, scales = _optimize(m, df, custom, int(opts.seed))
+        fast = inputs_of(m, df)
+        if fast is not None:
+            data, default, scales = fast
+        else:  # a model with parts ``inputs_of`` does not build (holidays, regressors): Prophet's own preprocessing
+            import dataclasses
+
+            inputs = m.preprocess(df)
+            default = dataclasses.asdict(m.calculate_initial_params(inputs.K))
+            _, data = backend.prepare_data(default, {f.name: getattr(inputs, f.name)
+                                                     for f in dataclasses.fields(inputs)})
+            scales = Scales.of(m)
+    except (RuntimeError, ValueError) as e:
+        raise FitFailed(f"{NAME}: Stan optimisation failed: {e}") from e
+    if float(np.ptp(np.asarray(data["y"], dtype=float))) == 0.0:  # constant history: no Stan run (``_optimize``)
+        return StanInputs(m, df, z_scale, data, default, scales)
+    x = data.get("X")
+    reuse = isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64
+    return StanInputs(m, df, z_scale, data, default, scales, stan_json(dict(data, X=rows_json(x)) if reuse else data))
+
+
+def _fit_stan(inputs: StanInputs, seasonalities, opts: ProphetForecaster, init: dict | None) -> dict:
+    """Run Prophet's MAP fit on ``inputs``, warm-started from ``init``; return the parameters of ``ProphetCurve``."""
+    custom = _rescaled_init(init, inputs.z_scale) if init is not None else None
+    try:
+        p, scales = _optimize(inputs, custom, int(opts.seed))
     except (RuntimeError, ValueError) as e:
         raise FitFailed(f"{NAME}: Stan optimisation failed: {e}") from e
     start, t_scale, y_scale = scales.start, scales.t_scale, scales.y_scale
@@ -271,8 +347,8 @@ def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecast
     if scales.n_changepoints == 0:
         delta, cps = np.zeros(0), np.zeros(0)
     names = [s[0] for s in seasonalities]
-    if list(m.seasonalities) != names:
-        raise FitFailed(f"{NAME}: unexpected seasonality order {list(m.seasonalities)}")
+    if list(inputs.m.seasonalities) != names:
+        raise FitFailed(f"{NAME}: unexpected seasonality order {list(inputs.m.seasonalities)}")
     beta = np.asarray(p["beta"], dtype=float).reshape(-1)
     k, mm = float(np.ravel(p["k"])[0]), float(np.ravel(p["m"])[0])
     if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(delta)) and math.isfinite(k) and math.isfinite(mm)):
@@ -281,46 +357,34 @@ def _fit_stan(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecast
                 beta=beta, sigma_obs=float(np.ravel(p["sigma_obs"])[0]))
 
 
-def _optimize(m, df, custom_init: dict | None, seed: int) -> tuple[dict, Scales]:
+def _optimize(inputs: StanInputs, custom_init: dict | None, seed: int) -> tuple[dict, Scales]:
     """Prophet's MAP estimate (what ``Prophet.fit`` does for mcmc_samples=0), with fast data I/O."""
-    import dataclasses
     import os
     import tempfile
 
-    backend = m.stan_backend
-    if not all(hasattr(x, a) for x, a in ((m, "preprocess"), (m, "calculate_initial_params"),
-                                          (backend, "prepare_data"), (backend, "stan_to_dict_numpy"))):
+    m, data, default, scales = inputs.m, inputs.data, inputs.default, inputs.scales
+    if data is None:
         kwargs: dict[str, Any] = {"seed": seed}
         if custom_init is not None:
             kwargs["init"] = custom_init
-        m.fit(df, **kwargs)  # a Prophet without these internals: the slow, public path
-        backend.cleanup()
+        m.fit(inputs.df, **kwargs)  # a Prophet without these internals: the slow, public path
+        m.stan_backend.cleanup()
         return m.params, Scales.of(m)
-    fast = inputs_of(m, df)
-    if fast is not None:
-        data, default, scales = fast
-    else:  # a model with parts ``inputs_of`` does not build (holidays, regressors): Prophet's own preprocessing
-        inputs = m.preprocess(df)
-        default = dataclasses.asdict(m.calculate_initial_params(inputs.K))
-        _, data = backend.prepare_data(default, {f.name: getattr(inputs, f.name) for f in dataclasses.fields(inputs)})
-        scales = Scales.of(m)
-    if float(np.ptp(np.asarray(data["y"], dtype=float))) == 0.0:  # constant history: Prophet's own shortcut
+    if not inputs.text:  # constant history: Prophet's own shortcut
         out = dict(default)
         out["sigma_obs"] = 1e-9
         return {k: np.array(v).reshape((1, -1)) for k, v in out.items()}, scales
-    stan_init = backend.sanitize_custom_inits(default, custom_init) if custom_init is not None else default
+    stan_init = m.stan_backend.sanitize_custom_inits(default, custom_init) if custom_init is not None else default
     with tempfile.TemporaryDirectory(prefix="forescale-stan-") as tmp:
         path = os.path.join(tmp, "data.json")
         with open(path, "wb") as fh:
-            x = data.get("X")
-            reuse = isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64
-            fh.write(stan_json(dict(data, X=rows_json(x)) if reuse else data))
+            fh.write(inputs.text)
         # refresh=iter: CmdStan prints no per-iteration progress, so its few lines are read at exit in one piece
         # instead of a line per L-BFGS iteration while Stan runs
         newton = data["T"] < 100
         args: dict[str, Any] = dict(data=path, init=stan_init, iterations=STAN_ITER, refresh=STAN_ITER, seed=seed,
                                     workdir=tmp, params=STAN_PARAMS, write_json=stan_json)
-        exe = str(backend.model.exe_file)
+        exe = str(m.stan_backend.model.exe_file)
         try:  # L-BFGS's tolerances (CmdStan refuses them for Newton)
             p = cmdstan.optimize(exe, algorithm="Newton" if newton else "LBFGS", stop={} if newton else STAN_STOP,
                                  **args)

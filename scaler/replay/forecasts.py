@@ -88,7 +88,13 @@ class _Counted:
     def _fail(self, kind: str) -> None:
         self.failures[kind] = self.failures.get(kind, 0) + 1
 
-    def fit(self, series: Series, *, warm_start=None):
+    @property
+    def prepare(self):
+        """The model's ``prepare`` (its fit's work that needs no earlier fit, made ahead by
+        ``historical_forecasts``), or None: the model has none, or fits come from the cache (a hit would waste it)."""
+        return getattr(self.inner, "prepare", None) if self.cache is None else None
+
+    def fit(self, series: Series, *, warm_start=None, prepared=None):
         if self.progress:
             self.progress(1)
         if warm_start is not None and self.chain_steps and len(series):
@@ -106,7 +112,8 @@ class _Counted:
                 self.reused += 1
                 return self._outcome(hit.outcome, hit.fitted, warm_start, key)
         try:
-            fitted = self.inner.fit(series, warm_start=warm_start)
+            more = {} if prepared is None else {"prepared": prepared}
+            fitted = self.inner.fit(series, warm_start=warm_start, **more)
         except InsufficientHistory:
             if key is not None:
                 self.cache.put(key, INSUFFICIENT, None, cutoff)

@@ -32,13 +32,13 @@ def test_curve_equals_prophet_predict(monkeypatch):
     from prophet import Prophet
 
     seen = {}
-    real = P._fit_stan
+    real = P._stan_inputs
 
-    def spy(t, z, seas, opts, init):
+    def spy(t, z, seas, opts):
         seen.update(t=t, z=z, seas=seas)
-        return real(t, z, seas, opts, init)
+        return real(t, z, seas, opts)
 
-    monkeypatch.setattr(P, "_fit_stan", spy)
+    monkeypatch.setattr(P, "_stan_inputs", spy)
     s = traffic(15)
     f = make("prophet", transform="none").fit(s)
     assert [x[0] for x in seen["seas"]] == ["daily", "weekly"]
