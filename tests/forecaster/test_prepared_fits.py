@@ -154,3 +154,25 @@ def test_a_prophet_chain_prepared_ahead_is_the_chain_without(week, monkeypatch):
     assert len(made) == 12 + 12 and not any(n.startswith("fit-inputs") for n in made[12:])
     assert len(got) == len(want) == 288 - 11  # a day of cutoffs, less the last 11 (a 12-point horizon past the end)
     assert all(c1 == c2 and same(a, b) for (c1, a), (c2, b) in zip(got, want))
+
+
+def test_the_replay_prepares_ahead_without_a_fit_cache_and_not_with_one(week, monkeypatch):
+    """``run_model`` (the replay's model runs): with no fit cache the Prophet refits after the first are prepared in
+    the inputs' thread; with one (the server's tuning), nothing is prepared ahead: a hit would waste it."""
+    from scaler.replay.fitcache import FitCache
+    from scaler.replay.forecasts import run_model
+
+    made = []
+    real = P.ProphetForecaster.prepare
+    monkeypatch.setattr(P.ProphetForecaster, "prepare",
+                        lambda self, s: made.append(threading.current_thread().name) or real(self, s))
+    start = float(week.t[-1]) - 12 * 3600.0
+    kw = dict(horizon=12, score_points=6, refit_every=24, history_seconds=5 * 86400.0, quantiles=(0.5, 0.9), q=0.9,
+              level_seconds=0.0, accuracy=False)
+    plain = run_model(week, "prophet", start, start + 12 * 3600.0, **kw)
+    ahead = sum(n.startswith("fit-inputs") for n in made)
+    assert plain.fits == 6 and ahead == 5  # 12 h of refits every 2 h: all but the first prepared ahead
+    made.clear()
+    cached = run_model(week, "prophet", start, start + 12 * 3600.0, fits=FitCache(), **kw)
+    assert cached.fits == 6 and not any(n.startswith("fit-inputs") for n in made) and len(made) == 6
+    assert all(same(a.forecast, b.forecast) for a, b in zip(plain.curves, cached.curves))
