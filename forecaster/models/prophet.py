@@ -66,6 +66,9 @@ Decisions (measured on the bundled traces, see ``tests/bench/``):
   (``tests/bench/bench_stan_stop.py``): CmdStan CPU 0.36-0.59x, curves moved
   0.9-13.9 % of peak, as much as a cold start instead of a warm one moves them
   (1.2-13.1 %), pinball loss within +0.3 %.
+* **Inputs made ahead**: ``prepare(series)`` is a fit's work before the init is known (buckets, transform,
+  Prophet's object, Stan's data file); ``fit(series, prepared=...)`` uses it, so a chain of refits can prepare the
+  next while CmdStan runs the one before (``evaluate.historical_forecasts``). The same fit bit for bit.
 * Deterministic (``seed`` goes to Stan; L-BFGS from a fixed init is
   deterministic), quiet (cmdstanpy and prophet loggers silenced), and Stan's
   files go to a temporary directory removed after each fit.
