@@ -98,6 +98,8 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
                     continue
                 refit = fitted is None or since_fit >= refit_every
                 past, made = pending.pop(i, None) or (window(c), None)
+                if made is not None and not refit:  # made for a refit that came elsewhere
+                    made.cancel()
                 if refit:
                     if group:
                         yield fitted, group
