@@ -93,13 +93,15 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
         pending: dict[int, tuple[Series, Future]] = {}  # a refit's cutoff index -> (its past, its inputs)
         try:
             for i, c in enumerate(cs):
-                if c < first_forecast and fitted is not None and since_fit < refit_every:
+                refit = fitted is None or since_fit >= refit_every
+                past, made = pending.pop(i, None) or (None, None)
+                if made is not None and not refit:  # made for a refit that came elsewhere (a fit failed)
+                    made.cancel()
+                if c < first_forecast and not refit:
                     since_fit += 1
                     continue
-                refit = fitted is None or since_fit >= refit_every
-                past, made = pending.pop(i, None) or (window(c), None)
-                if made is not None and not refit:  # made for a refit that came elsewhere
-                    made.cancel()
+                if past is None:
+                    past = window(c)
                 if refit:
                     if group:
                         yield fitted, group
@@ -108,8 +110,6 @@ def historical_forecasts(forecaster: Forecaster, series: Series, *, start: float
                         if pool is None:
                             fitted = forecaster.fit(past, warm_start=fitted)
                         else:
-                            for j in [j for j in pending if j < i]:  # made for a refit that came elsewhere
-                                pending.pop(j)[1].cancel()
                             nxt = i + refit_every  # the next refit if this one succeeds
                             if nxt < len(cs) and nxt not in pending:
                                 pending[nxt] = (w := window(cs[nxt]), pool.submit(prepare, w))
