@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +90,7 @@ from ..series import resample
 from . import cmdstan
 from ._common import MIN_ERRORS, BandTable, h_grid, history_max
 from .prophet_curve import DAY, NAME, ProphetCurve, ProphetFitted, forward
-from .prophet_stan import Scales, inputs_of
+from .prophet_stan import Scales, inputs_of, rows_json, stan_json
 
 STAN_ITER = 10000  # Prophet's own cap on L-BFGS iterations
 # CmdStan's L-BFGS stop beyond its defaults: an iteration that gains less than 1e8 * machine epsilon (2.2e-8) of
@@ -396,58 +395,6 @@ def _optimize(inputs: StanInputs, custom_init: dict | None, seed: int) -> tuple[
                 raise
             p = cmdstan.optimize(exe, algorithm="Newton", stop={}, **args)  # Prophet's own fallback
         return p, scales
-
-
-def stan_json(data: dict) -> bytes:
-    """Stan's data file: JSON by msgspec (14x faster than ``json.dumps`` on Prophet's feature matrix; floats in
-    the same shortest round-trip form, so Stan reads the same doubles)."""
-    import msgspec
-
-    return msgspec.json.encode(data, enc_hook=_plain)
-
-
-class _RowTexts(threading.local):
-    x: np.ndarray | None = None  # the last matrix
-    texts: list | None = None  # its rows' texts
-
-
-_rows = _RowTexts()
-
-
-def rows_json(x: np.ndarray):
-    """A matrix of doubles as it appears in ``stan_json``'s output (``msgspec.Raw``), each row's text reused from this
-    thread's previous call where the row holds the same doubles: a refit's window of Fourier features is its
-    predecessor's moved on by a few rows, and encoding them all was ~10 ms of a fit on 1,344 x 70. The rows shared
-    with the last matrix are found as one block (the first row's place in it, then the block compared bit for bit);
-    any other row is encoded (or reused from an equal row of this call). The same bytes (a test compares the
-    files). Bounded: a thread keeps its last matrix and its rows' texts."""
-    import msgspec
-
-    x = np.ascontiguousarray(x)
-    texts: list = [None] * len(x)
-    last, before = _rows.x, _rows.texts
-    if last is not None and len(x) and last.ndim == 2 and last.shape[1] == x.shape[1]:
-        bits, old = x.view(np.uint64), last.view(np.uint64)
-        for s in np.flatnonzero((old == bits[0]).all(axis=1))[:1]:
-            m = min(len(old) - int(s), len(bits))
-            if np.array_equal(old[s:s + m], bits[:m]):
-                texts[:m] = before[s:s + m]
-    seen: dict[bytes, bytes] = {}
-    for i in range(len(x)):
-        if texts[i] is None:
-            key = x[i].tobytes()
-            text = seen.get(key)
-            if text is None:
-                text = seen[key] = msgspec.json.encode(x[i].tolist())
-            texts[i] = text
-    _rows.x, _rows.texts = x.copy(), texts
-    return msgspec.Raw(b"[" + b",".join(texts) + b"]")
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, (np.ndarray, np.generic)):
-        return obj.tolist()
-    raise NotImplementedError(f"cannot write {type(obj).__name__} to Stan's data file")
 
 
 def _rescaled_init(init: dict, new_scale: float) -> dict:

@@ -12,11 +12,16 @@ Only a model of the kind forescale constructs takes this path: linear growth,
 ``absmax`` scaling, additive seasonalities without conditions, no holidays,
 no extra regressors, automatic changepoints. ``inputs_of`` returns None for
 anything else, and the caller uses Prophet's own ``preprocess``.
+
+``stan_json`` writes those inputs as Stan's data file, and ``rows_json`` the feature matrix's part of it,
+reusing the text of the rows a refit shares with the fit before it.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -119,3 +124,57 @@ def inputs_of(m, df) -> tuple[dict, dict, Scales] | None:
             "beta": np.zeros(k_cols), "sigma_obs": 1.0}
     scales = Scales(float(ns[0]) / 1e9, float(span) / 1e9, y_scale, t_change.astype(float), n_cp)
     return data, init, scales
+
+
+def stan_json(data: dict) -> bytes:
+    """Stan's data file: JSON by msgspec (14x faster than ``json.dumps`` on Prophet's feature matrix; floats in
+    the same shortest round-trip form, so Stan reads the same doubles)."""
+    import msgspec
+
+    return msgspec.json.encode(data, enc_hook=_plain)
+
+
+class _RowTexts(threading.local):
+    x: np.ndarray | None = None  # the last matrix
+    texts: list | None = None  # its rows' texts
+
+
+_rows = _RowTexts()
+
+
+def rows_json(x: np.ndarray):
+    """A matrix of doubles as it appears in ``stan_json``'s output (``msgspec.Raw``), each row's text reused from this
+    thread's previous call where the row holds the same doubles: a refit's window of Fourier features is its
+    predecessor's moved on by a few rows, and encoding them all was ~10 ms of a fit on 1,344 x 70. The rows shared
+    with the last matrix are found as one block (the first row's place in it, then the block compared bit for bit);
+    any other row is encoded (or reused from an equal row of this call). The same bytes (a test compares the
+    files). Bounded: a thread keeps its last matrix and its rows' texts."""
+    import msgspec
+
+    x = np.ascontiguousarray(x)
+    texts: list = [None] * len(x)
+    last, before = _rows.x, _rows.texts
+    if last is not None and len(x) and last.shape[1] == x.shape[1]:
+        bits, old = x.view(np.uint64), last.view(np.uint64)
+        at = np.flatnonzero((old == bits[0]).all(axis=1))  # where the first row is in the last matrix
+        if at.size:
+            s = int(at[0])
+            m = min(len(old) - s, len(bits))
+            if np.array_equal(old[s:s + m], bits[:m]):
+                texts[:m] = before[s:s + m]
+    seen: dict[bytes, bytes] = {}
+    for i in range(len(x)):
+        if texts[i] is None:
+            key = x[i].tobytes()
+            text = seen.get(key)
+            if text is None:
+                text = seen[key] = msgspec.json.encode(x[i].tolist())
+            texts[i] = text
+    _rows.x, _rows.texts = x.copy(), texts
+    return msgspec.Raw(b"[" + b",".join(texts) + b"]")
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return obj.tolist()
+    raise NotImplementedError(f"cannot write {type(obj).__name__} to Stan's data file")

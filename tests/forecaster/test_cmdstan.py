@@ -15,7 +15,7 @@ import pytest
 
 from forecaster.models import cmdstan
 from forecaster.models import prophet as P
-from forecaster.models.prophet_stan import inputs_of
+from forecaster.models.prophet_stan import inputs_of, stan_json
 
 T0 = 1_700_006_400.0
 
@@ -41,19 +41,19 @@ def test_the_direct_run_reads_the_optimum_cmdstanpy_reads(tmp_path, n, seed, war
         d = tmp_path / "warm"
         d.mkdir()
         path = d / "data.json"
-        path.write_bytes(P.stan_json(data))
+        path.write_bytes(stan_json(data))
         init = {k: (v[0] if v.size == 1 and k in ("k", "m", "sigma_obs") else v) for k, v in cmdstan.optimize(
             str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0, algorithm="LBFGS",
             iterations=P.STAN_ITER, refresh=P.STAN_ITER, stop=P.STAN_STOP, workdir=str(d), params=P.STAN_PARAMS,
-            write_json=P.stan_json).items()}
+            write_json=stan_json).items()}
         init = {k: (v * 1.01 if isinstance(v, np.ndarray) else v * 1.01) for k, v in init.items()}
     path = tmp_path / "data.json"
-    path.write_bytes(P.stan_json(data))
+    path.write_bytes(stan_json(data))
     newton = n < 100
     algorithm, stop = ("Newton", {}) if newton else ("LBFGS", P.STAN_STOP)
     mine = cmdstan.optimize(str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0,
                             algorithm=algorithm, iterations=P.STAN_ITER, refresh=P.STAN_ITER, stop=stop,
-                            workdir=str(tmp_path), params=P.STAN_PARAMS, write_json=P.stan_json)
+                            workdir=str(tmp_path), params=P.STAN_PARAMS, write_json=stan_json)
     out = tmp_path / "cmdstanpy"
     out.mkdir()
     inits = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in init.items()}
@@ -71,11 +71,11 @@ def test_a_failed_run_raises_with_a_bounded_message(tmp_path):
     m, data, init = stan_inputs(200, 0)
     data = dict(data, K=data["K"] + 1)  # the feature matrix no longer matches K: CmdStan refuses the data
     path = tmp_path / "data.json"
-    path.write_bytes(P.stan_json(data))
+    path.write_bytes(stan_json(data))
     with pytest.raises(RuntimeError) as e:
         cmdstan.optimize(str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0, algorithm="LBFGS",
                          iterations=100, refresh=100, stop={}, workdir=str(tmp_path), params=P.STAN_PARAMS,
-                         write_json=P.stan_json)
+                         write_json=stan_json)
     msg = str(e.value)
     assert "exited with" in msg and len(msg) < cmdstan.MAX_MESSAGE + 100
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from forecaster.base import Series
 from forecaster.models import prophet as P
 from forecaster.models.prophet_curve import features
-from forecaster.models.prophet_stan import Scales, inputs_of, supported
+from forecaster.models.prophet_stan import Scales, inputs_of, rows_json, stan_json, supported
 from forecaster.series import from_csv, resample
 from support.paths import REPO, TRACES
 
@@ -47,7 +47,7 @@ def theirs(seasonalities, df, n_changepoints=25):
     inputs = m.preprocess(df.copy())
     init = dataclasses.asdict(m.calculate_initial_params(inputs.K))
     _, data = m.stan_backend.prepare_data(init, {f.name: getattr(inputs, f.name) for f in dataclasses.fields(inputs)})
-    return P.stan_json(data), init, Scales.of(m)
+    return stan_json(data), init, Scales.of(m)
 
 
 def assert_same(seasonalities, df, n_changepoints=25):
@@ -55,7 +55,7 @@ def assert_same(seasonalities, df, n_changepoints=25):
     assert ours is not None
     data, init, scales = ours
     their_bytes, their_init, their_scales = theirs(seasonalities, df, n_changepoints)
-    assert P.stan_json(data) == their_bytes
+    assert stan_json(data) == their_bytes
     for key in ("k", "m", "sigma_obs", "delta", "beta"):
         assert np.array_equal(np.asarray(init[key], dtype=float), np.asarray(their_init[key], dtype=float)), key
     assert (scales.start, scales.t_scale, scales.y_scale, scales.n_changepoints) == (
@@ -159,7 +159,7 @@ def test_the_data_file_with_reused_rows_is_the_same_bytes():
         ok = np.isfinite(part)
         df = frame(s.t[end - 4032:end][ok], part[ok])
         data, _, _ = inputs_of(prophet(seas if j < 5 else seas[:1]), df)
-        assert P.stan_json(dict(data, X=P.rows_json(data["X"]))) == P.stan_json(data), end
+        assert stan_json(dict(data, X=rows_json(data["X"]))) == stan_json(data), end
 
 
 POOL = np.array([[0.0, 1.5, -2.25], [-0.0, 1.5, -2.25], [0.1, 0.2, 0.3], [1e-300, -1e300, 5e-324],
@@ -175,4 +175,4 @@ def test_rows_json_is_the_plain_text_after_any_matrices(calls):
     byte."""
     for rows, width in calls:
         x = np.ascontiguousarray(POOL[rows][:, :width]) if rows else np.zeros((0, width))
-        assert P.stan_json({"X": P.rows_json(x)}) == P.stan_json({"X": x}), (rows, width)
+        assert stan_json({"X": rows_json(x)}) == stan_json({"X": x}), (rows, width)
