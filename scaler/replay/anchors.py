@@ -29,7 +29,7 @@ import numpy as np
 
 from forecaster.models.envelope import detect_period, envelope_at, periods_in_week
 
-from .hpa import poll_ticks
+from .hpa import value_ticks
 
 WEEK = 7 * 86400.0
 AWS_BUFFER_SECONDS = 300.0  # AWS predictive scaling's default SchedulingBufferTime
@@ -40,7 +40,7 @@ ANCHORS = ("envelope", "aws_like", "mimir_like")
 
 def _polls(ctx) -> tuple[np.ndarray, np.ndarray]:
     sc = ctx.scenario
-    idx = poll_ticks(sc.n, ctx.hpa, sc.tick)
+    idx = value_ticks(sc.n, ctx.hpa, sc.tick)
     return sc.t0 + sc.tick * idx, sc.observed[idx]
 
 

@@ -13,11 +13,19 @@ Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
   piecewise constant within one of its intervals).
 * ``observed[i]``: what Prometheus' ``rate(...[2m])`` shows at the start of
   tick ``i``: the mean demand over the preceding ``rate_window`` seconds.
-* KEDA polls the scaler every ``polling_seconds`` (ticks 0, 2, 4, ... at 30 s);
-  the value it gets is held until the next poll. ``values[k]`` is the value
-  returned at poll ``k``. IsActive at that poll is ``value > activation_threshold``.
-* The HPA syncs every ``sync_seconds`` right after the poll of the same tick
-  and changes the replica count at once (the pods exist from that tick on).
+* The HPA syncs every ``sync_seconds`` (every tick at 15 s) and changes the
+  replica count at once (the pods exist from that tick on). At each sync it asks
+  KEDA's metrics adapter for the value, and KEDA asks the scaler then and there
+  (``useCachedMetrics: false``, KEDA's default: ``GetScaledObjectMetrics`` calls
+  GetMetrics live on every HPA request). With ``useCachedMetrics: true``
+  (``Hpa.cached_metrics``) the HPA reads the value KEDA's loop cached at its last
+  poll instead, held until the next one. ``value_ticks`` are the ticks of
+  those calls; ``values[k]`` is the value returned at the k-th.
+* KEDA's own loop runs every ``polling_seconds`` (ticks 0, 2, 4, ... at 30 s),
+  after the HPA's sync of the same tick: IsActive there is ``value > activation_threshold``
+  of the latest value asked (activation 0 <-> 1, scale to zero, fallback scaling).
+  Both were checked against the real KEDA v2.21 and HPA (Kubernetes 1.35) by the
+  drill (``forescale drill``, docs/drill.md).
 * A pod created at tick ``c`` is ready from tick ``c + ceil(T_cold / tick)``.
 * Capacity during tick ``i`` = ready pods x ``qps_per_replica``.
 
@@ -178,6 +186,7 @@ class Hpa:
     scale_up: ScalingRules | None = field(default=None)  # behavior.scaleUp in full
     scale_down: ScalingRules | None = field(default=None)  # behavior.scaleDown in full
     legacy: bool = False  # no behavior at all: the controller's legacy path (legacy_stabilize, legacy_limit)
+    cached_metrics: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached, not a fresh value
 
     def __post_init__(self) -> None:
         if not self.target > 0:
@@ -438,6 +447,25 @@ def poll_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray
     return np.arange(0, n_ticks, every_ticks(hpa.polling_seconds, tick))
 
 
+def sync_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    return np.arange(0, n_ticks, every_ticks(hpa.sync_seconds, tick))
+
+
+def value_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    """The ticks at which KEDA asks the scaler for the value the HPA then reads: every HPA sync (KEDA's
+    default, ``useCachedMetrics: false``: its metrics adapter calls GetMetrics on every HPA request), or every
+    poll with ``useCachedMetrics`` (the HPA reads what the polling loop cached)."""
+    every = hpa.polling_seconds if hpa.cached_metrics else hpa.sync_seconds
+    return np.arange(0, n_ticks, every_ticks(every, tick))
+
+
+def value_at_polls(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    """Per KEDA poll, the index into the values at ``value_ticks`` of the value KEDA's loop acts on then
+    (IsActive): the latest one asked at or before the poll."""
+    polls = poll_ticks(n_ticks, hpa, tick)
+    return np.searchsorted(value_ticks(n_ticks, hpa, tick), polls, side="right") - 1
+
+
 def every_ticks(seconds: float, tick: float) -> int:
     """A cadence of ``seconds`` in whole ticks (at least 1)."""
     return max(1, int(round(seconds / tick)))
@@ -453,17 +481,18 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
 
 
 def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
-    """Replay KEDA + HPA over the scenario with the value KEDA gets at each poll (one AverageValue metric).
+    """Replay KEDA + HPA over the scenario with the value the scaler answers at each ``value_ticks`` tick (one
+    AverageValue metric; IsActive = value > activationThreshold at each poll).
 
-    ``values[k]`` is the value at poll ``k`` (length ``poll_count``). The
-    initial state is steady: ``initial_replicas`` (default: what the first
-    value asks for, within the bounds), all ready.
+    ``values[k]`` is the value at the k-th of ``value_ticks``. The initial state is steady:
+    ``initial_replicas`` (default: what the first value asks for, within the bounds), all ready.
     """
     from .keda import Metric, replay
 
     values = np.asarray(values, dtype=np.float64)
-    need = poll_count(sc.n, hpa, sc.tick)
+    need = len(value_ticks(sc.n, hpa, sc.tick))
     if values.shape[0] < need:
-        raise ValueError(f"need {need} poll values for {sc.n} ticks, got {values.shape[0]}")
-    active = values[:need] > hpa.activation_threshold
-    return replay(sc, hpa, [Metric(values[:need], hpa.target)], active, initial_replicas=initial_replicas)
+        raise ValueError(f"need {need} values for {sc.n} ticks, got {values.shape[0]}")
+    active = values[value_at_polls(sc.n, hpa, sc.tick)] > hpa.activation_threshold
+    return replay(sc, hpa, [Metric(values[:need], hpa.target, live=not hpa.cached_metrics)], active,
+                  initial_replicas=initial_replicas)

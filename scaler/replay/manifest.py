@@ -68,6 +68,7 @@ class Trigger:
     desired: int = 1
     events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
     events_source: str = ""  # where they were read (the note says it)
+    cached: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached (else it asks at each sync)
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,14 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
     md = _mapping(t.get("metadata"), at, f"{where}.metadata")
     md = {str(k): str(v) for k, v in md.items()}
     per_pod = mt == "AverageValue"
+    cached = t.get("useCachedMetrics", False)
+    if not isinstance(cached, bool):
+        raise ManifestError(f"{at}: {where}.useCachedMetrics {cached!r}: accepted are true, false")
+    return replace(_typed(kind, name, where, md, per_pod, at, so_name, namespace), cached=cached)
+
+
+def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, at: str, so_name: str,
+           namespace: str) -> Trigger:
     if kind == "external":
         try:
             spec, unknown = parse_metadata(md, name=so_name, namespace=namespace)

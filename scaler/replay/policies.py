@@ -32,7 +32,7 @@ from ..policy import NO_REASON, REASONS, Curves, PolicyParams, Reason, decide_ar
 from . import calibration, search
 from .anchors import ANCHORS, anchor_values
 from .forecasts import Curve, Packed
-from .hpa import Hpa, poll_ticks, run_hpa
+from .hpa import Hpa, run_hpa, value_ticks
 from .scenario import DAY, EPS, Outcome, Scenario, Timeline, evaluate
 from .variants import HPA_FAMILIES, Variant
 
@@ -77,13 +77,15 @@ class Planned:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def polled_decisions(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed):
-    """``decide_array`` at every KEDA poll with the curve in force then: ``(times, observed, Decisions)``.
+def polled_decisions(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed,
+                     ticks: np.ndarray | None = None):
+    """``decide_array`` at every tick KEDA asks the scaler (``hpa.value_ticks``; or at ``ticks``) with the
+    curve in force then: ``(times, observed, Decisions)``.
 
-    ``curves`` (or the same packed) sorted by ``since``; at a poll at time t the latest curve with
+    ``curves`` (or the same packed) sorted by ``since``; at a time t the latest curve with
     ``since <= t`` is used (none yet: ``decide`` falls back to observed).
     """
-    idx = poll_ticks(sc.n, hpa, sc.tick)
+    idx = value_ticks(sc.n, hpa, sc.tick) if ticks is None else ticks
     times = sc.t0 + sc.tick * idx
     obs = sc.observed[idx]
     since = curves.since if isinstance(curves, Packed) else np.array([c.since for c in curves], dtype=np.float64)
@@ -98,10 +100,11 @@ def polled_decisions(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Seque
     return times, obs, d
 
 
-def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed) -> Planned:
-    """The server's ``decide`` at every KEDA poll with the curve in force then (``polled_decisions``).
-    Hybrid's warm floor is ``params.floor_qps``."""
-    d = polled_decisions(sc, hpa, params, curves)[2]
+def planned_values(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed,
+                   ticks: np.ndarray | None = None) -> Planned:
+    """The server's ``decide`` at every tick KEDA asks the scaler (or at ``ticks``) with the curve in force
+    then (``polled_decisions``). Hybrid's warm floor is ``params.floor_qps``."""
+    d = polled_decisions(sc, hpa, params, curves, ticks)[2]
     return Planned(d.planned, d.reason_counts())
 
 
@@ -246,7 +249,7 @@ def baseline(ctx: Context, v: Variant, keep: bool) -> Evaluated:
     if v.policy == "scheduled":
         weekly = ctx.train_seconds >= 7 * DAY
         prof = hour_profile(ctx.train_t, ctx.train_y, float(v.quantile), weekly)
-        times = sc.t0 + sc.tick * poll_ticks(sc.n, hpa, sc.tick)
+        times = sc.t0 + sc.tick * value_ticks(sc.n, hpa, sc.tick)
         vals = np.maximum(prof[hour_slot(times, weekly)], prof[hour_slot(times + ctx.lead_seconds, weekly)])
         tl = run_hpa(sc, vals, hpa)
         note = (f"q{v.quantile:g} of each hour of the {'week' if weekly else 'day'} in the history, "

@@ -32,7 +32,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import PolicyParams
 from .forecasts import Curve
-from .hpa import poll_ticks
+from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan, Trigger
 from .policies import planned_values
@@ -90,8 +90,8 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
 
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
                    series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, dict]:
-    """The trigger's value at each poll of the plan (NaN: a failed poll) and the decisions' reasons."""
-    idx = poll_ticks(sc.n, plan.hpa, sc.tick)
+    """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons."""
+    idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
         s = trig.spec
@@ -101,7 +101,7 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
                               level_correction_seconds=s.level_correction_seconds,
                               floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
                               events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
-        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else ())
+        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (), ticks=idx)
         return pv.values, pv.reasons
     if trig.kind == "prometheus":
         src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
@@ -117,9 +117,19 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
     return np.where(act, float(trig.desired), 1.0), {}
 
 
+def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
+    """Per tick, what KEDA has for the HPA from this trigger: its answer asked at that tick, or with
+    ``useCachedMetrics`` the one its last poll cached."""
+    if not trig.cached:
+        return values
+    polls = poll_ticks(sc.n, hpa, sc.tick)
+    return values[polls[np.searchsorted(polls, np.arange(sc.n), side="right") - 1]]
+
+
 def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
                 series: Mapping[str, object], cluster_tolerance: float) -> tuple[Timeline, dict]:
-    """Replay one ScaledObject: its triggers at each poll, composed as KEDA does, through the HPA loop.
+    """Replay one ScaledObject: its triggers asked as KEDA asks them (at each HPA sync; with
+    ``useCachedMetrics`` at each poll), composed as KEDA does, through the HPA loop.
 
     ``cluster_tolerance``: the HPA's scale-up tolerance where the manifest sets
     none (the controller's; ``--hpa-tolerance``).
@@ -136,27 +146,33 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
         from dataclasses import replace
 
         hpa = replace(hpa, tolerance_up=cluster_tolerance, scale_up=replace(hpa.scale_up, tolerance=cluster_tolerance))
-    failed = np.zeros(len(next(iter(vals.values()))), dtype=bool)
+    syncs, polls = sync_ticks(sc.n, hpa, sc.tick), poll_ticks(sc.n, hpa, sc.tick)
+    live = not all(t.cached for t in plan.triggers)  # the HPA's reads of a metric with a live part ask at each sync
+    at = syncs if live else polls
+    held = {t.name: served(vals[t.name], t, sc, hpa) for t in plan.triggers}
+    failed = np.zeros(sc.n, dtype=bool)
     for v in vals.values():
         failed |= np.isnan(v)
     if plan.modifiers is not None:
         m = plan.modifiers
         with np.errstate(all="ignore"):
-            comp = m.formula.evaluate(vals)
+            comp = m.formula.evaluate(held)
         comp = np.where(failed | ~np.isfinite(comp), np.nan, comp)
-        per_trigger = np.zeros(failed.shape, dtype=bool)
+        per_trigger = np.zeros(sc.n, dtype=bool)
         for t in plan.triggers:
             per_trigger |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
-        active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)
-        metrics = [Metric(comp, m.target, m.per_pod)]
-        held = comp
+        active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)[polls]
+        metrics = [Metric(comp[at], m.target, m.per_pod, live=live)]
+        shown = comp[polls]
     else:
-        active = np.zeros(failed.shape, dtype=bool)
+        active = np.zeros(sc.n, dtype=bool)
         for t in plan.triggers:
             active |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
-        metrics = [Metric(vals[t.name], t.target, t.per_pod) for t in plan.triggers]
-        held = None
-    return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=held), reasons
+        active = active[polls]
+        metrics = [Metric(held[t.name][syncs if not t.cached else polls], t.target, t.per_pod, live=not t.cached)
+                   for t in plan.triggers]
+        shown = None
+    return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=shown), reasons
 
 
 def _caveats(t: Trigger) -> str:

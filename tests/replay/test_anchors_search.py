@@ -15,7 +15,7 @@ from scaler.policy import PolicyParams
 from scaler.replay import anchors, calibration, engine, forecasts, frontier, search, variants
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
-from scaler.replay.hpa import poll_ticks
+from scaler.replay.hpa import value_ticks
 
 T0 = 1_700_006_400.0  # a Wednesday 00:00 UTC
 DAY = 86400.0
@@ -58,7 +58,7 @@ def test_envelope_family_equals_decide_on_the_servable_envelope_model(bursty):
     ctx = context(bursty, s)
     vals, _ = anchors.envelope_values(ctx, 3600.0)
     sc, step, L = ctx.scenario, bursty.series.step, ctx.lead_seconds
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
     fitted = make("envelope", window=3600.0).fit(bursty.series.until(sc.t0))
     p = PolicyParams(mode="forecastAndScale", lead_seconds=L, quantile=0.9, qps_per_replica=10.0, hpa_tolerance=0.0)
     from scaler.policy import decide
@@ -67,7 +67,7 @@ def test_envelope_family_equals_decide_on_the_servable_envelope_model(bursty):
         t = float(times[k])
         origin = sc.t0 + math.floor((t - sc.t0) / step) * step - step  # the last point before t
         fc = fitted.predict(int(math.ceil(L / step)) + 3, (0.9,), origin=origin, recent=bursty.series.until(t))
-        want = decide(float(sc.observed[poll_ticks(sc.n, ctx.hpa, sc.tick)[k]]), fc, p, t).base
+        want = decide(float(sc.observed[value_ticks(sc.n, ctx.hpa, sc.tick)[k]]), fc, p, t).base
         assert vals[k] == pytest.approx(want, rel=1e-12), (k, t)
 
 
@@ -119,8 +119,8 @@ def test_aws_like_is_the_mean_of_the_same_hour_over_seven_days_300s_ahead():
     ctx = context(tr, s)
     vals, _ = anchors.aws_values(ctx)
     sc = ctx.scenario
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
-    obs = sc.observed[poll_ticks(sc.n, ctx.hpa, sc.tick)]
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
+    obs = sc.observed[value_ticks(sc.n, ctx.hpa, sc.tick)]
     # day 8 (the simulated day): forecast for hour h = mean over d = 1..7 of 10 (8 - d) + h = 40 + h; the hour
     # is the one 300 s ahead (at 10:56 it is hour 11); observed on day 8 is about 80 + h, so observed wins
     # where the forecast is below it: every poll, max(observed, 40 + hour(t + 300))
@@ -143,7 +143,7 @@ def test_mimir_like_is_last_weeks_next_half_hour():
                       ctx.train_seconds, ctx.peak, ctx.trace_t, -ctx.trace_y + 1e6, step)  # falling: past > now
     vals, _ = anchors.mimir_values(ctx)
     sc = ctx.scenario
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
     # y = 1e6 - minutes; the max over the 30 points in [t - 1w, t - 1w + 30 min) is at its first point,
     # the minute holding t - 1w: 1e6 - floor((t - 1w - T0) / 60)
     want = 1e6 - np.floor((times - 7 * DAY - T0) / 60.0)

@@ -97,8 +97,8 @@ def test_select_policy_min_and_max_on_scale_up():
     sc = flat(12)
     vals = np.array([20.0] + [200.0] * 5)
     pols = (ScalingPolicy("Pods", 4, 15), ScalingPolicy("Percent", 100, 15))
-    h_min = Hpa(target=10.0, scale_up=ScalingRules(0.0, "Min", pols))
-    h_max = Hpa(target=10.0, scale_up=ScalingRules(0.0, "Max", pols))
+    h_min = Hpa(cached_metrics=True, target=10.0, scale_up=ScalingRules(0.0, "Min", pols))
+    h_max = Hpa(cached_metrics=True, target=10.0, scale_up=ScalingRules(0.0, "Max", pols))
     # 20 / 10 = 2 replicas at tick 0; the poll at tick 2 reads 200 -> 20 wanted. Each 15 s period starts at the
     # count the last sync left (its event is 1 tick = 15 s old: out of the period).
     # Min: min(start + 4, start x 2): 2 -> min(6, 4) = 4 -> min(8, 8) = 8 -> min(12, 16) = 12 -> 16 -> 20
@@ -194,10 +194,15 @@ def test_fallback_after_failures(schema):
     n = 24
     y = [30.0] * 10 + [np.nan] * 14
     tl = replay(so(text, schema), n, {"rate": series(n, y)})
-    # ticks 0..9: 30 / 10 = 3. Polls at ticks 10, 12, 14 fail: 1, 2, 3 failures in a row; ticks 10..13: the HPA
-    # cannot read its only metric and skips the sync (stays 3). At tick 14, 3 > failureThreshold 2: KEDA serves
-    # 10 x 6 = 60 -> 60000 / (10000 x 3) = 2 -> 6 (within max(3 + 4, 6)); KEDA's own loop sets 6 as well
-    assert tl.replicas.tolist() == [3] * 14 + [6] * 10
+    # ticks 0..9: 30 / 10 = 3. KEDA asks the trigger at every HPA sync (every tick, useCachedMetrics false):
+    # ticks 10, 11, 12 fail: 1, 2, 3 failures in a row; at ticks 10 and 11 the HPA cannot read its only metric
+    # and skips the sync (stays 3). At tick 12, 3 > failureThreshold 2: KEDA serves 10 x 6 = 60 ->
+    # 60000 / (10000 x 3) = 2 -> 6 (within max(3 + 4, 6)); KEDA's own loop sets 6 as well
+    assert tl.replicas.tolist() == [3] * 12 + [6] * 12
+    cached = so(text.replace("      metadata: {serverAddress", "      useCachedMetrics: true\n      metadata: {serverAddress"),
+                schema)
+    # cached: the HPA reads the poll's value: polls at ticks 10, 12, 14 fail (1, 2, 3 in a row): 6 from tick 14
+    assert replay(cached, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 14 + [6] * 10
     # behavior currentReplicasIfHigher with replicas 2: max(current 3, 2) = 3 -> KEDA serves 10 x 3 = 30:
     # 30000 / (10000 x 3) = 1.0, inside the band: 3 stays
     higher = so(text.replace("replicas: 6}", "replicas: 2, behavior: currentReplicasIfHigher}"), schema)

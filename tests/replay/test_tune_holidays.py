@@ -67,9 +67,10 @@ def test_tune_keeps_holidays_when_the_dip_would_be_copied_into_the_next_week():
     twin = next(q for q in r.points if q.variant == replace(p.variant, calendar=False))
     reactive = next(q for q in r.points if q.variant == variants.Variant("reactive", headroom=1.0, compensation=True))
     assert twin.miss > 0.005 and abs(twin.miss - reactive.miss) < 1e-12
-    # the target without the handling takes a searched headroom of ~1.35 at ~1.4x the oracle's cost
+    # the target without the handling takes a searched headroom of ~1.35 at ~1.3x the oracle's cost (1.29 with
+    # KEDA asking at every HPA sync; 1.4 when the replay held each poll's value)
     off = frontier.select([q for q in r.points if q.variant.calendar is False], 0.001)
-    assert off.met and off.point.variant.headroom > 1.2 and off.point.cost_ratio > 1.3
+    assert off.met and off.point.variant.headroom > 1.2 and off.point.cost_ratio > 1.25
     assert p.variant.policy == "predictive" and p.variant.calendar is True and tr.selection.met
     assert tr.deployment().get("holidays") is None  # kept: the declared holidays stay in force
     # the forecast's accuracy with and without, on the span (all of it ordinary days)
