@@ -6,9 +6,10 @@ creation ticks), the HPA's recommendation records and its scale events (both
 in arrays read through a moving start index: nothing is ever copied). Per
 tick ``i``, in Kubernetes' and KEDA's order:
 
-1. an HPA sync (every ``sync_every`` ticks, only while pods exist; ``hpa_sync``): outside the
-   bounds the count is clamped; else each metric's recommendation (the value KEDA
-   asked for at this sync, or with useCachedMetrics the one its last poll cached, or the fallback value), the largest wins; the sync is skipped
+1. an HPA sync (every ``sync_every`` ticks, only while pods exist; ``hpa_sync``):
+   outside the bounds the count is clamped; else each metric's recommendation (the
+   value KEDA asked for at this sync, with useCachedMetrics the one its last poll
+   cached, or the fallback value), the largest wins; the sync is skipped
    when every metric is unreadable or an unreadable one would let the others
    scale down; then stabilisation, the rate limits of the direction, the bounds;
 2. at a KEDA poll (every ``poll_every`` ticks), KEDA's ``RequestScale``:
