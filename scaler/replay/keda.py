@@ -80,7 +80,8 @@ def failing_beyond(failed: np.ndarray, threshold: int) -> np.ndarray:
     return run > threshold
 
 
-def _rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One direction's policies as the compiled loop takes them: kinds, values, periods in ticks, selectPolicy."""
     kinds = np.array([PODS if p.kind == "Pods" else PERCENT for p in r.policies], dtype=np.int64)
     values = np.array([p.value for p in r.policies], dtype=np.float64)
     periods = np.array([window_ticks(p.period_seconds, tick) for p in r.policies], dtype=np.float64)
@@ -140,8 +141,8 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
                     if np.isfinite(vals[j, 0])]
             initial_replicas = min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
     up, down = hpa.up_rules(), hpa.down_rules()
-    uk, uv, up_, us = _rules_arrays(up, tick)
-    dk, dv, dp, ds = _rules_arrays(down, tick)
+    uk, uv, up_, us = rules_arrays(up, tick)
+    dk, dv, dp, ds = rules_arrays(down, tick)
     cold = sc.cold_ticks
     numba_target()
     per_sync = np.array([mt.live for mt in metrics], dtype=np.bool_)

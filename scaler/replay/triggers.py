@@ -36,7 +36,8 @@ from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan, Trigger
 from .policies import planned_values
-from .scenario import Scenario, Timeline
+from .scenario import EPS, Scenario, Timeline
+from .scenarios import outages
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
 
@@ -89,8 +90,10 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
 
 
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
-                   series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, dict]:
-    """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons."""
+                   series: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                   down: Sequence[tuple[float, float]] = ()) -> tuple[np.ndarray, dict]:
+    """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons. ``down``:
+    epoch-second windows ``[a, b)`` in which forescale does not answer (``scaler-down`` scenarios)."""
     idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
@@ -102,7 +105,10 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
                               floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
                               events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
         pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (), ticks=idx)
-        return pv.values, pv.reasons
+        values = pv.values.copy()
+        for a, b in down:
+            values[(times >= a - EPS) & (times < b - EPS)] = np.nan
+        return values, pv.reasons
     if trig.kind == "prometheus":
         src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
         if src is None:
@@ -127,7 +133,8 @@ def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
 
 
 def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
-                series: Mapping[str, object], cluster_tolerance: float) -> tuple[Timeline, dict]:
+                series: Mapping[str, object], cluster_tolerance: float,
+                down: Sequence[tuple[float, float]] = ()) -> tuple[Timeline, dict]:
     """Replay one ScaledObject: its triggers asked as KEDA asks them (at each HPA sync; with
     ``useCachedMetrics`` at each poll), composed as KEDA does, through the HPA loop.
 
@@ -137,7 +144,7 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
     vals: dict[str, np.ndarray] = {}
     reasons: dict[str, int] = {}
     for t in plan.triggers:
-        v, why = trigger_values(sc, plan, t, curves=curves, series=series)
+        v, why = trigger_values(sc, plan, t, curves=curves, series=series, down=down)
         vals[t.name] = v
         for k, c in why.items():
             reasons[k] = reasons.get(k, 0) + c
@@ -233,9 +240,10 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
         return own[key].only([q]).curves()
 
     out: dict[str, tuple[Timeline, dict, str]] = {}
+    down = [(start + a, start + b) for a, b in outages(settings.world.specs())]
     for p in plans:
         tl, reasons = replay_plan(sc, p, curves=curves, series=trigger_series,
-                                  cluster_tolerance=settings.hpa_tolerance)
+                                  cluster_tolerance=settings.hpa_tolerance, down=down)
         kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
         out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"
                                     + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else "")
