@@ -36,6 +36,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from scaler.replay.manifest import POLLING_SECONDS
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 DEPLOY_DOC = ROOT / "docs" / "deploying.md"  # the deploy instructions (deploy/README.md points there)
@@ -569,7 +571,7 @@ def test_probe_thresholds_follow_the_documented_cold_start():
     # warm-up done -> Ready within startup period + readiness period: the trigger's readinessSeconds
     assert spec.lead.readiness_seconds >= startup["periodSeconds"] + ready["periodSeconds"]
     # KEDA poll + HPA sync fit in schedulingSeconds
-    assert spec.lead.scheduling_seconds >= so["spec"]["pollingInterval"] + HPA_SYNC_SECONDS
+    assert spec.lead.scheduling_seconds >= so["spec"].get("pollingInterval", POLLING_SECONDS) + HPA_SYNC_SECONDS
     # the lead time stated in scaledobject.yaml is the one the parser computes
     assert f"L = T_cold + T_buffer = {t_cold:g} + " in (DEPLOY / "example" / "scaledobject.yaml").read_text()
     assert f"= {spec.lead.seconds:g} s" in (DEPLOY / "example" / "scaledobject.yaml").read_text()
