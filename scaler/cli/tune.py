@@ -27,6 +27,10 @@ DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  #
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
+# the Helm chart's default mTLS: KEDA presents the client certificate of this ClusterTriggerAuthentication
+AUTHENTICATION_REF = {"name": "forescale-mtls", "kind": "ClusterTriggerAuthentication"}
+AUTHENTICATION_NOTE = ("authenticationRef forescale-mtls: the Helm chart's default mTLS (KEDA's client certificate; "
+                       "<release>-mtls for another release name); drop it if the scaler runs without TLS")
 PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
               "history after tuningMinHistory (these run until then)")
 
@@ -77,7 +81,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}",
+                AUTHENTICATION_NOTE]
     if hol:
         comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):

@@ -37,6 +37,7 @@ from forecaster.base import Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget, as_target
+from ..policy import target_refusal
 from ..spec import DEFAULTS, LeadTime, parse_duration
 from .fitcache import FitCache
 from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_import, restore, slice_series
@@ -203,6 +204,8 @@ def setup(trace: Trace, settings: Settings) -> Setup:
                     f"rounded (--qps-per-replica to set it)")
     else:
         qps, qps_note = float(settings.qps_per_replica), "given"
+    if why := target_refusal(qps):
+        raise ReplayError(f"qpsPerReplica {why}; it was {qps_note}")
     sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
