@@ -94,7 +94,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
 
         rate = world_opts["flat_load"]
         tr = engine.Trace(f"flat {rate:g} req/s", flat(rate, history + span + 3600.0), "synthetic, no gaps",
-                          "--flat-load")
+                          "--flat-load", counts=True)
     else:
         tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
     start_at = None

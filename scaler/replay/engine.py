@@ -44,7 +44,7 @@ from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_imp
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
 from .policies import Context, Evaluated, evaluate_batch, oracle
-from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
+from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, rate_view, scenario
 from .variants import POLICIES, Variant, default_variant, is_default
 from . import scenarios, world
 from .world import World
@@ -64,6 +64,10 @@ class Trace:
     hygiene: str  # the HygieneReport's one-line message
     source: str  # path or URL
     attribution: str = ""
+    # requests as they arrived (a CSV, the bundled trace, a flat load): the server would read their rate over
+    # the query's window, so the forecasts are made from that view (scenario.rate_view); False: the series is
+    # already the query's answer (Prometheus, the server's own history)
+    counts: bool = False
 
 
 @dataclass(frozen=True)
@@ -334,6 +338,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         series = trace.series
         su = replace(setup(trace, replace(settings, qps_per_replica=su.qps)), qps_note=su.qps_note)
     start, end, L = su.start, su.end, su.lead.seconds
+    if trace.counts:  # what the server's query reads of these requests: the history it fits and predicts from
+        series = Series(series.t, rate_view(series.t, series.y, step), step)
     train = slice_series(series, start - settings.history_seconds, start)
     ok = np.isfinite(train.y)
     upto = slice_series(series, float(series.t[0]), end)
