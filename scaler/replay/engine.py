@@ -64,10 +64,7 @@ class Trace:
     hygiene: str  # the HygieneReport's one-line message
     source: str  # path or URL
     attribution: str = ""
-    # requests as they arrived (a CSV, the bundled trace, a flat load): the server would read their rate over
-    # the query's window, so the forecasts are made from that view (scenario.rate_view); False: the series is
-    # already the query's answer (Prometheus, the server's own history)
-    counts: bool = False
+    counts: bool = False  # requests as they arrived (a CSV): forecast from what the query reads (rate_view)
 
 
 @dataclass(frozen=True)
@@ -161,8 +158,6 @@ def nice_round(x: float) -> float:
         if base <= m * 1.0000001:
             return float(m * 10 ** k)
     return float(10 ** (k + 1))
-
-
 
 
 @dataclass(frozen=True)
@@ -338,7 +333,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         series = trace.series
         su = replace(setup(trace, replace(settings, qps_per_replica=su.qps)), qps_note=su.qps_note)
     start, end, L = su.start, su.end, su.lead.seconds
-    if trace.counts:  # what the server's query reads of these requests: the history it fits and predicts from
+    if trace.counts:  # the history the server fits and predicts from is its query's view of these requests
         series = Series(series.t, rate_view(series.t, series.y, step), step)
     train = slice_series(series, start - settings.history_seconds, start)
     ok = np.isfinite(train.y)
