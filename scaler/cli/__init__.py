@@ -23,7 +23,7 @@ from ..spec import GRPC_PORT
 # pays for its own imports only: `tune` does not import the load tester, the probe or the linter (issue 26)
 VERBS = {"probe": ("scaler.probe.cli", "probe_command"), "backtest": ("scaler.cli.backtest", "backtest_command"),
          "tune": ("scaler.cli.tune", "tune_command"), "check": ("scaler.cli.check", "check_command"),
-         "loadtest": ("scaler.cli.loadtest", "loadtest_command")}
+         "loadtest": ("scaler.cli.loadtest", "loadtest_command"), "drill": ("scaler.cli.drill", "drill_command")}
 
 
 class Commands(MutableMapping):
