@@ -159,8 +159,10 @@ class Run:
         pending = sorted(self.sc.events, key=lambda e: e.at)
         restart_at: float | None = None
         end = self.sc.span_start + self.sc.span_seconds
+        status = open(self.work / "status.jsonl", "a", encoding="utf-8")
         while (now := self.clock.now()) < end:
             self.sup.sample()
+            self.sample_status(status, now)
             if self.sup.foreign:
                 raise DrillError(f"a connection left 127.0.0.0/8: {self.sup.foreign[0]}")
             for proc in self.sup.procs:
@@ -180,6 +182,19 @@ class Run:
                 restart_at = None
                 self.start_scaler()
             time.sleep(min(SAMPLE_SECONDS, max(0.05, (end - now) / self.k)))
+        status.close()
+
+    def sample_status(self, out, now: float) -> None:
+        """forescale's own view (observed, forecast peak, planned, reason per trigger), one line a second of wall
+        time, for reading a run afterwards (status.jsonl)."""
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports.scaler_http}/status.json", timeout=2) as r:
+                doc = json.loads(r.read())
+        except (OSError, ValueError):
+            return
+        out.write(json.dumps({"wall": time.time(), "t": now, "status": doc}, separators=(",", ":")) + "\n")
 
     def judge(self, cp: ControlPlane, prom: str, counts: dict[str, int]) -> list[dict]:
         """Both comparisons for each cache mode's ScaledObject (Prometheus still up: KEDA's own prometheus

@@ -41,27 +41,38 @@ class DriftReplay:
     outcome: Outcome
 
 
-def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed, *,
-                 step: float = 60.0, config: DriftConfig = DEFAULT, respond: bool = True) -> DriftReplay:
-    """The predictive policy with the drift response (``respond``; False: scored, never acted on)."""
-    times, obs, d = polled_decisions(sc, hpa, params, curves)
+def drift_response(times: np.ndarray, obs: np.ndarray, d, params: PolicyParams, *, step: float = 60.0,
+            config: DriftConfig = DEFAULT, act: bool = True, skip: np.ndarray | None = None):
+    """The server's drift response over decisions made at ``times`` (one per GetMetrics): ``(planned, reason,
+    alarm times)``. ``act`` False: scored, never acted on. ``skip``: calls the server never answered (it was
+    down): neither scored nor changed."""
     provisioned = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + L]
     planned, reason = d.planned.copy(), d.reason.copy()
     card = Scorecard(step, config)
     alarm_times: list[float] = []
     for i in range(len(times)):
+        if skip is not None and skip[i]:
+            continue
         t, y = float(times[i]), float(obs[i])
-        if respond and card.drifting and reason[i] in _ACTED:
+        if act and card.drifting and reason[i] in _ACTED:
             planned[i] = safe_planned(planned[i], y, card.window_max(t), params.headroom)
             reason[i] = _DRIFT
         if "alarm" in card.observe(t, y):
             alarm_times.append(t)
         if np.isfinite(provisioned[i]) and reason[i] in _ACTED + (_DRIFT,):
             card.provision(t + params.lead_seconds, float(provisioned[i]), params.quantile, float(planned[i]))
+    return planned, reason, alarm_times
+
+
+def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed, *,
+                 step: float = 60.0, config: DriftConfig = DEFAULT, respond: bool = True) -> DriftReplay:
+    """The predictive policy with the drift response (``respond``; False: scored, never acted on)."""
+    times, obs, d = polled_decisions(sc, hpa, params, curves)
+    planned, reason, alarm_times = drift_response(times, obs, d, params, step=step, config=config, act=respond)
     codes, counts = np.unique(reason, return_counts=True)
     tl = run_hpa(sc, planned, hpa)
-    return DriftReplay(planned, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}, card.alarms,
-                       alarm_times, int((reason == _DRIFT).sum()), tl, evaluate(sc, tl))
+    return DriftReplay(planned, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)},
+                       len(alarm_times), alarm_times, int((reason == _DRIFT).sum()), tl, evaluate(sc, tl))
 
 
 def drift_summary(result, config: DriftConfig = DEFAULT) -> dict | None:

@@ -2,9 +2,11 @@
 
 * ``forescale`` (external): the server's own ``decide`` with the trigger's
   ``PolicyParams`` (mode, lead from coldStartSeconds + buffers, quantile,
-  headroom, hpaTolerance, levelCorrection) on the curves of its model, through
-  ``policies.planned_values`` as the ``predictive``/``reactive`` families;
-  IsActive = planned > activationThreshold (the server's ``IsActive``).
+  headroom, hpaTolerance, levelCorrection) on the curves of its model, at each
+  of KEDA's calls (``policies.polled_decisions``), then the server's self-watch
+  on those answers (``drift.drift_response``: ``fallback_forecast_drift`` while
+  the live scores say the forecast drifted, as ``forescale serve`` always runs
+  it); IsActive = planned > activationThreshold (the server's ``IsActive``).
 * ``prometheus``: the series given for the trigger (``--trigger-series``),
   the latest sample at or before each poll (5 min lookback, as Prometheus);
   no sample is 0 with ``ignoreNullValues`` (KEDA's default), else a failed poll.
@@ -30,12 +32,13 @@ import numpy as np
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
-from ..policy import PolicyParams
+from ..policy import REASONS, PolicyParams
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan, Trigger
-from .policies import planned_values
+from .drift import drift_response
+from .policies import polled_decisions
 from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages
 
@@ -91,9 +94,10 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
 
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
                    series: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                   down: Sequence[tuple[float, float]] = ()) -> tuple[np.ndarray, dict]:
+                   down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[np.ndarray, dict]:
     """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons. ``down``:
-    epoch-second windows ``[a, b)`` in which forescale does not answer (``scaler-down`` scenarios)."""
+    epoch-second windows ``[a, b)`` in which forescale does not answer (``scaler-down`` scenarios). ``step``:
+    the trace's, the self-watch's scoring step."""
     idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
@@ -104,10 +108,17 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
                               level_correction_seconds=s.level_correction_seconds,
                               floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
                               events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
-        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (), ticks=idx)
-        values = pv.values.copy()
-        values[unreachable(times, down)] = np.nan
-        return values, pv.reasons
+        # the server decides at each of KEDA's calls (each HPA sync; each poll with useCachedMetrics) and its
+        # self-watch scores each answer: the drift response, as `forescale serve` always runs it
+        calls = poll_ticks(sc.n, plan.hpa, sc.tick) if trig.cached else sync_ticks(sc.n, plan.hpa, sc.tick)
+        t_c, obs_c, d = polled_decisions(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (),
+                                         ticks=calls)
+        gone = unreachable(t_c, down)
+        planned, reason, _ = drift_response(t_c, obs_c, d, params, step=step, skip=gone)
+        planned[gone] = np.nan
+        codes, counts = np.unique(reason[~gone], return_counts=True)
+        held = planned[np.searchsorted(calls, idx, side="right") - 1]  # between calls, the last answer
+        return held, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}
     if trig.kind == "prometheus":
         src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
         if src is None:
@@ -141,7 +152,7 @@ def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
 
 def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
                 series: Mapping[str, object], cluster_tolerance: float,
-                down: Sequence[tuple[float, float]] = ()) -> tuple[Timeline, dict]:
+                down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[Timeline, dict]:
     """Replay one ScaledObject: its triggers asked as KEDA asks them (at each HPA sync; with
     ``useCachedMetrics`` at each poll), composed as KEDA does, through the HPA loop.
 
@@ -151,7 +162,7 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
     vals: dict[str, np.ndarray] = {}
     reasons: dict[str, int] = {}
     for t in plan.triggers:
-        v, why = trigger_values(sc, plan, t, curves=curves, series=series, down=down)
+        v, why = trigger_values(sc, plan, t, curves=curves, series=series, down=down, step=step)
         vals[t.name] = v
         for k, c in why.items():
             reasons[k] = reasons.get(k, 0) + c
@@ -254,7 +265,7 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
     down = [(start + a, start + b) for a, b in outages(settings.world.specs())]
     for p in plans:
         tl, reasons = replay_plan(sc, p, curves=curves, series=trigger_series,
-                                  cluster_tolerance=settings.hpa_tolerance, down=down)
+                                  cluster_tolerance=settings.hpa_tolerance, down=down, step=step)
         kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
         out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"
                                     + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else "")

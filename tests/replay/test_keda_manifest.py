@@ -345,3 +345,37 @@ def test_an_unreachable_forescale_gets_no_fallback_a_failing_source_does(schema)
     prom_text = text.split("  triggers:")[0] + "  triggers:" + prom("rate", 10, extra=', ignoreNullValues: "false"')
     failing = replay(so(prom_text, schema), n, {"rate": series(n, [30.0] * 10 + [np.nan] * 14)})
     assert failing.replicas.tolist() == [3] * 12 + [6] * 12
+
+
+def test_a_forescale_trigger_is_replayed_with_the_servers_drift_response(schema):
+    from forecaster.base import Forecast
+    from scaler.policy import PolicyParams
+    from scaler.replay.drift import drift_response
+    from scaler.replay.forecasts import Curve
+    from scaler.replay.hpa import sync_ticks
+    from scaler.replay.policies import polled_decisions
+
+    # a forecast of 20 req/s while 60 arrive for an hour: the live scores see every answer miss, the
+    # self-watch alarms and serves the safe policy (fallback_forecast_drift), as `forescale serve` always does
+    text = HEAD + """
+  minReplicaCount: 1
+  triggers:
+    - type: external
+      name: fs
+      metadata: {scalerAddress: "s:6000", serverAddress: "http://p:9090", query: "q", qpsPerReplica: "10",
+                 levelCorrection: "0", hpaTolerance: "0", model: seasonal_naive}"""
+    n = 240
+    sc = Scenario(0.0, np.full(n, 60.0), np.full(n, 60.0), 0.0, 10.0)
+    t = 60.0 * np.arange(-1, 80)
+    fc = Forecast(t, np.full(t.size, 20.0), {q: np.full(t.size, 20.0) for q in (0.5, 0.8, 0.9)})
+    plan = so(text, schema)
+    tl, reasons = replay_plan(sc, plan, curves=lambda trig: [Curve(0.0, fc)], series={}, cluster_tolerance=0.1)
+    assert reasons.get("fallback_forecast_drift", 0) > 0 and reasons.get("observed_floor", 0) > 0
+    # the one implementation: the trigger's answers are drift_response over decide at each HPA sync
+    s = plan.triggers[0].spec
+    params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile, qps_per_replica=10.0,
+                          headroom=1.0, hpa_tolerance=0.0, level_correction_seconds=0.0)
+    calls = sync_ticks(n, plan.hpa, sc.tick)
+    times, obs, d = polled_decisions(sc, plan.hpa, params, [Curve(0.0, fc)], ticks=calls)
+    planned, reason, _ = drift_response(times, obs, d, params, step=60.0)
+    assert np.array_equal(tl.value, planned)
