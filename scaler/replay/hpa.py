@@ -330,8 +330,9 @@ def scale_up_rate_limit(desired, current, starts, kinds, values, select):
     """Kubernetes' ``calculateScaleUpLimitWithScalingRules`` and its cap: ``(replicas, reason code)``.
 
     ``starts[k]``: the count at the start of policy ``k``'s period. Pods:
-    start + value; Percent: ceil(start x (1 + value/100)) (less ``EPS`` of
-    float noise). Max: the largest proposal; Min: the smallest; Disabled: no
+    start + value; Percent: ceil(start x (1 + value/100)) in float64, exactly as
+    Go computes it (25 x 1.12 = 28.000000000000004 -> 29: the drill saw the real
+    HPA give 29). Max: the largest proposal; Min: the smallest; Disabled: no
     scale-up. Never below ``current``.
     """
     if select == 2:
@@ -342,7 +343,7 @@ def scale_up_rate_limit(desired, current, starts, kinds, values, select):
             if kinds[k] == 0:
                 p = starts[k] + int(values[k])
             else:
-                p = math.ceil(starts[k] * (1.0 + values[k] / 100.0) - EPS)
+                p = math.ceil(starts[k] * (1.0 + values[k] / 100.0))
             if (select == 0 and p > limit) or (select == 1 and p < limit):
                 limit = p
         if limit < current:

@@ -21,11 +21,36 @@ tick ``i``, in Kubernetes' and KEDA's order:
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
                   scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
+
+
+def _drop_stale_cache() -> None:
+    """numba's disk cache of this module's functions holds the rules of ``hpa`` compiled into them, and numba
+    checks only this file's own stamp: a change to ``hpa.py`` alone would leave the loop running the old rules
+    (seen during the drill's Percent fix). So this module's cache files go when ``hpa.py`` changed since they
+    were written (a digest kept beside them). Best effort: an unwritable place changes nothing."""
+    here = Path(__file__).resolve()
+    cache = here.parent / "__pycache__"
+    try:
+        digest = hashlib.sha256((here.parent / "hpa.py").read_bytes()).hexdigest()
+        stamp = cache / "hpaloop.rules-digest"
+        if stamp.exists() and stamp.read_text() == digest:
+            return
+        for f in cache.glob("hpaloop.*.nb[ic]"):
+            f.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        pass
+
+
+_drop_stale_cache()
 
 
 _target_ready = False
