@@ -12,8 +12,8 @@ from .options import Duration, fail
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--scenarios", default="all", show_default=True, metavar="a,b,...",
-              help="Built-in scenarios to run (step, zero, pod-kill, scaler-down, behavior; all), each in both of "
-                   "KEDA's cache modes.")
+              help="Built-in scenarios to run (step, zero, pod-kill, scaler-down, percent, behavior; all), each in "
+                   "both of KEDA's cache modes.")
 @click.option("--short", is_flag=True, help="The CI's shorter step scenario (16 min of trace time).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Your own trace (timestamp,count or timestamp,qps), with --scaledobject: drilled instead.")

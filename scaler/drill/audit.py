@@ -54,6 +54,12 @@ class Sync:
     at: float  # the HPA read the scale
     current: int  # ... and its spec.replicas
     metrics: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (received, completed)
+    wrote: float | None = None  # when the HPA's write of a new scale was done (its scale event is a moment after)
+
+    @property
+    def decided(self) -> float:
+        """When the HPA decided: its metrics were in (its clock for the windows and periods)."""
+        return max([self.at, *(done for _, done in self.metrics.values())])
 
 
 @dataclass
@@ -123,6 +129,8 @@ def _event(tl: Timelines, ev: dict, last_sync: dict[str, Sync]) -> None:
             last_sync[name] = sync
         elif verb in ("update", "patch"):
             tl.scales[name].append((t, user, int((ev.get("requestObject") or {}).get("spec", {}).get("replicas", 0))))
+            if user == KCM and name in last_sync and last_sync[name].wrote is None:
+                last_sync[name].wrote = done
     elif group == "external.metrics.k8s.io" and user == KCM:
         q = urllib.parse.parse_qs(urllib.parse.urlsplit(ev["requestURI"]).query)
         sel = (q.get("labelSelector") or [""])[0]

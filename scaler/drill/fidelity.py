@@ -4,7 +4,9 @@ the real HPA synced; ``desiredReplicas`` must be equal at every sync.
 The rules are the replay's (``scaler.replay.hpaloop.hpa_sync``: the replica calculator with the tolerance, the
 stabilisation windows, the rate limits from each period's start, the bounds, the legacy path without
 ``behavior``), configured from the HPA object KEDA created (as the apiserver defaulted it) and run on a clock of
-milliseconds. The inputs are what the controller had: the count it read from the scale, and per metric the value
+milliseconds, at the controller's own instants (its decision when the metrics were in, its scale event when
+the write was done: at a policy period's edge a few milliseconds decide). The inputs are what the controller
+had: the count it read from the scale, and per metric the value
 KEDA served (forescale's answer to that very request; for a ``useCachedMetrics`` trigger the answer of KEDA's
 last poll before it; KEDA's fallback value where its health shows the threshold passed).
 """
@@ -119,10 +121,12 @@ def replay_syncs(tl: Timelines, so: str, rules: HpaRules, served: Served) -> Fid
         for j, name in enumerate(rules.names):
             v = served(s, name)
             vm[j] = float(to_milli(v)) if math.isfinite(v) else math.nan
-        i = int(round((s.at - t0) / TICK))
+        i = int(round((s.decided - t0) / TICK))  # the controller's time.Now() for windows and periods
         ours = hpa_sync(i, s.current, vm, fb, rules.targets, rules.per_pod, 0, 0, hpa_min, rules.hpa_max, True,
                         rules.up.tolerance, rules.down.tolerance, up_w, down_w, uk, uv, up_p, us, dk, dv, dp, ds,
                         rules.legacy, rec_t, rec_v, ev_t, ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts)
+        if ours != s.current and s.wrote is not None:  # the HPA stamps its scale event after the write
+            ev_t[st[3] - 1] = int(round((s.wrote - t0) / TICK))
         later = [x.at for x in all_syncs if x.at > s.at]
         live = tl.desired_after(so, s.at, later[0] if later else math.inf)
         live = live if live is not None else live_prev

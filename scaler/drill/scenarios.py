@@ -15,6 +15,10 @@ on its own Deployment. Times below are trace times; the drill runs them ``k`` ti
 * ``scaler-down``: a flat 38 req/s; forescale is stopped 6 min into the span for 4 min, then started again on its
   state directory (fallback: failureThreshold 3, replicas 8; KEDA v2.21 does not fall back for an unreachable
   external scaler: the drill found that, the replay now models it).
+* ``percent``: 243 req/s (25 replicas; ``hpaTolerance: "0"``, no dead-band compensation), then 403 from 5 min
+  in, under one scale-up policy, Percent 12 per 50 s: Kubernetes limits 25 replicas to ``ceil(25 x 1.12)`` in
+  float64, 29 (28.000000000000004 rounded up), where a careful reading would say 28. (50 s, not 60: a period
+  that is a multiple of the sync period puts every step on a few milliseconds' edge, see docs/drill.md.)
 * ``behavior``: a ramp from 28 to 87 req/s over 10 min from 5 min in, held, back to 28 at 25 min; ``behavior``
   with Pods and Percent policies, selectPolicy Min up and Max down, both stabilisation windows, and a second
   trigger, KEDA's own ``prometheus`` scaler on the observed rate.
@@ -125,6 +129,11 @@ def builtins(short: bool = False) -> dict[str, Scenario]:
         "scaleDown": {"stabilizationWindowSeconds": 120, "selectPolicy": "Max",
                       "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30},
                                    {"type": "Percent", "value": 20, "periodSeconds": 60}]}}}}
+    percent = _flat(243.0, 15)
+    percent[h + 5:] = 403.0
+    twelve = {"horizontalPodAutoscalerConfig": {"behavior": {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                    "policies": [{"type": "Percent", "value": 12, "periodSeconds": 50}]}}}}
     prom = {"type": "prometheus", "name": "observed",
             "metadata": {"serverAddress": "http://prometheus", "query": "observed", "threshold": "10"}}
     return {
@@ -136,6 +145,8 @@ def builtins(short: bool = False) -> dict[str, Scenario]:
         "scaler-down": Scenario("scaler-down", _flat(38.0, 25), h, scaled_object(
             "scaler-down", [forescale_trigger()], fallback={"failureThreshold": 3, "replicas": 8}),
             events=(Event("stop-scaler", 6 * 60.0, seconds=4 * 60.0),)),
+        "percent": Scenario("percent", percent, h, scaled_object(
+            "percent", [forescale_trigger(hpaTolerance="0")], maxReplicaCount=60, advanced=twelve)),
         "behavior": Scenario("behavior", ramp, h, scaled_object(
             "behavior", [forescale_trigger(), prom], advanced=behavior), extra_series=("observed",)),
     }

@@ -56,7 +56,7 @@ def test_a_missing_build_names_the_binaries_and_the_make_target(tmp_path):
 
 def test_an_unknown_scenario_is_named_with_the_accepted_ones(tmp_path):
     r = drill("--scenarios", "step,nope", "--bin-dir", str(fake_bins(tmp_path)), "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "unknown scenario 'nope'; accepted: step, zero, pod-kill, scaler-down, behavior" \
+    assert r.returncode == 2 and "unknown scenario 'nope'; accepted: step, zero, pod-kill, scaler-down, percent, behavior" \
         in r.stderr
 
 
