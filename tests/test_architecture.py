@@ -8,7 +8,8 @@ relative imports are resolved against the file's package.
    * ``forecaster.*`` never imports ``scaler`` (anything under it);
    * ``scaler.replay.*`` never imports ``scaler.serve`` or ``scaler.cli``;
    * ``scaler.serve.*`` never imports ``scaler.cli``; only ``scaler.serve.tuning`` imports ``scaler.replay``;
-   * the core (``scaler.spec``, ``scaler.policy``, ``scaler.prom``) never imports
+   * the core (``scaler.spec``, ``scaler.keys``, ``scaler.params``, ``scaler.scaledobject``, ``scaler.policy``,
+     ``scaler.prom``) never imports
      ``scaler.serve``, ``scaler.replay``, ``scaler.cli`` or ``scaler.probe``;
    * ``click``, ``tqdm``, ``matplotlib`` are imported only by ``scaler.cli.*`` and ``scaler.probe.*``.
 2. No module-private name of another project module: neither ``from x import _name`` nor
@@ -30,7 +31,7 @@ TESTS = REPO / "tests"
 PACKAGES = ("scaler", "forecaster")
 MAX_LINES = 500
 UI_LIBS = ("click", "tqdm", "matplotlib")
-CORE = ("scaler.spec", "scaler.policy", "scaler.prom")
+CORE = ("scaler.spec", "scaler.policy", "scaler.prom", "scaler.keys", "scaler.params", "scaler.scaledobject")
 
 
 # ----------------------------------------------------------------------------- walking

@@ -1404,7 +1404,7 @@ def test_service_monitor_labels_are_documented_with_the_kube_prometheus_stack_ex
 
 def test_the_grpc_port_is_6000_everywhere():
     from scaler.cli import main
-    from scaler.cli.tune import DEFAULT_SCALER_ADDRESS
+    from scaler.scaledobject import DEFAULT_SCALER_ADDRESS
     from scaler.serve.server import ServerConfig
     from scaler.spec import GRPC_PORT
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import click
 
+from ..scaledobject import MAX_REPLICAS, MIN_REPLICAS
+
 STAND_IN = {"serverAddress": "http://stand-in:9090", "query": "vector(1)", "qpsPerReplica": "1"}
 FORESCALE_TYPES = ("external", "external-push")
 # keys an external trigger of another scaler may well have too: they alone do not make it forescale's
@@ -143,7 +145,7 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
             name, ns = str(meta.get("name", "")), str(meta.get("namespace", "default"))
             where = f"{_name(path)}: ScaledObject {ns}/{name}"
             spec = doc.get("spec") or {}
-            lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+            lo, hi = spec.get("minReplicaCount", MIN_REPLICAS), spec.get("maxReplicaCount", MAX_REPLICAS)
             if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
                 click.echo(f"{where}: minReplicaCount {lo} is greater than maxReplicaCount {hi} "
                            f"-- document {n}, spec.minReplicaCount", err=True)

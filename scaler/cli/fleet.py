@@ -188,7 +188,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
 
 
 def _placeholder_server() -> str:
-    from .tune import PLACEHOLDER_SERVER
+    from ..scaledobject import PLACEHOLDER_SERVER
 
     return PLACEHOLDER_SERVER
 
@@ -286,7 +286,7 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
     """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
     and the document."""
     from . import render
-    from .tune import PASTE_NOTE
+    from ..scaledobject import PASTE_NOTE
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400

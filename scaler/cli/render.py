@@ -18,7 +18,8 @@ from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families
 from ..replay.families import Family as F
-from .tune import DEFAULT_SCALER_ADDRESS
+from ..scaledobject import (DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER,
+                           POLLING_SECONDS, scaled_object)
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
 
@@ -76,7 +77,7 @@ def to_json(r: Result) -> dict:
             "min_replicas": s.min_replicas,
             "max_replicas": s.max_replicas,
             "tick_seconds": r.scenario.tick,
-            "polling_seconds": 30.0,
+            "polling_seconds": float(POLLING_SECONDS),
             "rate_window_seconds": 120.0,
             "simulated_start": iso(r.sim_start),
             "simulated_end": iso(r.sim_end),
@@ -246,9 +247,9 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
 
 
 def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
-    """The whole ScaledObject running ``p`` (``families.scaled_object``): hybrid's floor as minReplicaCount too."""
+    """The whole ScaledObject running ``p`` (``scaledobject.scaled_object``): hybrid's floor as minReplicaCount too."""
     lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
-    return families.scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
+    return scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
                                   max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance)
 
 
@@ -394,8 +395,6 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                     name: str | None = None) -> dict | None:
     """The ScaledObject that runs an advice option as it was replayed (``advice.Deploy``): a forescale trigger
     through the family table, or KEDA cron windows; None for an option without one."""
-    from .tune import PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
-
     d = o.deploy
     if d is None:
         return None
@@ -405,9 +404,9 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                                                     query=query or PLACEHOLDER_QUERY),
                                tolerance=r.tolerance, extra=dict(d.extra))
         md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
-        return families.scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+        return scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
                                       tolerance=r.tolerance)
-    doc = families.scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+    doc = scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
                                  tolerance=r.tolerance)
     doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
                                                              "desiredReplicas": str(n)}} for a, b, n in d.cron]

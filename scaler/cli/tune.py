@@ -17,18 +17,13 @@ from pathlib import Path
 
 import click
 
-from ..spec import DEFAULTS, GRPC_PORT, MODELS
+from ..scaledobject import DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
+from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
 from .options import (CLUSTER_DEFAULTS, Duration, calendar_options, check_output, cluster_options, cold_start_value, fail, hpa_options,
                       load_trace, model_option, replica_options, require_length, source_options, target_options,
                       to_stdout, world_from_options, write_json)
 
-DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the scalerAddress printed: the one place
-PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
-PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
-PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
-PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
-              "history after tuningMinHistory (these run until then)")
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:

@@ -163,33 +163,3 @@ def _servable_window(v: "Variant") -> bool:
     from forecaster.models.envelope import DEFAULT_WINDOW
 
     return v.window_seconds is not None and abs(v.window_seconds - DEFAULT_WINDOW) < 1e-6
-
-
-def scaled_object(md: Mapping[str, str], *, name: str, namespace: str = "", min_replicas: int = 0,
-                  max_replicas: int = 100, tolerance: float | None = None) -> dict:
-    """A whole ScaledObject (plain data, KEDA's schema) with one forescale trigger of metadata ``md``.
-
-    It spells out the HPA behaviour the replay runs (Kubernetes' defaults: +max(4 pods, 100 %) per 15 s up
-    without stabilisation, -100 % per 15 s down after a 300 s stabilisation window: ``manifest.UP_DEFAULT``...),
-    so that ``backtest --scaledobject`` and a cluster run what was ranked; ``tolerance``: the HPA's scale-up
-    tolerance, written when it is not Kubernetes' default (a beta field; the replay's default is the cluster's).
-    """
-    from ..policy import KUBERNETES_TOLERANCE
-    from .manifest import DOWN_DEFAULT, DOWN_WINDOW_SECONDS, UP_DEFAULT
-
-    def rules(window: int, policies: tuple) -> dict:
-        return {"stabilizationWindowSeconds": window, "selectPolicy": "Max",
-                "policies": [{"type": k, "value": int(v), "periodSeconds": int(p)} for k, v, p in policies]}
-
-    up = rules(0, UP_DEFAULT)
-    if tolerance is not None and abs(tolerance - KUBERNETES_TOLERANCE.up) > 1e-12:
-        up["tolerance"] = format(float(tolerance), "g")
-    spec: dict = {"scaleTargetRef": {"name": name}, "minReplicaCount": int(min_replicas),
-                  "maxReplicaCount": int(max_replicas),
-                  "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-                      "scaleUp": up, "scaleDown": rules(DOWN_WINDOW_SECONDS, DOWN_DEFAULT)}}},
-                  "triggers": [{"type": "external", "metadata": dict(md)}]}
-    meta: dict = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta, "spec": spec}

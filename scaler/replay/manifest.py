@@ -18,19 +18,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ..policy import KUBERNETES_TOLERANCE
+# KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
+from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
+                           MIN_REPLICAS, POLLING_SECONDS, SELECT_DEFAULT, UP_DEFAULT, UP_WINDOW_SECONDS)
 from ..spec import MetadataError, ScalerSpec, parse_metadata
 from . import formula
 from .hpa import Hpa, ScalingPolicy, ScalingRules
 from .keda import FALLBACK_BEHAVIORS, Fallback
-
-# KEDA's and Kubernetes' defaults for what a ScaledObject leaves out
-POLLING_SECONDS = 30
-COOLDOWN_SECONDS = 300
-MAX_REPLICAS = 100
-DOWN_WINDOW_SECONDS = 300  # --horizontal-pod-autoscaler-downscale-stabilization
-UP_DEFAULT = (("Pods", 4, 15), ("Percent", 100, 15))
-DOWN_DEFAULT = (("Percent", 100, 15),)
-METRIC_TYPES = ("AverageValue", "Value")
 
 # the fields the replay honours or that cannot change what it computes (identity, naming, ownership)
 SPEC = {"scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "minReplicaCount",
@@ -155,7 +149,7 @@ def plan(where: str, doc: Mapping) -> Plan:
     poll = ints["pollingInterval"] if ints["pollingInterval"] is not None else POLLING_SECONDS
     if poll < 1:
         raise ManifestError(f"{at}: spec.pollingInterval {poll}: accepted is >= 1 (seconds)")
-    lo = ints["minReplicaCount"] or 0
+    lo = ints["minReplicaCount"] or MIN_REPLICAS
     hi = ints["maxReplicaCount"] if ints["maxReplicaCount"] is not None else MAX_REPLICAS
     if hi < max(lo, 1):
         raise ManifestError(f"{at}: spec.maxReplicaCount {hi} below minReplicaCount {lo} (or 0)")
@@ -170,7 +164,7 @@ def plan(where: str, doc: Mapping) -> Plan:
     beh_at = "spec.advanced.horizontalPodAutoscalerConfig.behavior"
     beh = _mapping(hpa_cfg.get("behavior"), at, beh_at, optional=True)
     _known(beh, {"scaleUp", "scaleDown"}, at, beh_at)
-    up = _rules(beh.get("scaleUp"), at, f"{beh_at}.scaleUp", 0, UP_DEFAULT, KUBERNETES_TOLERANCE.up)
+    up = _rules(beh.get("scaleUp"), at, f"{beh_at}.scaleUp", UP_WINDOW_SECONDS, UP_DEFAULT, KUBERNETES_TOLERANCE.up)
     down = _rules(beh.get("scaleDown"), at, f"{beh_at}.scaleDown", DOWN_WINDOW_SECONDS, DOWN_DEFAULT,
                   KUBERNETES_TOLERANCE.down)
     trig_raw = spec.get("triggers")
@@ -236,7 +230,7 @@ def _rules(raw: Any, at: str, path: str, window: float, default: tuple, tol: flo
     w = _int(r, "stabilizationWindowSeconds", at, path)
     if w is not None and w > 3600:
         raise ManifestError(f"{at}: {path}.stabilizationWindowSeconds {w}: accepted is 0..3600")
-    select = r.get("selectPolicy", "Max")
+    select = r.get("selectPolicy", SELECT_DEFAULT)
     if select not in ("Max", "Min", "Disabled"):
         raise ManifestError(f"{at}: {path}.selectPolicy {select!r}: accepted are Max, Min, Disabled")
     pols_raw = r.get("policies")
@@ -270,7 +264,7 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
     _known(t, TRIGGER, at, where)
     kind = t.get("type")
     name = str(t.get("name") or f"trigger{i}")
-    mt = t.get("metricType", "AverageValue")
+    mt = t.get("metricType", METRIC_TYPES[0])
     if mt not in METRIC_TYPES:
         raise ManifestError(f"{at}: {where}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
     md = _mapping(t.get("metadata"), at, f"{where}.metadata")
@@ -341,7 +335,7 @@ def _modifiers(raw: Any, at: str, triggers: tuple[Trigger, ...]) -> Modifiers | 
     target = _number(m["target"], at, f"{path}.target")
     if target <= 0:
         raise ManifestError(f"{at}: {path}.target must be > 0")
-    mt = m.get("metricType", "AverageValue")
+    mt = m.get("metricType", METRIC_TYPES[0])
     if mt not in METRIC_TYPES:
         raise ManifestError(f"{at}: {path}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
     act = _number(m.get("activationTarget", "0"), at, f"{path}.activationTarget")

@@ -30,6 +30,7 @@ import numpy as np
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
+from ..params import policy_params
 from ..policy import PolicyParams
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
@@ -89,6 +90,13 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
     return v.astype(np.float64)
 
 
+def trigger_params(trig: Trigger) -> PolicyParams:
+    """A forescale trigger's decision knobs: the server's translation (``scaler.params.policy_params``) with the lead
+    from coldStartSeconds and the events read for the replay (``manifest.with_events``)."""
+    assert trig.spec is not None
+    return policy_params(trig.spec, events=trig.events)
+
+
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
                    series: Mapping[str, tuple[np.ndarray, np.ndarray]],
                    down: Sequence[tuple[float, float]] = ()) -> tuple[np.ndarray, dict]:
@@ -97,14 +105,8 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
     idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
-        s = trig.spec
-        assert s is not None
-        params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
-                              qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
-                              level_correction_seconds=s.level_correction_seconds,
-                              floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
-                              events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
-        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (), ticks=idx)
+        params = trigger_params(trig)
+        pv = planned_values(sc, plan.hpa, params, curves(trig) if params.mode != "reactive" else (), ticks=idx)
         values = pv.values.copy()
         for a, b in down:
             values[(times >= a - EPS) & (times < b - EPS)] = np.nan
