@@ -290,7 +290,7 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
-    comments = [f"forescale tune (fleet) for {t.result.trace.name}: {p.variant.label()}",
+    comments = [f"forescale tune (fleet) for {t.result.trace.name}: {p.label}",
                 f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "

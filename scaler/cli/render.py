@@ -173,7 +173,7 @@ def frontier_json(r: Result) -> list[dict]:
             "replica_hours": o.replica_hours,
             "cost_ratio": p.cost_ratio,
             "pareto": p.pareto,
-            "label": p.variant.label(),
+            "label": p.label,
             "selectable": p.selectable,
             "default": p.default,
             "reference": p.policy == F.ORACLE,
@@ -189,7 +189,7 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
     d: dict = {"target_miss": sel.target_miss, "reactive_miss": r.reactive_miss, "max_cost_ratio": sel.max_cost_ratio,
                "met": sel.met, "message": sel.message}
     if p is not None:
-        d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(r.tolerance),
+        d.update(policy=p.policy, label=p.label, knobs=p.knobs(r.tolerance),
                  underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,
                  replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
     if md is not None:
@@ -210,7 +210,7 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
             continue
         mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
-        lines.append(f"{mark:<2}{p.variant.label()[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
+        lines.append(f"{mark:<2}{p.label[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")
     n_p = sum(p.pareto for p in r.points)
     lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "

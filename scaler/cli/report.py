@@ -249,7 +249,7 @@ def _sweep_plot(r: Result, path: Path, selection=None) -> None:
         if p is not None and p.cost_ratio is not None:
             ax.scatter([p.cost_ratio], [100 * p.miss], marker="*", s=380, color="gold", edgecolors="black",
                        lw=0.8, zorder=6)
-            ax.annotate(f"chosen: {p.variant.label()}\n{100 * p.miss:.3f} % missed, {p.cost_ratio:.3f}x oracle",
+            ax.annotate(f"chosen: {p.label}\n{100 * p.miss:.3f} % missed, {p.cost_ratio:.3f}x oracle",
                         (p.cost_ratio, 100 * p.miss), textcoords="offset points", xytext=(18, 28), fontsize=9,
                         weight="bold", arrowprops=dict(arrowstyle="-", color="#555555", lw=0.7),
                         bbox=dict(facecolor="white", alpha=0.85, lw=0, pad=1.5))
@@ -273,7 +273,7 @@ def _sweep_plot(r: Result, path: Path, selection=None) -> None:
                    zorder=3, clip_on=False)
     if beyond:
         ax.text(0.99, 0.09, "beyond the axis (>):\n" + "\n".join(
-                f"{p.variant.label()}: {p.cost_ratio:.2f}x, {100 * p.miss:.3g} %" for p in beyond[:8])
+                f"{p.label}: {p.cost_ratio:.2f}x, {100 * p.miss:.3g} %" for p in beyond[:8])
                 + (f"\n... {len(beyond) - 8} more" if len(beyond) > 8 else ""),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#444444",
                 bbox=dict(facecolor="white", alpha=0.85, lw=0, pad=2))
@@ -317,7 +317,7 @@ def _sweep_html(r: Result, selection) -> str:
     chosen = ""
     if selection is not None and selection.point is not None:
         chosen = (f"<p><b>{'Chosen' if selection.met else 'Target NOT met; closest'}:</b> "
-                  f"{html.escape(selection.point.variant.label())} -- {html.escape(selection.message)}.</p>")
+                  f"{html.escape(selection.point.label)} -- {html.escape(selection.message)}.</p>")
     return f"""<h2>Frontier ({len(r.points)} configurations)</h2>
 {chosen}<table><tr><th>Pareto-optimal configuration</th><th>missed %</th><th>violation min</th><th>replica-h</th>
 <th>x oracle</th></tr>

@@ -41,7 +41,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     if r.reactive_miss is not None:
         lines.append(f"target    missed requests <= {100 * r.target_miss:.3f} %: the asked multiple of reactive KEDA's "
                      f"{100 * r.reactive_miss:.3f} % on this span")
-    lines.append(f"chosen    {p.variant.label()}: {sel.message} ({verdict})")
+    lines.append(f"chosen    {p.label}: {sel.message} ({verdict})")
     lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
                  f"replicas")
@@ -53,13 +53,13 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
             refs.append(("forescale's default", pt))
     for what, pt in refs:
         if pt is not p:
-            lines.append(f"compare   {what} ({pt.variant.label()}): missed {100 * pt.miss:.3f} %, "
+            lines.append(f"compare   {what} ({pt.label}): missed {100 * pt.miss:.3f} %, "
                          f"{pt.cost_ratio:.3f}x oracle")
     beats = [q for q in r.points if not q.selectable and q.policy in ANCHORS and q.miss <= p.miss and q.cost <= p.cost
              and (q.miss < p.miss or q.cost < p.cost)]
     if beats:
         q = min(beats, key=lambda q: (q.cost, q.miss))
-        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.variant.label()} misses "
+        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.label} misses "
                      f"{100 * q.miss:.3f} % at {q.cost_ratio:.3f}x oracle")
     hol = holidays_line(r, sel)
     if hol:
@@ -72,7 +72,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+                f"{p.label}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
     if hol:
         comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):
@@ -93,7 +93,7 @@ def holidays_line(r, sel) -> str:
     kept = p.variant.calendar
     other = select([q for q in r.points if q.variant.calendar is (not kept)], sel.target_miss, sel.max_cost_ratio)
     vs = "" if other.point is None else (
-        f"; the best {'without' if kept else 'with'} them: {other.point.variant.label()}, missed "
+        f"; the best {'without' if kept else 'with'} them: {other.point.label}, missed "
         f"{100 * other.point.miss:.3f} % at {other.point.cost_ratio:.3f}x oracle"
         + ("" if other.met else " (target not met)"))
     return (f"holidays  {r.settings.holidays} {'kept: the holiday handling pays off' if kept else 'dropped: the forecast without the holiday handling is as good or better'}"

@@ -33,117 +33,23 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from forecaster.base import Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
-
 from ..misstarget import MissTarget, as_target
-from ..spec import DEFAULTS, LeadTime, parse_duration
+from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
-from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_import, restore, slice_series
+from .forecasts import ModelRun, band, fit_task, fit_threaded, restore, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
-from .policies import Context, Evaluated, evaluate_batch, oracle
+from .batches import Evaluated, evaluate_batch
+from .families import TABLE, family
+from .families.oracle import oracle
+from .policies import Context
 from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
+from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
 from . import scenarios, world
-from .world import World
 
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
 Progress = Callable[[int, int], None]  # (units done since the last call, total units)
-
-
-class ReplayError(ValueError):
-    """Bad input for a replay: the message names what was wrong and what is accepted."""
-
-
-@dataclass(frozen=True)
-class Trace:
-    name: str
-    series: Series
-    hygiene: str  # the HygieneReport's one-line message
-    source: str  # path or URL
-    attribution: str = ""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Every knob of one backtest (defaults: the scaler's documented metadata defaults)."""
-
-    cold_start_seconds: float = float(DEFAULTS["coldStartSeconds"])
-    qps_per_replica: float | None = None  # None: derived from the simulated span's peak
-    buffer_seconds: float | None = None  # None: forecastErrorSeconds + schedulingSeconds + readinessSeconds
-    model: str = DEFAULTS["model"]
-    quantile: float = float(DEFAULTS["quantile"])
-    history_seconds: float = parse_duration(DEFAULTS["history"])
-    refit_seconds: float = parse_duration(DEFAULTS["refitInterval"])
-    span_seconds: float = 2 * DAY
-    sim_start: float | None = None
-    level_correction_seconds: float = parse_duration(DEFAULTS["levelCorrection"])
-    headroom: float = float(DEFAULTS["headroom"])
-    hpa_tolerance: float = float(DEFAULTS["hpaTolerance"])  # the emulated HPA's and the policy's
-    min_replicas: int = Hpa.min_replicas  # KEDA's minReplicaCount default
-    max_replicas: int = Hpa.max_replicas  # KEDA's maxReplicaCount default
-    activation_threshold: float = float(DEFAULTS["activationThreshold"])
-    hybrid_floor_percentile: float = 10.0
-    policies: tuple[str, ...] = POLICIES
-    seed: int = 0
-    holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
-    holiday_window: int = 0  # holidayWindow, days
-    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
-    timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone whose calendar days the holidays are
-    events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
-    holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
-    world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
-    aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
-
-    def lead(self) -> LeadTime:
-        lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
-                      float(DEFAULTS["schedulingSeconds"]), float(DEFAULTS["readinessSeconds"]),
-                      self.buffer_seconds)
-        return lt
-
-    def holiday_days(self, t_first: float, t_last: float) -> tuple[int, ...]:
-        """The days (local to ``timezone``) of ``holidays`` (with ``holiday_window``) between two times; () when off."""
-        if not self.holidays:
-            return ()
-        from forecaster.calendar import holiday_days
-
-        return tuple(holiday_days(self.holidays, t_first, t_last, self.holiday_window, self.timezone))
-
-    def validate(self) -> None:
-        if not (math.isfinite(self.cold_start_seconds) and self.cold_start_seconds >= 0):
-            raise ReplayError(f"cold start {self.cold_start_seconds:g} s: accepted is a finite number of seconds >= 0")
-        if self.qps_per_replica is not None and not (math.isfinite(self.qps_per_replica) and self.qps_per_replica > 0):
-            raise ReplayError(f"qps per replica {self.qps_per_replica:g}: accepted is a finite number > 0")
-        if not 0 < self.quantile < 1:
-            raise ReplayError(f"quantile {self.quantile:g}: accepted is a number strictly between 0 and 1")
-        unknown = [p for p in self.policies if p not in POLICIES]
-        if unknown or not self.policies:
-            raise ReplayError(f"unknown policy {', '.join(map(repr, unknown)) or '(none given)'}; "
-                                f"accepted: {', '.join(POLICIES)} (comma-separated)")
-        quiet_prophet_import()
-        from forecaster.models import NAMES
-
-        if self.model not in NAMES:
-            raise ReplayError(f"unknown model {self.model!r}; accepted: {', '.join(NAMES)}")
-        if self.holidays:
-            from forecaster.calendar import CalendarError, parse_holidays_spec
-
-            try:
-                parse_holidays_spec(self.holidays)
-            except CalendarError as e:
-                raise ReplayError(str(e)) from None
-        if not 0 <= self.hpa_tolerance < 1:
-            raise ReplayError(f"HPA tolerance {self.hpa_tolerance:g}: accepted is a fraction in [0, 1)")
-        if self.refit_seconds <= 0 or self.span_seconds <= 0 or self.history_seconds <= 0:
-            raise ReplayError("--refit, --span and --history must be positive durations")
-        if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
-            raise ReplayError(f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is "
-                                f"0 <= min <= max, max >= 1")
-        try:
-            self.world.validate(self.cold_start_seconds)
-        except ValueError as e:
-            raise ReplayError(str(e)) from None
 
 
 def nice_round(x: float) -> float:
@@ -344,6 +250,11 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     target_miss = None if target is None else target.absolute(reactive_miss or 0.0)
 
     vs = list(dict.fromkeys(variants))
+    for v in vs:
+        try:
+            family(v.policy)
+        except ValueError as e:
+            raise ReplayError(str(e)) from None
     if not any(v.policy == "oracle" for v in vs):
         vs.append(Variant("oracle"))  # the cost reference
     n_cutoffs = int(round((end - start) / step))
@@ -445,7 +356,7 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         p = e.variant.policy
         if e.timeline is not None and p in settings.policies and p not in pol:
             pol[p] = PolicyRun(p, e.timeline, e.outcome, e.note, e.reasons)
-    pol = {k: pol[k] for k in POLICIES if k in pol}
+    pol = {k: pol[k] for k in TABLE if k in pol}  # in the table's order
     used = replace(settings, policies=tuple(pol) or settings.policies)
     if scaled_objects:
         from .triggers import replay_scaled_objects

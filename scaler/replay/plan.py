@@ -30,7 +30,8 @@ from . import advice as adv
 from .engine import Result
 from .forecasts import Packed, slice_series
 from .hpa import Hpa, run_hpa, value_ticks
-from .policies import Context, base_values, finish, fixed_pool
+from .batches import base_values
+from .policies import Context, finish, fixed_pool
 from .scenario import Scenario
 from .families import Family as F
 from .variants import Variant, default_variant

@@ -21,7 +21,8 @@ from .fitcache import FitCache
 from .forecasts import Packed
 from .hpa import run_hpa
 from .plan import context_of
-from .policies import base_values, baseline, finish
+from .batches import base_values, baseline
+from .policies import finish
 from .world import live
 
 

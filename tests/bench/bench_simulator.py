@@ -15,6 +15,7 @@ import numpy as np
 from forecaster.base import Forecast
 from scaler.replay import hpa as hpa_mod
 from scaler.replay import policies as pol
+from scaler.replay.families.oracle import oracle
 from scaler.replay import scenario as scn
 from scaler.cli import traces
 from scaler.replay import engine
@@ -69,7 +70,7 @@ def main() -> None:
         if name == "keep_alive":
             tl = pol.fixed_pool(sc, int(math.ceil(np.max(sc.demand) / q)))
         elif name == "oracle":
-            tl = pol.oracle(sc)
+            tl = oracle(sc)
         else:
             tl = hpa_mod.run_hpa(sc, vals, hpa)
         scn.evaluate(sc, tl)
