@@ -61,6 +61,8 @@ def make(name: str, **options: Any) -> Forecaster:
     if cls.name in STATS_MODELS and not statsforecast_available():
         raise ValueError(missing_models_message(cls.name))
     accepted = [f.name for f in fields(cls)]
+    if "make" in accepted:  # a model built of others (auto) builds them through this registry
+        options.setdefault("make", make)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for model {name!r}; accepted: {', '.join(accepted)}")
@@ -110,7 +112,7 @@ def from_state(state: dict) -> Fitted:
     try:
         if "holiday_rule" in state:  # a fit wrapped by the holiday mechanism
             return HolidayFitted.from_state(state, from_state)
-        return cls.from_state(state)
+        return cls.from_state(state, from_state) if getattr(cls, "nests", False) else cls.from_state(state)
     except (KeyError, TypeError, IndexError) as e:
         raise ValueError(f"malformed {name} state: missing or bad field {e}") from None
 

@@ -23,6 +23,12 @@ from ..scaledobject import (DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDE
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
 
+# one colour per policy in every plot and page (report's PNGs, report_html's page)
+COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
+          "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c", "envelope": "#ff7f0e",
+          "aws_like": "#bcbd22", "mimir_like": "#aec7e8"}
+
+
 def _num(x: float) -> float | None:
     """JSON-safe float (NaN/Inf -> null)."""
     return float(x) if x is not None and math.isfinite(x) else None

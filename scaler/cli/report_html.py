@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..replay.engine import Result
+from .render import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 from .render import pool
 
 MAX_POINTS = 4000  # per line: keeps the page small on long spans (max/min pooling keeps the peaks)
@@ -63,7 +64,6 @@ def _shade(fig, periods) -> None:
 def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, str, object]]:
     import plotly.graph_objects as go
 
-    from .report import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 
     sc = r.scenario
     periods = calendar_periods(r)

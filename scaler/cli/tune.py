@@ -20,9 +20,9 @@ import click
 from ..scaledobject import DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
-from .options import (CLUSTER_DEFAULTS, Duration, calendar_options, check_output, cluster_options, cold_start_value, fail, hpa_options,
-                      load_trace, model_option, replica_options, require_length, source_options, target_options,
-                      to_stdout, world_from_options, write_json)
+from .options import (Duration, calendar_options, check_output, cluster_options, fail, hpa_options, load_trace,
+                      model_option, replay_settings, replica_options, require_length, source_options, target_options,
+                      to_stdout, write_json)
 
 
 
@@ -151,13 +151,11 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(timeseries_path, "--timeseries")
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
-    cold = cold_start_value(cold_start, cold_start_from)
-    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
+    settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
+                               calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+                               model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
-    settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
-                           model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
-                           world=world, **(calendar or {}))
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:

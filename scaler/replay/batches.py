@@ -14,7 +14,8 @@ from . import search
 from .families import family
 from .families.base import Stage1
 from .forecasts import Packed
-from .hpa import Hpa, run_hpa
+from .hpa import Hpa
+from .keda import run_hpa
 from .policies import Context, finish
 from .scenario import Outcome, Timeline, evaluate
 from .variant import Variant

@@ -5,7 +5,7 @@ scaling policies on SLO misses and GPU cost. Nothing here reads a clock, a
 file or the environment; every input is an argument. The sequential loop that
 composes the rules tick by tick is ``hpaloop.run_loop``; KEDA's layer over it
 (several triggers, activation, fallback, scalingModifiers, idle replicas) is
-``keda``; ``run_hpa`` below is the one-metric case every policy family uses.
+``keda``, with ``keda.run_hpa`` the one-metric case every policy family uses.
 
 Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 
@@ -99,7 +99,7 @@ except ImportError:
 
 from .. import scaledobject as so
 from ..policy import KUBERNETES_TOLERANCE, Tolerance
-from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
+from .scenario import EPS, TICK_SECONDS
 
 
 
@@ -479,21 +479,3 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
     ticks (0..285 s) old; one exactly 300 s old is out (Kubernetes' ``After(cutoff)``).
     """
     return seconds / tick - EPS
-
-
-def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
-    """Replay KEDA + HPA over the scenario with the value the scaler answers at each ``value_ticks`` tick (one
-    AverageValue metric; IsActive = value > activationThreshold at each poll).
-
-    ``values[k]`` is the value at the k-th of ``value_ticks``. The initial state is steady:
-    ``initial_replicas`` (default: what the first value asks for, within the bounds), all ready.
-    """
-    from .keda import Metric, replay
-
-    values = np.asarray(values, dtype=np.float64)
-    need = len(value_ticks(sc.n, hpa, sc.tick))
-    if values.shape[0] < need:
-        raise ValueError(f"need {need} values for {sc.n} ticks, got {values.shape[0]}")
-    active = values[value_at_polls(sc.n, hpa, sc.tick)] > hpa.activation_threshold
-    return replay(sc, hpa, [Metric(values[:need], hpa.target, live=not hpa.cached_metrics)], active,
-                  initial_replicas=initial_replicas)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..policy import KUBERNETES_TOLERANCE
 # KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
@@ -302,8 +303,6 @@ def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, 
                        query=md.get("query", ""))
     if kind == "cron":
         _known(md, CRON_KEYS, at, f"{where}.metadata")
-        from .triggers import check_cron
-
         for k in ("timezone", "start", "end", "desiredReplicas"):
             if not md.get(k):
                 raise ManifestError(f"{at}: {where}.metadata.{k} is required (cron: timezone, start, end, "
@@ -318,6 +317,20 @@ def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, 
         return Trigger("cron", name, where, per_pod, 1.0, 0.0, timezone=md["timezone"], start=md["start"],
                        end=md["end"], desired=int(desired))
     raise ManifestError(f"{at}: {where}.type {kind!r} cannot be replayed; accepted: {', '.join(TRIGGER_TYPES)}")
+
+
+def check_cron(timezone: str, start: str, end: str) -> None:
+    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
+    from croniter import croniter
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
+    for key, expr in (("start", start), ("end", end)):
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
+                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
 
 
 def _modifiers(raw: Any, at: str, triggers: tuple[Trigger, ...]) -> Modifiers | None:

@@ -29,7 +29,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from . import advice as adv
 from .engine import Result
 from .forecasts import Packed, slice_series
-from .hpa import Hpa, run_hpa, value_ticks
+from .hpa import Hpa, value_ticks
+from .keda import run_hpa
 from .batches import base_values
 from .policies import Context, finish, fixed_pool
 from .scenario import Scenario

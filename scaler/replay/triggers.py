@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -41,20 +41,6 @@ from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
-
-
-def check_cron(timezone: str, start: str, end: str) -> None:
-    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
-    from croniter import croniter
-
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
-    for key, expr in (("start", start), ("end", end)):
-        if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
-                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
 
 
 def _occurrences(expr: str, tz: ZoneInfo, t0: float, t1: float) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 
 from forecaster.base import Forecast
 from scaler.replay import hpa as hpa_mod
+from scaler.replay.keda import run_hpa
 from scaler.replay import policies as pol
 from scaler.replay.families.oracle import oracle
 from scaler.replay import scenario as scn
@@ -72,7 +73,7 @@ def main() -> None:
         elif name == "oracle":
             tl = oracle(sc)
         else:
-            tl = hpa_mod.run_hpa(sc, vals, hpa)
+            tl = run_hpa(sc, vals, hpa)
         scn.evaluate(sc, tl)
         tc = time.perf_counter()
         total_ticks += sc.n

@@ -16,7 +16,8 @@ from scaler.replay import anchors, calibration, engine, forecasts, frontier, sea
 from scaler.replay import batches
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
-from scaler.replay.hpa import run_hpa, value_ticks
+from scaler.replay.hpa import value_ticks
+from scaler.replay.keda import run_hpa
 
 T0 = 1_700_006_400.0  # a Wednesday 00:00 UTC
 DAY = 86400.0

@@ -13,7 +13,8 @@ import pytest
 from forecaster.base import Forecast
 from scaler.policy import PolicyParams, decide
 from scaler.policy import to_milli
-from scaler.replay.hpa import Hpa, poll_count, run_hpa
+from scaler.replay.hpa import Hpa, poll_count
+from scaler.replay.keda import run_hpa
 from scaler.replay.forecasts import Curve
 from scaler.replay.families.oracle import oracle
 from scaler.replay.policies import fixed_pool, planned_values

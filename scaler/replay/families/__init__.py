@@ -5,7 +5,7 @@ A family is one module of this package with a ``PolicyFamily`` (``base``): its k
 metadata mapping, its evaluation and its label. A new family is one new module and one line in ``TABLE`` below
 (``tests/replay/test_family_plugin.py`` adds one from the tests with ``register``).
 
-``Variant -> ScalerSpec -> trigger metadata`` goes through ``to_spec`` and ``scaler.spec.to_metadata`` and nowhere
+``Variant -> ScalerSpec -> trigger metadata`` goes through ``to_spec`` and ``scaler.specwrite.to_metadata`` and nowhere
 else: ``forescale tune``, the fleet's ScaledObjects, ``backtest --advise``, the frontier JSON's ``knobs`` and the
 server's ``tuning: auto`` all call ``deployment`` / ``to_spec`` / ``metadata`` / ``knobs`` here.
 """
@@ -16,7 +16,8 @@ import dataclasses
 from typing import Mapping
 
 from ...durations import format_duration
-from ...spec import ScalerSpec, parse_metadata, to_metadata
+from ...spec import ScalerSpec, parse_metadata
+from ...specwrite import to_metadata
 from ..variant import Variant
 from . import (aws_like, envelope, hybrid, keep_alive, linear_trend, mimir_like, oracle, predictive, reactive,
                scheduled, seasonal_naive)

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..hpa import run_hpa, value_ticks
+from ..hpa import value_ticks
+from ..keda import run_hpa
 from ..policies import Context
 from ..scenario import DAY, Timeline
 from ..variant import Variant
