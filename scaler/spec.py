@@ -316,6 +316,9 @@ def _lead_fields(r: "_Reader") -> dict:
 def _forecast_fields(r: "_Reader") -> dict:
     """The decision's and the forecast's knobs: mode, model, quantile, the series' window, the corrections."""
     mode = r.choice("mode", MODES)
+    refused = model_refusal(r.raw("model"))
+    if refused is not None:
+        raise MetadataError("model", r.raw("model"), f"{' | '.join(MODELS)}; this model plugin was refused: {refused}")
     model = r.choice("model", MODELS)
     if model in ("mstl", "ets"):  # statsforecast's models: the forescale[models] extra may not be installed
         from forecaster.models.statsf import missing_models_message, statsforecast_available
@@ -384,6 +387,13 @@ def _check_horizon(r: "_Reader", lead: LeadTime, refit: float, step: float) -> N
         raise MetadataError("refitInterval", r.raw("refitInterval"),
                             f"a forecast horizon (2 x refitInterval + lead) of at most {MAX_HORIZON_STEPS} steps of "
                             f"{step:g}s (MAX_HORIZON_STEPS): a shorter refitInterval or a longer step")
+
+
+def model_refusal(name: str | None) -> str | None:
+    """Why the model plugin ``name`` was refused (``forecaster.models.refused``), None when it was not."""
+    from forecaster.models import refused
+
+    return None if name is None else refused().get(name.strip().lower())
 
 
 def _redacted_url(v: str) -> str:

@@ -98,6 +98,10 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
         raise click.UsageError("--tls-cert and --tls-key go together (PEM files)")
     if tls_client_ca and not tls_cert:
         raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS plus client certificates)")
+    from forecaster.models import refused
+
+    for name, why in refused().items():  # said once at start; a trigger naming one gets INVALID_ARGUMENT with it
+        click.echo(f"forescale serve: model plugin {name!r} refused: {why}", err=True)
     try:
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
