@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,8 +33,9 @@ def child(code: str, path: Path, *args: str, timeout: int = 600) -> subprocess.C
 def installed(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("plugin")
     build = tmp_path_factory.mktemp("build")
+    src = shutil.copytree(EXAMPLE, build / "src")  # setuptools builds in the source tree: not in the repository's
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--no-index", "--target", str(target), str(EXAMPLE)], capture_output=True, text=True,
+                           "--no-index", "--target", str(target), str(src)], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "TMPDIR": str(build)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (target / "forescale_ewma" / "__init__.py").exists()
