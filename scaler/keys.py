@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forecaster.models import BUILTINS, DEFAULT as DEFAULT_MODEL, NAMES as MODELS
+from forecaster.models import BUILTINS, DEFAULT as DEFAULT_MODEL, NAMES
 
 from .policy import KUBERNETES_TOLERANCE
 from .scaledobject import GRPC_PORT  # noqa: F401 (re-exported: the vocabulary's callers import it from here)
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
-# MODELS: the forecaster's registry (forecaster.models.NAMES: the built-ins and the plugins accepted), never a copy
+MODELS = NAMES  # the forecaster's registry (forecaster.models.NAMES: the built-ins and the plugins accepted), no copy
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  #
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
-PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
-              "history after tuningMinHistory (these run until then)")
+PASTE_NOTE = (
+    "tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
+    "history after tuningMinHistory (these run until then)"
+)
 
 # ---------------------------------------------------------------- KEDA's defaults (ScaledObject spec)
 
@@ -44,8 +46,15 @@ UP_DEFAULT = (("Pods", UP_PODS, UP_PERIOD_SECONDS), ("Percent", UP_PERCENT, UP_P
 DOWN_DEFAULT = (("Percent", DOWN_PERCENT, DOWN_PERIOD_SECONDS),)
 
 
-def scaled_object(md: Mapping[str, str], *, name: str, namespace: str = "", min_replicas: int = MIN_REPLICAS,
-                  max_replicas: int = MAX_REPLICAS, tolerance: float | None = None) -> dict:
+def scaled_object(
+    md: Mapping[str, str],
+    *,
+    name: str,
+    namespace: str = "",
+    min_replicas: int = MIN_REPLICAS,
+    max_replicas: int = MAX_REPLICAS,
+    tolerance: float | None = None,
+) -> dict:
     """A whole ScaledObject (plain data, KEDA's schema) with one forescale trigger of metadata ``md``.
 
     It spells out the HPA behaviour the replay runs (Kubernetes' defaults above: +max(4 pods, 100 %) per 15 s up
@@ -55,17 +64,26 @@ def scaled_object(md: Mapping[str, str], *, name: str, namespace: str = "", min_
     """
 
     def rules(window: int, policies: tuple) -> dict:
-        return {"stabilizationWindowSeconds": window, "selectPolicy": SELECT_DEFAULT,
-                "policies": [{"type": k, "value": int(v), "periodSeconds": int(p)} for k, v, p in policies]}
+        return {
+            "stabilizationWindowSeconds": window,
+            "selectPolicy": SELECT_DEFAULT,
+            "policies": [{"type": k, "value": int(v), "periodSeconds": int(p)} for k, v, p in policies],
+        }
 
     up = rules(UP_WINDOW_SECONDS, UP_DEFAULT)
     if tolerance is not None and abs(tolerance - HPA_TOLERANCE) > 1e-12:
         up["tolerance"] = format(float(tolerance), "g")
-    spec: dict = {"scaleTargetRef": {"name": name}, "minReplicaCount": int(min_replicas),
-                  "maxReplicaCount": int(max_replicas),
-                  "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-                      "scaleUp": up, "scaleDown": rules(DOWN_WINDOW_SECONDS, DOWN_DEFAULT)}}},
-                  "triggers": [{"type": "external", "metadata": dict(md)}]}
+    spec: dict = {
+        "scaleTargetRef": {"name": name},
+        "minReplicaCount": int(min_replicas),
+        "maxReplicaCount": int(max_replicas),
+        "advanced": {
+            "horizontalPodAutoscalerConfig": {
+                "behavior": {"scaleUp": up, "scaleDown": rules(DOWN_WINDOW_SECONDS, DOWN_DEFAULT)}
+            }
+        },
+        "triggers": [{"type": "external", "metadata": dict(md)}],
+    }
     meta: dict = {"name": name}
     if namespace:
         meta["namespace"] = namespace

@@ -130,16 +130,25 @@ class CheckedFit:
         except Exception as e:
             raise FitFailed(f"model plugin {name}: predict raised {type(e).__name__}: {str(e)[:200]}") from None
 
-    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
-                recent: Series | None = None) -> Forecast:
+    def predict(
+        self,
+        horizon: int,
+        quantiles: Sequence[float] = (),
+        *,
+        origin: float | None = None,
+        recent: Series | None = None,
+    ) -> Forecast:
         try:
             fc = self.inner.predict(horizon, quantiles, origin=origin, recent=recent)
         except (InsufficientHistory, FitFailed, ValueError):
             raise
         except Exception as e:
             raise FitFailed(f"model plugin {self.plugin}: predict raised {type(e).__name__}: {str(e)[:200]}") from None
-        start = origin if origin is not None else (float(recent.t[-1]) if recent is not None and len(recent)
-                                                    else float(self.inner.last_t))
+        start = (
+            origin
+            if origin is not None
+            else (float(recent.t[-1]) if recent is not None and len(recent) else float(self.inner.last_t))
+        )
         check_forecast(self.plugin, fc, horizon, quantiles, start, float(self.inner.step))
         return fc
 
@@ -155,6 +164,7 @@ class CheckedFit:
 def check_forecast(name: str, fc: Any, horizon: int, quantiles: Sequence[float], origin: float, step: float) -> None:
     """FitFailed naming what breaks the contract: a ``Forecast`` of ``horizon`` points at ``origin + step * k``,
     finite and non-negative, every quantile asked for, none crossing."""
+
     def bad(what: str) -> FitFailed:
         return FitFailed(f"model plugin {name} violates the forecast contract: {what}")
 

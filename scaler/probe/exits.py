@@ -16,7 +16,7 @@ class ProbeFailed(click.ClickException):
 
     def __init__(self, exc: ProbeError | str) -> None:
         super().__init__(str(exc))
-        self.exit_code = getattr(exc, "exit_code", 2)
+        self.exit_code = getattr(exc, "exit_code", 2)  # type: ignore[misc]  # click's is a class attribute
 
 
 def write_json(path: str, report: dict) -> None:

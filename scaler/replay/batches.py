@@ -50,8 +50,9 @@ def _knob_note(v: Variant, tolerance: float) -> str:
     return note
 
 
-def evaluate_batch(ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: Packed | None,
-                   target_miss: float | None = None) -> list[Evaluated]:
+def evaluate_batch(
+    ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: Packed | None, target_miss: float | None = None
+) -> list[Evaluated]:
     """Replay configurations; ``(variant, keep_timeline)`` pairs, all of one model and quantile (or none).
 
     With ``target_miss``: also, per stage-1 value sequence and compensation setting in the batch, the
@@ -89,12 +90,14 @@ def evaluate_batch(ctx: Context, batch: Sequence[tuple[Variant, bool]], packed: 
     for (k1, comp), (v0, tried) in groups.items():
         base, reasons, hpa, note, extra = stage1[k1]
         tol = ctx.tolerance if comp else 0.0
-        found = search.cheapest_meeting(lambda h: evaluate(sc, replay(base, hpa, h, tol)), target_miss,
-                                        seed=tuple(tried))
+        found = search.cheapest_meeting(
+            lambda h: evaluate(sc, replay(base, hpa, h, tol)), target_miss, seed=tuple(tried)
+        )
         if found is not None and all(abs(found.headroom - h) > 1e-9 for h, _ in tried):  # a grid point: nothing new
             v = replace(v0, headroom=float(found.headroom), searched=True)
-            out.append(Evaluated(v, found.outcome, dict(reasons), note + _knob_note(v, tol) + ", searched",
-                                 None, dict(extra)))
+            out.append(
+                Evaluated(v, found.outcome, dict(reasons), note + _knob_note(v, tol) + ", searched", None, dict(extra))
+            )
     return out
 
 

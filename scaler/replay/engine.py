@@ -294,6 +294,7 @@ def planned(series, su: Setup, settings: Settings, vs: list[Variant], score: Seq
     need_q: dict[str, set[float]] = {m: set(band(q)) for m in models}
     for v in vs:
         if v.model is not None:
+            assert v.quantile is not None  # a configuration with a model has its quantile
             need_q[v.model].add(float(v.quantile))
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
@@ -307,6 +308,7 @@ def planned(series, su: Setup, settings: Settings, vs: list[Variant], score: Seq
     by_model: dict[str, dict[float, list[tuple[Variant, bool]]]] = {}
     for v in vs:
         if v.model is not None:
+            assert v.quantile is not None
             by_model.setdefault(v.model, {}).setdefault(float(v.quantile), []).append((v, is_default(v, settings)))
     refits = -(-n_cutoffs // refit_every)
     return Work(models, fit_kw, free, by_model, refits, len(models) * refits + len(vs))
@@ -364,6 +366,7 @@ def in_world(settings: Settings, su: Setup, pol: dict[str, PolicyRun], runs: dic
     held: dict[str, np.ndarray] = {}
     if W.placeholder_policy and "predictive" in pol and settings.model in runs:
         base = pol["predictive"]
+        assert base.timeline.value is not None  # a replayed policy's timeline holds the value KEDA got
         held[world.PLACEHOLDER] = world.placeholder_counts(
             sc, su.hpa, base.timeline.value, runs[settings.model].curves, lead_long=su.lead.seconds
             + W.extra_lead_seconds, quantile=settings.quantile,

@@ -51,9 +51,19 @@ class Done:
         self.timing[f"forecast_{model}_seconds"] = mr.seconds
 
 
-def execute(ctx: Context, series: Series, start: float, end: float, work: Work, target_miss: float | None, *,
-            jobs: int, executor: ProcessPoolExecutor | None, fits: FitCache | None,
-            tick: Callable[[int], None]) -> Done:
+def execute(
+    ctx: Context,
+    series: Series,
+    start: float,
+    end: float,
+    work: Work,
+    target_miss: float | None,
+    *,
+    jobs: int,
+    executor: ProcessPoolExecutor | None,
+    fits: FitCache | None,
+    tick: Callable[[int], None],
+) -> Done:
     """Run ``work`` (``jobs`` 1 and no ``executor``: in this process, ``fits`` used; else in the pool)."""
     done = Done()
     if executor is None and jobs <= 1:
@@ -64,8 +74,17 @@ def execute(ctx: Context, series: Series, start: float, end: float, work: Work, 
     return done
 
 
-def in_process(ctx: Context, series: Series, start: float, end: float, work: Work, target_miss: float | None,
-               fits: FitCache | None, tick: Callable[[int], None], done: Done) -> None:
+def in_process(
+    ctx: Context,
+    series: Series,
+    start: float,
+    end: float,
+    work: Work,
+    target_miss: float | None,
+    fits: FitCache | None,
+    tick: Callable[[int], None],
+    done: Done,
+) -> None:
     """One process: each model's fits in a thread (``forecasts.fit_threaded``) while this one replays."""
 
     def meanwhile() -> None:
@@ -81,8 +100,18 @@ def in_process(ctx: Context, series: Series, start: float, end: float, work: Wor
             tick(len(batch))
 
 
-def in_pool(ctx: Context, series: Series, start: float, end: float, work: Work, target_miss: float | None,
-            jobs: int, executor: ProcessPoolExecutor | None, tick: Callable[[int], None], done: Done) -> None:
+def in_pool(
+    ctx: Context,
+    series: Series,
+    start: float,
+    end: float,
+    work: Work,
+    target_miss: float | None,
+    jobs: int,
+    executor: ProcessPoolExecutor | None,
+    tick: Callable[[int], None],
+    done: Done,
+) -> None:
     """Worker processes: every fit and the model-free chunks at once, a model's chunks as its curves arrive."""
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))

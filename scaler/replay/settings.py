@@ -64,9 +64,13 @@ class Settings:
     aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
 
     def lead(self) -> LeadTime:
-        lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
-                      float(DEFAULTS["schedulingSeconds"]), float(DEFAULTS["readinessSeconds"]),
-                      self.buffer_seconds)
+        lt = LeadTime(
+            self.cold_start_seconds,
+            float(DEFAULTS["forecastErrorSeconds"]),
+            float(DEFAULTS["schedulingSeconds"]),
+            float(DEFAULTS["readinessSeconds"]),
+            self.buffer_seconds,
+        )
         return lt
 
     def holiday_days(self, t_first: float, t_last: float) -> tuple[int, ...]:
@@ -87,8 +91,10 @@ class Settings:
         table = [n for n, f in TABLE.items() if f.in_table]
         unknown = [p for p in self.policies if p not in table]
         if unknown or not self.policies:
-            raise ReplayError(f"unknown policy {', '.join(map(repr, unknown)) or '(none given)'}; "
-                                f"accepted: {', '.join(table)} (comma-separated)")
+            raise ReplayError(
+                f"unknown policy {', '.join(map(repr, unknown)) or '(none given)'}; "
+                f"accepted: {', '.join(table)} (comma-separated)"
+            )
         quiet_prophet_import()
         from forecaster.models import NAMES
 
@@ -106,8 +112,9 @@ class Settings:
         if self.refit_seconds <= 0 or self.span_seconds <= 0 or self.history_seconds <= 0:
             raise ReplayError("--refit, --span and --history must be positive durations")
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
-            raise ReplayError(f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is "
-                                f"0 <= min <= max, max >= 1")
+            raise ReplayError(
+                f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is 0 <= min <= max, max >= 1"
+            )
         try:
             self.world.validate(self.cold_start_seconds)
         except ValueError as e:

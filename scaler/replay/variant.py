@@ -28,5 +28,12 @@ class Variant:
     def stage1_key(self) -> tuple:
         """What stage 1 of its evaluation depends on (``families.PolicyFamily.stage1``): the variants that share it
         differ in headroom and compensation alone, and share one stage 1 (and one process in a batch)."""
-        return (self.policy, self.model, self.quantile, self.level_correction_seconds, self.floor_percentile,
-                self.window_seconds, self.band)
+        return (
+            self.policy,
+            self.model,
+            self.quantile,
+            self.level_correction_seconds,
+            self.floor_percentile,
+            self.window_seconds,
+            self.band,
+        )

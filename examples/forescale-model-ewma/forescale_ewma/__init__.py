@@ -44,8 +44,14 @@ class EwmaFitted:
     half_life: float
     residuals: tuple[float, ...]  # the one-step errors' quantiles at GRID
 
-    def predict(self, horizon: int, quantiles: Sequence[float] = (), *, origin: float | None = None,
-                recent: Series | None = None) -> Forecast:
+    def predict(
+        self,
+        horizon: int,
+        quantiles: Sequence[float] = (),
+        *,
+        origin: float | None = None,
+        recent: Series | None = None,
+    ) -> Forecast:
         for q in quantiles:
             if not 0 < q < 1:
                 raise ValueError(f"quantile {q}: accepted is a number strictly between 0 and 1")
@@ -60,21 +66,37 @@ class EwmaFitted:
         k = np.arange(1, horizon + 1, dtype=np.float64)
         t = origin + self.step * k
         mean = np.full(horizon, max(level, 0.0))
-        bands = {float(q): np.maximum(mean + float(np.interp(q, GRID, self.residuals)) * np.sqrt(k), 0.0)
-                 for q in quantiles}
+        bands = {
+            float(q): np.maximum(mean + float(np.interp(q, GRID, self.residuals)) * np.sqrt(k), 0.0) for q in quantiles
+        }
         return Forecast(t, mean, bands, self.model)
 
     def to_state(self) -> dict:
-        return {"model": self.model, "version": 1, "step": self.step, "last_t": self.last_t,
-                "history_max": self.history_max, "level": self.level, "half_life": self.half_life,
-                "residuals": list(self.residuals)}
+        return {
+            "model": self.model,
+            "version": 1,
+            "step": self.step,
+            "last_t": self.last_t,
+            "history_max": self.history_max,
+            "level": self.level,
+            "half_life": self.half_life,
+            "residuals": list(self.residuals),
+        }
 
     @staticmethod
     def from_state(d: dict) -> "EwmaFitted":
         if d.get("model") != EwmaForecaster.name:
             raise ValueError(f"state is for model {d.get('model')!r}, not {EwmaForecaster.name!r}")
-        return EwmaFitted(d["model"], d["model"], float(d["step"]), float(d["last_t"]), float(d["history_max"]),
-                          float(d["level"]), float(d["half_life"]), tuple(float(x) for x in d["residuals"]))
+        return EwmaFitted(
+            d["model"],
+            d["model"],
+            float(d["step"]),
+            float(d["last_t"]),
+            float(d["history_max"]),
+            float(d["level"]),
+            float(d["half_life"]),
+            tuple(float(x) for x in d["residuals"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -99,5 +121,13 @@ class EwmaForecaster:
             errors[i - 1] = y[i] - level
             level += (1.0 - 0.5 ** ((t[i] - t[i - 1]) / self.half_life)) * (y[i] - level)
         rq = tuple(float(v) for v in np.quantile(errors, GRID))
-        return EwmaFitted(self.name, self.name, float(series.step), float(series.t[-1]), float(np.max(y)), level,
-                          float(self.half_life), rq)
+        return EwmaFitted(
+            self.name,
+            self.name,
+            float(series.step),
+            float(series.t[-1]),
+            float(np.max(y)),
+            level,
+            float(self.half_life),
+            rq,
+        )

@@ -19,23 +19,37 @@ from ...durations import format_duration
 from ...spec import ScalerSpec, parse_metadata
 from ...specwrite import to_metadata
 from ..variant import Variant
-from . import (aws_like, envelope, hybrid, keep_alive, linear_trend, mimir_like, oracle, predictive, reactive,
-               scheduled, seasonal_naive)
+from . import (
+    aws_like,
+    envelope,
+    hybrid,
+    keep_alive,
+    linear_trend,
+    mimir_like,
+    oracle,
+    predictive,
+    reactive,
+    scheduled,
+    seasonal_naive,
+)
 from .base import PolicyFamily
 
-TABLE: dict[str, PolicyFamily] = {f.name: f for f in (
-    reactive.FAMILY,
-    linear_trend.FAMILY,
-    seasonal_naive.FAMILY,
-    predictive.FAMILY,
-    hybrid.FAMILY,
-    envelope.FAMILY,
-    aws_like.FAMILY,
-    mimir_like.FAMILY,
-    scheduled.FAMILY,
-    keep_alive.FAMILY,
-    oracle.FAMILY,
-)}
+TABLE: dict[str, PolicyFamily] = {
+    f.name: f
+    for f in (
+        reactive.FAMILY,
+        linear_trend.FAMILY,
+        seasonal_naive.FAMILY,
+        predictive.FAMILY,
+        hybrid.FAMILY,
+        envelope.FAMILY,
+        aws_like.FAMILY,
+        mimir_like.FAMILY,
+        scheduled.FAMILY,
+        keep_alive.FAMILY,
+        oracle.FAMILY,
+    )
+}
 
 
 class Family:
@@ -110,8 +124,9 @@ def to_spec(v: Variant, base: ScalerSpec, *, tolerance: float, extra: Mapping | 
     return dataclasses.replace(base, tuning="off", **deployment(v, tolerance=tolerance, extra=extra))
 
 
-def metadata(v: Variant, base: ScalerSpec, *, tolerance: float, extra: Mapping | None = None,
-             name: str = "", namespace: str = "") -> dict[str, str]:
+def metadata(
+    v: Variant, base: ScalerSpec, *, tolerance: float, extra: Mapping | None = None, name: str = "", namespace: str = ""
+) -> dict[str, str]:
     """Trigger metadata (all strings) running ``v``: ``to_metadata`` of ``to_spec``, with the family's knobs and
     ``tuning: off`` said explicitly (a pasted configuration runs as printed, whatever a later default)."""
     spec = to_spec(v, base, tolerance=tolerance, extra=extra)
@@ -120,8 +135,9 @@ def metadata(v: Variant, base: ScalerSpec, *, tolerance: float, extra: Mapping |
     return {k: val for k, val in full.items() if k in keep}  # the family's knobs said even at their default
 
 
-PLACEHOLDER_BASE = parse_metadata({"serverAddress": "http://prometheus:9090", "query": "vector(1)",
-                                   "qpsPerReplica": "1"})[0]
+PLACEHOLDER_BASE = parse_metadata(
+    {"serverAddress": "http://prometheus:9090", "query": "vector(1)", "qpsPerReplica": "1"}
+)[0]
 
 
 def knobs(v: Variant, tolerance: float, extra: Mapping | None = None) -> dict:

@@ -35,14 +35,25 @@ Stage1 = tuple[np.ndarray, dict, Hpa, str, dict]
 
 
 class Knobs(Protocol):
-    """What of the replay's settings a family's default configuration reads."""
+    """What of the replay's settings a family's default configuration reads (read-only)."""
 
-    model: str
-    quantile: float
-    level_correction_seconds: float
-    headroom: float
-    hpa_tolerance: float
-    hybrid_floor_percentile: float
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def quantile(self) -> float: ...
+
+    @property
+    def level_correction_seconds(self) -> float: ...
+
+    @property
+    def headroom(self) -> float: ...
+
+    @property
+    def hpa_tolerance(self) -> float: ...
+
+    @property
+    def hybrid_floor_percentile(self) -> float: ...
 
 
 class PolicyFamily:
@@ -83,8 +94,11 @@ class PolicyFamily:
         """The ``ScalerSpec`` fields that make the scaler run ``v`` (ValueError when it cannot)."""
         if not self.selectable:
             raise ValueError(f"{self.name} is not expressible as forescale trigger metadata")
-        out: dict = {"headroom": float(v.headroom), "hpa_tolerance": float(tolerance) if v.compensation else 0.0,
-                     "floor_replicas": 0}
+        out: dict = {
+            "headroom": float(v.headroom),
+            "hpa_tolerance": float(tolerance) if v.compensation else 0.0,
+            "floor_replicas": 0,
+        }
         out.update(self.fields(v, extra or {}))
         if v.calendar is False:  # ``tune`` found the holiday handling does not pay off: the forecast runs without it
             out["holidays"] = ""
@@ -133,16 +147,28 @@ class PolicyFamily:
 
 def forecast_fields(v: Variant) -> dict:
     """A forecast configuration as ``ScalerSpec`` fields: forecastAndScale with its model, quantile, correction."""
-    return {"mode": "forecastAndScale", "model": str(v.model), "quantile": float(v.quantile),
-            "level_correction_seconds": float(v.level_correction_seconds or 0.0)}
+    assert v.quantile is not None
+    return {
+        "mode": "forecastAndScale",
+        "model": str(v.model),
+        "quantile": float(v.quantile),
+        "level_correction_seconds": float(v.level_correction_seconds or 0.0),
+    }
 
 
 def forecast_params(ctx: Context, v: Variant) -> PolicyParams:
     """``decide(forecastAndScale)`` of a forecast configuration, without headroom and compensation (stage 1)."""
     assert v.quantile is not None and v.level_correction_seconds is not None
-    return PolicyParams(mode="forecastAndScale", lead_seconds=ctx.lead_seconds, quantile=v.quantile,
-                        qps_per_replica=ctx.qps, headroom=1.0, hpa_tolerance=0.0,
-                        level_correction_seconds=v.level_correction_seconds, events=ctx.events)
+    return PolicyParams(
+        mode="forecastAndScale",
+        lead_seconds=ctx.lead_seconds,
+        quantile=v.quantile,
+        qps_per_replica=ctx.qps,
+        headroom=1.0,
+        hpa_tolerance=0.0,
+        level_correction_seconds=v.level_correction_seconds,
+        events=ctx.events,
+    )
 
 
 def forecast_stage1(ctx: Context, v: Variant, packed: Packed | None) -> Stage1:
@@ -153,8 +179,10 @@ def forecast_stage1(ctx: Context, v: Variant, packed: Packed | None) -> Stage1:
     if v.band == "window":
         cal, fell_back = calibration.calibrated(sc, packed, params)
         pv = planned_values(sc, hpa, params, cal)
-        note = (f"decide(forecastAndScale), model {packed.model}, mean's window max + the q{v.quantile:g} window-max "
-                f"residual (conformal; {fell_back} early curves on the pointwise band), L={ctx.lead_seconds:g}s")
+        note = (
+            f"decide(forecastAndScale), model {packed.model}, mean's window max + the q{v.quantile:g} window-max "
+            f"residual (conformal; {fell_back} early curves on the pointwise band), L={ctx.lead_seconds:g}s"
+        )
         return pv.values, pv.reasons, hpa, note, {}
     pv = planned_values(sc, hpa, params, packed)
     note = f"decide(forecastAndScale), model {packed.model}, q={v.quantile:g}, L={ctx.lead_seconds:g}s"
@@ -165,9 +193,11 @@ def forecast_sweep(fam: PolicyFamily, grid: Any, s: Knobs, model: str, quantiles
     """A forecast family's sweep: ``quantiles`` x ``level_corrections`` x the grid's headroom, then the window-max
     band at the grid's band quantiles (headroom 1)."""
     comp = s.hpa_tolerance > 0
-    out = [Variant(fam.name, model, q, lc, h, comp) for q in quantiles for lc in level_corrections
-           for h in grid.headroom]
-    out += [Variant(fam.name, model, q, s.level_correction_seconds, 1.0, comp, band="window")
-            for q in grid.window_band_quantiles]
+    out = [
+        Variant(fam.name, model, q, lc, h, comp) for q in quantiles for lc in level_corrections for h in grid.headroom
+    ]
+    out += [
+        Variant(fam.name, model, q, s.level_correction_seconds, 1.0, comp, band="window")
+        for q in grid.window_band_quantiles
+    ]
     return out
-

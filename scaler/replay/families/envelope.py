@@ -24,13 +24,15 @@ class Envelope(PolicyFamily):
 
     def sweep(self, grid: Any, s: Knobs) -> list[Variant]:
         comp = s.hpa_tolerance > 0
-        return [self.default(s)] + [Variant(self.name, headroom=h, compensation=comp, window_seconds=w)
-                                    for w in grid.envelope_windows for h in grid.anchor_margins]
+        return [self.default(s)] + [
+            Variant(self.name, headroom=h, compensation=comp, window_seconds=w)
+            for w in grid.envelope_windows
+            for h in grid.anchor_margins
+        ]
 
     def servable(self, v: Variant) -> bool:
         """Only at the servable window (``model: envelope``)."""
-        return (v.band is None and v.window_seconds is not None
-                and abs(v.window_seconds - ENVELOPE_WINDOW) < 1e-6)
+        return v.band is None and v.window_seconds is not None and abs(v.window_seconds - ENVELOPE_WINDOW) < 1e-6
 
     def fields(self, v: Variant, extra) -> dict:
         # the servable model at its fixed window; no level correction, as replayed

@@ -23,8 +23,9 @@ class FixedModel(PolicyFamily):
     def sweep(self, grid: Any, s: Knobs) -> list[Variant]:
         if "predictive" in grid.families and s.model == self.model:
             return []  # the predictive family's sweep is this model's already
-        return [self.default(s)] + forecast_sweep(self, grid, s, str(self.model), grid.simple_quantiles,
-                                                  (s.level_correction_seconds,))
+        return [self.default(s)] + forecast_sweep(
+            self, grid, s, str(self.model), grid.simple_quantiles, (s.level_correction_seconds,)
+        )
 
     def fields(self, v: Variant, extra) -> dict:
         return forecast_fields(v)

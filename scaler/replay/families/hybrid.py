@@ -21,8 +21,15 @@ class Hybrid(PolicyFamily):
     names_model = True
 
     def default(self, s: Knobs) -> Variant:
-        return Variant(self.name, s.model, s.quantile, s.level_correction_seconds, s.headroom, s.hpa_tolerance > 0,
-                       s.hybrid_floor_percentile)
+        return Variant(
+            self.name,
+            s.model,
+            s.quantile,
+            s.level_correction_seconds,
+            s.headroom,
+            s.hpa_tolerance > 0,
+            s.hybrid_floor_percentile,
+        )
 
     def sweep(self, grid: Any, s: Knobs) -> list[Variant]:
         d = self.default(s)
@@ -39,10 +46,17 @@ class Hybrid(PolicyFamily):
         floor = int(math.ceil(floor_qps / qps - 1e-9)) if floor_qps > 0 else 0
         pv = planned_values(sc, hpa, replace(forecast_params(ctx, v), floor_qps=floor * qps), packed)
         h2 = replace(hpa, min_replicas=max(hpa.min_replicas, floor), max_replicas=max(hpa.max_replicas, floor))
-        note = (f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
-                f"+ predictive above them")
-        return pv.values, pv.reasons, h2, note, {"minReplicaCount": max(hpa.min_replicas, floor),
-                                                 "floorReplicas": floor}
+        note = (
+            f"{floor} always-warm replica(s) (p{v.floor_percentile:g} of the history, {floor_qps:.4g} req/s) "
+            f"+ predictive above them"
+        )
+        return (
+            pv.values,
+            pv.reasons,
+            h2,
+            note,
+            {"minReplicaCount": max(hpa.min_replicas, floor), "floorReplicas": floor},
+        )
 
 
 FAMILY = Hybrid()

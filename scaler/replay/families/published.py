@@ -23,8 +23,9 @@ class Published(PolicyFamily):
 
     def sweep(self, grid: Any, s: Knobs) -> list[Variant]:
         comp = s.hpa_tolerance > 0
-        return [self.default(s)] + [Variant(self.name, headroom=h, compensation=comp, window_seconds=None)
-                                    for h in grid.anchor_margins]
+        return [self.default(s)] + [
+            Variant(self.name, headroom=h, compensation=comp, window_seconds=None) for h in grid.anchor_margins
+        ]
 
     def stage1(self, ctx: Context, v: Variant, packed) -> Stage1:
         vals, note = self.values(ctx)

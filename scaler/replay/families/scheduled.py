@@ -27,12 +27,15 @@ class Scheduled(PolicyFamily):
 
     def timeline(self, ctx: Context, v: Variant) -> tuple[Timeline, str]:
         sc, hpa = ctx.scenario, ctx.hpa
+        assert v.quantile is not None
         weekly = ctx.train_seconds >= 7 * DAY
         prof = hour_profile(ctx.train_t, ctx.train_y, float(v.quantile), weekly)
         times = sc.t0 + sc.tick * value_ticks(sc.n, hpa, sc.tick)
         vals = np.maximum(prof[hour_slot(times, weekly)], prof[hour_slot(times + ctx.lead_seconds, weekly)])
-        note = (f"q{v.quantile:g} of each hour of the {'week' if weekly else 'day'} in the history, "
-                f"{ctx.lead_seconds:g}s ahead, no observed floor")
+        note = (
+            f"q{v.quantile:g} of each hour of the {'week' if weekly else 'day'} in the history, "
+            f"{ctx.lead_seconds:g}s ahead, no observed floor"
+        )
         return run_hpa(sc, vals, hpa), note
 
 
