@@ -11,6 +11,10 @@ refused and why.
 ``to_state(fitted) -> dict`` gives a JSON-able dict (``json.dumps`` works,
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
 server writes fitted models to its state directory to survive restarts.
+
+Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``; ``seasonal_naive``,
+``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday`` (the one holiday
+mechanism around any model), ``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""VERBS: the ``forescale`` command line (click): serve, backtest, tune, probe, check.
+"""VERBS: the ``forescale`` command line (click): serve, backtest, tune, check, probe, loadtest.
 
-The only place for click, tqdm, matplotlib, files and "now-14d":
+The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is thin over ``scaler.replay``:
 
-* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files
-* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query
-* ``backtest`` / ``tune``  the verbs over ``scaler.replay``
-* ``render``   the table, the JSON contract, the frontier, trigger metadata, progress bars
-* ``report``   the interactive index.html (plotly, offline), the PNG plots, the per-tick series CSV
+* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files, and
+               ``replay_settings`` (the ``Settings`` tune and its fleet build alike)
+* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
+* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
+* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
+* ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
+* ``loadtest`` ``forescale loadtest URL``; ``docref``: the generated reference; ``__main__``: ``python -m``
 """
 
 from __future__ import annotations

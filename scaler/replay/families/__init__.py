@@ -8,6 +8,10 @@ metadata mapping, its evaluation and its label. A new family is one new module a
 ``Variant -> ScalerSpec -> trigger metadata`` goes through ``to_spec`` and ``scaler.specwrite.to_metadata`` and nowhere
 else: ``forescale tune``, the fleet's ScaledObjects, ``backtest --advise``, the frontier JSON's ``knobs`` and the
 server's ``tuning: auto`` all call ``deployment`` / ``to_spec`` / ``metadata`` / ``knobs`` here.
+
+The modules: ``reactive``, ``linear_trend`` and ``seasonal_naive`` (both ``fixedmodel``), ``predictive``, ``hybrid``,
+``envelope``, ``aws_like`` and ``mimir_like`` (both ``published``), ``scheduled``, ``keep_alive``, ``oracle``; ``base``:
+the ``PolicyFamily`` interface and the forecast families' shared parts.
 """
 
 from __future__ import annotations
