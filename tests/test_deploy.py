@@ -1129,7 +1129,7 @@ def test_helm_default_render_is_the_scaler_with_mtls_without_crds():
     assert kinds == ["ClusterTriggerAuthentication", "Deployment", "PodDisruptionBudget", "Secret", "Secret",
                      "Service", "ServiceAccount"]
     dep = one(objs, "Deployment")
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.1.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.2.0"
     # without TLS, the same scaler as the kustomize base: same args, ports, probes, hardening
     objs = helm_objs({"tls": {"enabled": False}})
     assert sorted(o["kind"] for o in objs) == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
