@@ -35,7 +35,7 @@ import numpy as np
 from ..misstarget import MissTarget, as_target
 from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
-from .execution import Work, execute
+from .execution import Job, Work, execute
 from .forecasts import ModelRun, band, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
@@ -220,8 +220,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     vs = checked(variants)
     work = planned(series, su, settings, vs, score if accuracy else (), accuracy)
     tick = (lambda n: progress(n, work.total)) if progress is not None else (lambda n: None)
-    done = execute(ctx, series, su.start, su.end, work, absolute, jobs=default_jobs() if jobs is None else
-                   max(1, int(jobs)), executor=executor, fits=fits, tick=tick)
+    done = execute(Job(ctx, series, su.start, su.end, work, absolute),
+                   jobs=default_jobs() if jobs is None else max(1, int(jobs)), executor=executor, fits=fits, tick=tick)
     points = points_of(done.evaluated, vs, settings)
     pol = table_of(done.evaluated, settings)
     used = replace(settings, policies=tuple(pol) or settings.policies)

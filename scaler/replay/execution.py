@@ -51,47 +51,42 @@ class Done:
         self.timing[f"forecast_{model}_seconds"] = mr.seconds
 
 
+@dataclass(frozen=True)
+class Job:
+    """One replay's work and what every part of it reads: the context, the series and the span, the target."""
+
+    ctx: Context
+    series: Series
+    start: float
+    end: float
+    work: Work
+    target_miss: float | None
+
+
 def execute(
-    ctx: Context,
-    series: Series,
-    start: float,
-    end: float,
-    work: Work,
-    target_miss: float | None,
-    *,
-    jobs: int,
-    executor: ProcessPoolExecutor | None,
-    fits: FitCache | None,
-    tick: Callable[[int], None],
+    job: Job, *, jobs: int, executor: ProcessPoolExecutor | None, fits: FitCache | None, tick: Callable[[int], None]
 ) -> Done:
-    """Run ``work`` (``jobs`` 1 and no ``executor``: in this process, ``fits`` used; else in the pool)."""
+    """Run the job's work (``jobs`` 1 and no ``executor``: in this process, ``fits`` used; else in the pool)."""
     done = Done()
     if executor is None and jobs <= 1:
-        in_process(ctx, series, start, end, work, target_miss, fits, tick, done)
+        in_process(job, fits, tick, done)
     else:
-        in_pool(ctx, series, start, end, work, target_miss, jobs, executor, tick, done)
-    done.runs = {m: done.runs[m] for m in work.models}  # in the order asked for, whatever finished first
+        in_pool(job, jobs, executor, tick, done)
+    done.runs = {m: done.runs[m] for m in job.work.models}  # in the order asked for, whatever finished first
     return done
 
 
-def in_process(
-    ctx: Context,
-    series: Series,
-    start: float,
-    end: float,
-    work: Work,
-    target_miss: float | None,
-    fits: FitCache | None,
-    tick: Callable[[int], None],
-    done: Done,
-) -> None:
+def in_process(job: Job, fits: FitCache | None, tick: Callable[[int], None], done: Done) -> None:
     """One process: each model's fits in a thread (``forecasts.fit_threaded``) while this one replays."""
+    ctx, work, target_miss = job.ctx, job.work, job.target_miss
 
     def meanwhile() -> None:
         done.evaluated.extend(evaluate_batch(ctx, work.free, None, target_miss))
         tick(len(work.free))
 
-    fitted = fit_threaded([(series, m, start, end, dict(work.fit_kw[m], fits=fits)) for m in work.models], meanwhile)
+    fitted = fit_threaded(
+        [(job.series, m, job.start, job.end, dict(work.fit_kw[m], fits=fits)) for m in work.models], meanwhile
+    )
     for m, (mr, packed) in zip(work.models, fitted):
         tick(work.refits)
         done.fitted(m, mr, packed)
@@ -100,25 +95,15 @@ def in_process(
             tick(len(batch))
 
 
-def in_pool(
-    ctx: Context,
-    series: Series,
-    start: float,
-    end: float,
-    work: Work,
-    target_miss: float | None,
-    jobs: int,
-    executor: ProcessPoolExecutor | None,
-    tick: Callable[[int], None],
-    done: Done,
-) -> None:
+def in_pool(job: Job, jobs: int, executor: ProcessPoolExecutor | None, tick: Callable[[int], None], done: Done) -> None:
     """Worker processes: every fit and the model-free chunks at once, a model's chunks as its curves arrive."""
+    ctx, work, target_miss = job.ctx, job.work, job.target_miss
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))
     try:
         pending: dict[Future, tuple] = {}
         for m in work.models:
-            pending[pool.submit(fit_task, series, m, start, end, work.fit_kw[m])] = ("fit", m)
+            pending[pool.submit(fit_task, job.series, m, job.start, job.end, work.fit_kw[m])] = ("fit", m)
         for chunk in _chunks(work.free, 8):
             pending[pool.submit(evaluate_batch, ctx, chunk, None, target_miss)] = ("var", len(chunk))
         while pending:
