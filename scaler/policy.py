@@ -163,6 +163,15 @@ class Decisions:
 
 
 MILLI_MAX = float(2 ** 50)  # milli-quantities are held here (rates above ~1.1e12 req/s): integers stay exact
+MIN_TARGET = 0.001  # the smallest HPA target (qpsPerReplica): KEDA hands it over in thousandths, below it is 0
+
+
+def target_refusal(target: float) -> str:
+    """Why the HPA cannot take ``target`` as KEDA hands it over (a milli-quantity); "" when it can."""
+    if target >= MIN_TARGET:
+        return ""
+    return (f"{target:g}: below {MIN_TARGET:g} req/s the HPA target is 0 (KEDA hands it over in thousandths); "
+            f"accepted: >= {MIN_TARGET:g} (--qps-per-replica)")
 
 
 def to_milli(value: float) -> int:

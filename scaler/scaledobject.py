@@ -19,6 +19,12 @@ DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  #
 PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
 PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
 PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
+# the Helm chart's default mTLS: KEDA presents the client certificate of this ClusterTriggerAuthentication
+AUTHENTICATION_REF = {"name": "forescale-mtls", "kind": "ClusterTriggerAuthentication"}
+AUTHENTICATION_NOTE = (
+    "authenticationRef forescale-mtls: the Helm chart's default mTLS (KEDA's client certificate; "
+    "<release>-mtls for another release name); drop it if the scaler runs without TLS"
+)
 PASTE_NOTE = (
     "tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
     "history after tuningMinHistory (these run until then)"

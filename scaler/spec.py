@@ -23,7 +23,7 @@ from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
-from .policy import KUBERNETES_TOLERANCE
+from .policy import KUBERNETES_TOLERANCE, MIN_TARGET
 # the vocabulary (scaler.keys), re-exported: callers import it from here
 from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
 
@@ -269,9 +269,9 @@ def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
         raise MetadataError("qpsPerReplica", None, qps_form + " (or its alias 'threshold')")
     qps = thr = None
     if qps_raw is not None:
-        qps = r.number("qpsPerReplica", lo=0.001, hi=1e9, accepted=qps_form)
+        qps = r.number("qpsPerReplica", lo=MIN_TARGET, hi=1e9, accepted=qps_form)
     if thr_raw is not None:
-        thr = r.number("threshold", lo=0.001, hi=1e9, accepted=qps_form)
+        thr = r.number("threshold", lo=MIN_TARGET, hi=1e9, accepted=qps_form)
     if qps is not None and thr is not None and qps != thr:
         raise MetadataError("threshold", thr_raw, f"the same value as qpsPerReplica ({qps_raw}) or absent")
     qps_per_replica = qps if qps is not None else thr

@@ -10,7 +10,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
-* ``loadtest`` ``forescale loadtest URL``; ``docref``: the generated reference; ``__main__``: ``python -m``
+* ``loadtest`` ``forescale loadtest URL``; ``drill``: ``forescale drill``; ``docref``: the generated reference;
+               ``__main__``: ``python -m``
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..spec import GRPC_PORT
 # pays for its own imports only: `tune` does not import the load tester, the probe or the linter (issue 26)
 VERBS = {"probe": ("scaler.probe.cli", "probe_command"), "backtest": ("scaler.cli.backtest", "backtest_command"),
          "tune": ("scaler.cli.tune", "tune_command"), "check": ("scaler.cli.check", "check_command"),
-         "loadtest": ("scaler.cli.loadtest", "loadtest_command")}
+         "loadtest": ("scaler.cli.loadtest", "loadtest_command"), "drill": ("scaler.cli.drill", "drill_command")}
 
 
 class Commands(MutableMapping):

@@ -170,7 +170,7 @@ def _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, flat
     from ..replay.scenarios import flat
 
     return engine.Trace(f"flat {flat_load:g} req/s", flat(flat_load, needed + 3600.0), "synthetic, no gaps",
-                        "--flat-load")
+                        "--flat-load", counts=True)
 
 
 def _advice(result, world, target, prometheus_url, query, echo):

@@ -288,7 +288,7 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
     """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
     and the document."""
     from . import render
-    from ..scaledobject import PASTE_NOTE
+    from ..scaledobject import AUTHENTICATION_NOTE, PASTE_NOTE
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
@@ -296,7 +296,8 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
                 f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
-                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE]
+                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE,
+                AUTHENTICATION_NOTE]
     notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
     doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
     lo = int(p.extra.get("minReplicaCount", min_replicas))

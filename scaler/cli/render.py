@@ -18,8 +18,8 @@ from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families
 from ..replay.families import Family as F
-from ..scaledobject import (DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER,
-                           POLLING_SECONDS, scaled_object)
+from ..scaledobject import (AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
+                           PLACEHOLDER_SERVER, POLLING_SECONDS, scaled_object)
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 
 
@@ -255,8 +255,16 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
 def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
     """The whole ScaledObject running ``p`` (``scaledobject.scaled_object``): hybrid's floor as minReplicaCount too."""
     lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
-    return scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
-                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance)
+    return with_mtls(scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
+                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance))
+
+
+def with_mtls(doc: dict) -> dict:
+    """``doc`` with its forescale trigger using the Helm chart's default mTLS (``scaledobject.AUTHENTICATION_REF``)."""
+    for t in doc["spec"]["triggers"]:
+        if t["type"] == "external":
+            t["authenticationRef"] = dict(AUTHENTICATION_REF)
+    return doc
 
 
 def _scalar(v, quote: bool = True) -> str:
@@ -410,8 +418,8 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                                                     query=query or PLACEHOLDER_QUERY),
                                tolerance=r.tolerance, extra=dict(d.extra))
         md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
-        return scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
-                                      tolerance=r.tolerance)
+        return with_mtls(scaled_object(md, name=name, min_replicas=d.min_replicas,
+                                                max_replicas=d.max_replicas, tolerance=r.tolerance))
     doc = scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
                                  tolerance=r.tolerance)
     doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import click
 
-from ..scaledobject import DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
+from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
+                           PLACEHOLDER_SERVER)
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
 from .options import (Duration, calendar_options, check_output, cluster_options, fail, hpa_options, load_trace,
@@ -72,7 +73,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                f"{p.label}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+                f"{p.label}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}",
+                AUTHENTICATION_NOTE]
     if hol:
         comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):

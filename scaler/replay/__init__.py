@@ -17,7 +17,7 @@ KEDA and the HPA:
 * ``scenario``   demand and its Prometheus view on 15 s ticks; ``Timeline`` -> ``Outcome`` (misses, cost)
 * ``hpa``        the HPA's settings and rules (numba-compiled); ``hpaloop``: the compiled loop composing them
 * ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas; ``run_hpa`` (one metric)
-* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan``; ``formula``: scalingModifiers
+* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each poll, composed, replayed
 
 Forecasts and the world around the replicas:

@@ -32,7 +32,10 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from forecaster.base import Series
+
 from ..misstarget import MissTarget, as_target
+from ..policy import target_refusal
 from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
 from .execution import Job, Work, execute
@@ -43,7 +46,7 @@ from .batches import Evaluated, evaluate_batch
 from .families import TABLE, family
 from .families.oracle import oracle
 from .policies import Context
-from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
+from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, rate_view, scenario
 from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
 from .triggers import replay_scaled_objects
@@ -63,8 +66,6 @@ def nice_round(x: float) -> float:
         if base <= m * 1.0000001:
             return float(m * 10 ** k)
     return float(10 ** (k + 1))
-
-
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ def setup(trace: Trace, settings: Settings) -> Setup:
                     f"rounded (--qps-per-replica to set it)")
     else:
         qps, qps_note = float(settings.qps_per_replica), "given"
+    if why := target_refusal(qps):
+        raise ReplayError(f"qpsPerReplica {why}; it was {qps_note}")
     sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
@@ -215,6 +218,8 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     t_all = time.perf_counter()
     trace, su = prepared(trace, settings)
     series = trace.series
+    if trace.counts:  # the history the server fits and predicts from is its query's view of these requests
+        series = Series(series.t, rate_view(series.t, series.y, series.step), series.step)
     ctx = context(series, su, settings)
     absolute, reactive_miss = resolved_target(ctx, settings, target_miss)
     vs = checked(variants)

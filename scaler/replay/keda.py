@@ -41,6 +41,8 @@ class Metric:
     target: float
     per_pod: bool = True  # AverageValue; False: Value
     live: bool = False
+    unseen: np.ndarray | None = None  # calls where KEDA could not even get the metric's spec (an unreachable
+    # external scaler: GetMetricSpec fails first): NaN for the HPA, and no failure counted for the fallback
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,17 @@ def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
     return out
 
 
-def failing_beyond(failed: np.ndarray, threshold: int) -> np.ndarray:
-    """Per poll: more than ``threshold`` consecutive failed polls up to and including this one."""
+def failing_beyond(failed: np.ndarray, threshold: int, unseen: np.ndarray | None = None) -> np.ndarray:
+    """Per call: more than ``threshold`` consecutive failed calls up to and including this one. An ``unseen``
+    call (no metric spec: nothing observed) neither counts nor resets the streak, and serves no fallback."""
     failed = np.asarray(failed, dtype=bool)
+    skip = np.zeros(failed.shape[0], dtype=bool) if unseen is None else np.asarray(unseen, dtype=bool)
     run = np.zeros(failed.shape[0], dtype=np.int64)
     c = 0
     for k, f in enumerate(failed):
+        if skip[k]:
+            run[k] = 0
+            continue
         c = c + 1 if f else 0
         run[k] = c
     return run > threshold
@@ -128,7 +135,11 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         fb_mode, fb_replicas = FALLBACK_BEHAVIORS.index(fallback.behavior), int(fallback.replicas)
         for j, mt in enumerate(metrics):
             if mt.per_pod:  # KEDA: fallback only for AverageValue metrics
-                fb_on[j] = failing_beyond(np.isnan(raw[j]), fallback.failure_threshold)
+                unseen = None
+                if mt.unseen is not None:
+                    unseen = np.zeros(width, dtype=bool)
+                    unseen[:len(mt.unseen)] = np.asarray(mt.unseen, dtype=bool)[:width]
+                fb_on[j] = failing_beyond(np.isnan(raw[j]), fallback.failure_threshold, unseen)
     fb_scale = np.zeros(polls, dtype=np.bool_)  # at each poll: a metric in fallback at its latest observation
     for j, mt in enumerate(metrics):
         at = (np.arange(polls) * poll_every) // sync_every if mt.live else np.arange(polls)

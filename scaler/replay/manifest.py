@@ -1,7 +1,8 @@
 """A KEDA ScaledObject manifest as the replay runs it: parsed, checked field by field, turned into a ``Plan``.
 
 ``plans(documents)`` takes parsed YAML documents (``(where, document)``
-pairs; non-ScaledObject documents are skipped) and returns one ``Plan`` per
+pairs, read by ``scaler.manifest_yaml``; non-ScaledObject documents are skipped), refuses what KEDA
+refuses (``scaler.kedacheck``, as ``forescale check``) and returns one ``Plan`` per
 ScaledObject; ``engine.run(..., scaled_objects=plans)`` replays them next to
 the policy families. Every field the replay honours is listed in ``SPEC``;
 any other field is a ``ManifestError`` naming the field and the document, never ignored.
@@ -23,7 +24,7 @@ from ..policy import KUBERNETES_TOLERANCE
 from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
                            MIN_REPLICAS, POLLING_SECONDS, SELECT_DEFAULT, UP_DEFAULT, UP_WINDOW_SECONDS)
 from ..spec import MetadataError, ScalerSpec, parse_metadata
-from . import formula
+from .. import formula, kedacheck
 from .hpa import Hpa, ScalingPolicy, ScalingRules
 from .keda import FALLBACK_BEHAVIORS, Fallback
 
@@ -115,6 +116,10 @@ def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
             raise ManifestError(f"{where}: not a YAML mapping (a Kubernetes object), got {type(doc).__name__}")
         if doc.get("kind") != "ScaledObject" or not str(doc.get("apiVersion", "")).startswith("keda.sh/"):
             continue
+        refused = kedacheck.errors(doc)  # what KEDA refuses, as `forescale check` says it
+        if refused:
+            name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
+            raise ManifestError("\n".join(f"{where} (ScaledObject {str(name or '')!r}): {p}" for p in refused))
         out.append(plan(where, doc))
     names = [p.name for p in out]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -177,6 +182,11 @@ def plan(where: str, doc: Mapping) -> Plan:
         raise ManifestError(f"{at}: two triggers share the name {next(n for n in tn if tn.count(n) > 1)!r}")
     mods = _modifiers(adv.get("scalingModifiers"), at, triggers)
     fb = _fallback(spec.get("fallback"), at, mods)
+    value = next((t for t in triggers if not t.per_pod), None)
+    if fb is not None and mods is None and value is not None:
+        raise ManifestError(f"{at}: spec.fallback with {value.where}.metricType Value cannot be replayed: KEDA falls "
+                            f"back on a Value metric too (the fallback replicas over the ready ones), the replay on "
+                            f"AverageValue metrics only; replay it with AverageValue or without the fallback")
     hpa = Hpa(target=triggers[0].target, min_replicas=lo, max_replicas=hi, tolerance_up=up.tolerance,
               tolerance_down=down.tolerance, polling_seconds=float(poll),
               cooldown_seconds=float(ints["cooldownPeriod"] if ints["cooldownPeriod"] is not None

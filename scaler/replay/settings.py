@@ -30,6 +30,7 @@ class Trace:
     hygiene: str  # the HygieneReport's one-line message
     source: str  # path or URL
     attribution: str = ""
+    counts: bool = False  # requests as they arrived (a CSV): forecast from what the query reads (rate_view)
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,7 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
         params = trigger_params(trig)
         pv = planned_values(sc, plan.hpa, params, curves(trig) if params.mode != "reactive" else (), ticks=idx)
         values = pv.values.copy()
-        for a, b in down:
-            values[(times >= a - EPS) & (times < b - EPS)] = np.nan
+        values[unreachable(times, down)] = np.nan
         return values, pv.reasons
     if trig.kind == "prometheus":
         src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
@@ -109,6 +108,14 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
         return series_at(src[0], src[1], times, trig.ignore_null), {}
     act = cron_active(trig, times)
     return np.where(act, float(trig.desired), 1.0), {}
+
+
+def unreachable(times: np.ndarray, down: Sequence[tuple[float, float]]) -> np.ndarray:
+    """Per time: inside one of the ``down`` windows ``[a, b)``."""
+    out = np.zeros(len(times), dtype=bool)
+    for a, b in down:
+        out |= (times >= a - EPS) & (times < b - EPS)
+    return out
 
 
 def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
@@ -157,14 +164,18 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
         for t in plan.triggers:
             per_trigger |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
         active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)[polls]
-        metrics = [Metric(comp[at], m.target, m.per_pod, live=live)]
+        gone = unreachable(sc.t0 + sc.tick * np.arange(sc.n), down if any(t.kind == "forescale"
+                                                                          for t in plan.triggers) else ())
+        metrics = [Metric(comp[at], m.target, m.per_pod, live=live, unseen=gone[at])]
         shown = comp[polls]
     else:
         active = np.zeros(sc.n, dtype=bool)
         for t in plan.triggers:
             active |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
         active = active[polls]
-        metrics = [Metric(held[t.name][syncs if not t.cached else polls], t.target, t.per_pod, live=not t.cached)
+        gone = unreachable(sc.t0 + sc.tick * np.arange(sc.n), down)  # forescale down: KEDA has no metric spec
+        metrics = [Metric(held[t.name][syncs if not t.cached else polls], t.target, t.per_pod, live=not t.cached,
+                          unseen=(gone[syncs if not t.cached else polls] if t.kind == "forescale" else None))
                    for t in plan.triggers]
         shown = None
     return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=shown), reasons

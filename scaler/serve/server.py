@@ -71,6 +71,7 @@ class ServerConfig:
     self_watch: bool = True  # live scores, drift response and the decision log (scaler.serve.watch)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
+    scheduler_tick_seconds: float = 1.0  # the registry's background tick (wall seconds; the drill's is 1/k)
 
 
 class Server:
@@ -78,10 +79,11 @@ class Server:
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time,
                  extra_handlers: Sequence[grpc.GenericRpcHandler] = (), monotonic: Callable[[], float] | None = None,
-                 pin_queries: bool | None = None):
+                 pin_queries: bool | None = None, interceptors: Sequence[grpc.ServerInterceptor] = ()):
         """``monotonic``: the clock of ages and intervals (``time.monotonic`` when ``clock`` is the wall clock;
         a test's fake ``clock`` serves as both). ``pin_queries``: instant queries carry ``time=clock()``; by
-        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``."""
+        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``.
+        ``interceptors``: gRPC server interceptors (the drill records every answer with one)."""
         self.config = config
         if monotonic is None:
             monotonic = time.monotonic if clock is time.time else clock
@@ -112,7 +114,8 @@ class Server:
                              f"({config.grpc_workers}) to unary RPCs and the health check")
         # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
         self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
-                                handlers=list(extra_handlers), options=[("grpc.so_reuseport", 0)])
+                                handlers=list(extra_handlers), interceptors=list(interceptors),
+                                options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_ExternalScalerServicer_to_server(
             ExternalScalerServicer(self.registry, max_streams=config.max_streams), self.grpc)
         self.health = health.HealthServicer()
@@ -156,7 +159,7 @@ class Server:
         if self.forecasts is not None:
             self.forecasts.start()
         self.tuning.start()
-        self.registry.start()
+        self.registry.start(self.config.scheduler_tick_seconds)
         self.grpc.start()
         self.http.start()
         self._watch_thread.start()

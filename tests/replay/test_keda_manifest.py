@@ -319,3 +319,30 @@ def test_initial_cooldown_holds_the_scale_to_zero(schema):
     # 23), then lifted to its min 1 at tick 24
     held = so(text.replace("INITIAL", "  initialCooldownPeriod: 600\n"), schema)
     assert replay(held, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 24 + [1] * 18 + [0] * 8
+
+
+def test_an_unreachable_forescale_gets_no_fallback_a_failing_source_does(schema):
+    # KEDA v2.21 asks an external scaler for its metric spec before its value; while forescale is unreachable
+    # that fails first (an empty spec), so nothing is observed: the HPA cannot read the metric and holds, and
+    # no failure is counted, so the fallback never engages (seen on the real KEDA by the drill's scaler-down)
+    text = HEAD + """
+  minReplicaCount: 1
+  fallback: {failureThreshold: 2, replicas: 6}
+  triggers:
+    - type: external
+      name: fs
+      metadata: {scalerAddress: "s:6000", serverAddress: "http://p:9090", query: "q", qpsPerReplica: "10",
+                 mode: reactive, hpaTolerance: "0"}"""
+    n = 24
+    sc = Scenario(0.0, np.full(n, 30.0), np.full(n, 30.0), 0.0, 10.0)
+    plan = so(text, schema)
+    # reactive without compensation: value = observed 30 -> 30 / 10 = 3 replicas
+    up = replay_plan(sc, plan, curves=lambda t: [], series={}, cluster_tolerance=0.1)[0]
+    assert up.replicas.tolist() == [3] * n
+    # forescale down from tick 10 (150 s) to the end: the HPA holds 3, no fallback to 6
+    down = replay_plan(sc, plan, curves=lambda t: [], series={}, cluster_tolerance=0.1, down=[(150.0, 400.0)])[0]
+    assert down.replicas.tolist() == [3] * n
+    # the same failures from a source whose spec KEDA has (a prometheus query that fails): 6 from tick 12
+    prom_text = text.split("  triggers:")[0] + "  triggers:" + prom("rate", 10, extra=', ignoreNullValues: "false"')
+    failing = replay(so(prom_text, schema), n, {"rate": series(n, [30.0] * 10 + [np.nan] * 14)})
+    assert failing.replicas.tolist() == [3] * 12 + [6] * 12
