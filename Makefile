@@ -13,7 +13,7 @@ TORCH_INDEX ?=
 LOCK := constraints.txt
 LOCK_EXTRAS := --extra probe --extra test --extra docs --extra dev --extra models --extra fleet --extra drill
 
-.PHONY: install backtest test bench protos docs reference lock clean drill drill-build drill-short
+.PHONY: install backtest test bench protos docs reference lock clean drill drill-build drill-short test-loaded lint format
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -113,3 +113,18 @@ drill-short: $(DRILL_STAMP) $(DRILL_BINARIES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# the whole suite beside LOAD_BURNERS CPU-burning processes: a test may not depend on the machine being idle
+LOAD_BURNERS ?= 2
+test-loaded: $(FULL_STAMP)
+	bash tests/system-deps.sh
+	bash tests/loaded.sh $(LOAD_BURNERS) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff's lint and mypy as the suite runs them (tests/test_lint.py; rules and strictness in pyproject.toml)
+lint: $(FULL_STAMP)
+	$(BIN)/ruff check scaler forecaster tests examples
+	$(BIN)/mypy
+
+# ruff's formatter over the tree (tests/test_lint.py checks the modules formatted so far)
+format: $(FULL_STAMP)
+	$(BIN)/ruff format scaler forecaster tests examples

@@ -35,6 +35,7 @@ from importlib.resources import files
 from typing import Any, Iterator, Mapping
 
 from . import formula
+from .scaledobject import MAX_REPLICAS
 
 KEDA_VERSION = "v2.21.0"
 API_VERSION = "keda.sh/v1alpha1"
@@ -211,7 +212,7 @@ def _cel(doc: Mapping) -> list[Problem]:
     type is wrong)."""
     spec = doc.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    lo, hi = spec.get("minReplicaCount"), spec.get("maxReplicaCount", 100)
+    lo, hi = spec.get("minReplicaCount"), spec.get("maxReplicaCount", MAX_REPLICAS)
     if _whole(lo) and _whole(hi) and lo > hi:
         return [Problem("spec.minReplicaCount", f"{lo} is greater than maxReplicaCount {hi}"
                                                 f"{'' if 'maxReplicaCount' in spec else ' (its default)'}; accepted: "

@@ -27,6 +27,8 @@ import numpy as np
 from forecaster.base import Forecast, blend, window_max_rows
 from forecaster.level import corrector, residual_rows
 
+from .scaledobject import HPA_TOLERANCE
+
 
 class Reason(str, Enum):
     """Why the planned value is what it is (a metric label: keep the set small)."""
@@ -72,7 +74,7 @@ class Tolerance:
         return 1.0 - self.down <= ratio <= 1.0 + self.up
 
 
-KUBERNETES_TOLERANCE = Tolerance(up=0.1, down=0.1)  # --horizontal-pod-autoscaler-tolerance default
+KUBERNETES_TOLERANCE = Tolerance(up=HPA_TOLERANCE, down=HPA_TOLERANCE)  # --horizontal-pod-autoscaler-tolerance
 
 
 @functools.lru_cache(maxsize=64)

@@ -1119,7 +1119,7 @@ def test_helm_default_render_is_the_scaler_with_mtls_without_crds():
     assert kinds == ["Certificate", "Certificate", "Certificate", "ClusterIssuer", "ClusterIssuer",
                      "ClusterTriggerAuthentication", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
     dep = one(objs, "Deployment")
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.1.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.2.0"
     # without TLS, the same scaler as the kustomize base: same args, ports, probes, hardening
     objs = helm_objs({"tls": {"enabled": False}})
     assert sorted(o["kind"] for o in objs) == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
@@ -1399,7 +1399,7 @@ def test_service_monitor_labels_are_documented_with_the_kube_prometheus_stack_ex
 
 def test_the_grpc_port_is_6000_everywhere():
     from scaler.cli import main
-    from scaler.cli.tune import DEFAULT_SCALER_ADDRESS
+    from scaler.scaledobject import DEFAULT_SCALER_ADDRESS
     from scaler.serve.server import ServerConfig
     from scaler.spec import GRPC_PORT
 

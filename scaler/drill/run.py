@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..scaledobject import MIN_REPLICAS
 from . import manifests as mf
 from . import prometheus as pm
-from .cluster import ControlPlane, Ports, READY_ANNOTATION, check_binaries, check_ports
+from .cluster import ControlPlane, Ports, check_binaries, check_ports
 from .kube import KubeError
 from .procs import DrillError, Supervisor, python
 from .scenarios import Scenario, place
@@ -217,7 +218,7 @@ class Run:
             checked = [c for c in fid.syncs if c.live is not None]
             spec = so["spec"]
             loop = (judge.keda_loop(tl, name, name, counts[name], float(spec["cooldownPeriod"]),
-                                    float(spec["pollingInterval"])) if int(spec.get("minReplicaCount", 0)) == 0 else [])
+                                    float(spec["pollingInterval"])) if int(spec.get("minReplicaCount", MIN_REPLICAS)) == 0 else [])
             bad_loop = [c for c in loop if not c.ok]
             out.append({"name": self.sc.name, "scaledobject": name, "k": self.k,
                         "use_cached_metrics": all(t.cached for t in trigs.values()),

@@ -184,8 +184,8 @@ def row(t: Tuned) -> Row:
     best = min(same, key=lambda q: (q.cost, q.miss)) if same else None
     keda = next((q for q in reactive if q.variant.headroom == 1.0 and not q.variant.compensation), None)
     keep = next((q for q in r.points if q.policy == F.KEEP_ALIVE), None)
-    return Row(t.key, p.policy, p.variant.label(), sel.met, p.miss, p.cost_ratio, p.cost,
-               None if best is None else best.cost, "" if best is None else best.variant.label(),
+    return Row(t.key, p.policy, p.label, sel.met, p.miss, p.cost_ratio, p.cost,
+               None if best is None else best.cost, "" if best is None else best.label,
                None if keep is None else keep.cost, None if keda is None else keda.miss,
                None if keda is None else keda.cost, (r.sim_end - r.sim_start) / DAY,
                p.outcome.missed_requests, p.outcome.requests)

@@ -22,7 +22,8 @@ import numpy as np
 from ..drift import DEFAULT, DriftConfig, Scorecard, safe_planned
 from ..policy import REASONS, PolicyParams, Reason
 from .forecasts import Curve, Packed
-from .hpa import Hpa, run_hpa
+from .hpa import Hpa
+from .keda import run_hpa
 from .policies import polled_decisions
 from .scenario import Outcome, Scenario, Timeline, evaluate
 

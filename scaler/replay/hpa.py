@@ -5,7 +5,7 @@ scaling policies on SLO misses and GPU cost. Nothing here reads a clock, a
 file or the environment; every input is an argument. The sequential loop that
 composes the rules tick by tick is ``hpaloop.run_loop``; KEDA's layer over it
 (several triggers, activation, fallback, scalingModifiers, idle replicas) is
-``keda``; ``run_hpa`` below is the one-metric case every policy family uses.
+``keda``, with ``keda.run_hpa`` the one-metric case every policy family uses.
 
 Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 
@@ -97,8 +97,9 @@ try:  # the `fast` extra; without it the same functions run as plain Python (ide
 except ImportError:
     njit = None
 
+from .. import scaledobject as so
 from ..policy import KUBERNETES_TOLERANCE, Tolerance
-from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
+from .scenario import EPS, TICK_SECONDS
 
 
 
@@ -142,7 +143,7 @@ class ScalingRules:
     """One direction of ``behavior`` (``HPAScalingRules``), all defaults filled in."""
 
     window_seconds: float
-    select: str = "Max"
+    select: str = so.SELECT_DEFAULT
     policies: tuple[ScalingPolicy, ...] = ()
     tolerance: float = KUBERNETES_TOLERANCE.up
 
@@ -165,21 +166,21 @@ class Hpa:
     """
 
     target: float  # qps per replica: the AverageValue target
-    min_replicas: int = 0  # KEDA minReplicaCount
-    max_replicas: int = 100  # KEDA maxReplicaCount
+    min_replicas: int = so.MIN_REPLICAS  # KEDA minReplicaCount
+    max_replicas: int = so.MAX_REPLICAS  # KEDA maxReplicaCount
     tolerance_up: float = KUBERNETES_TOLERANCE.up  # behavior.scaleUp.tolerance (Kubernetes >= 1.33)
     tolerance_down: float = KUBERNETES_TOLERANCE.down  # behavior.scaleDown.tolerance
-    scale_up_pods: int = 4  # scaleUp policy Pods/periodSeconds
-    scale_up_percent: float = 100.0  # scaleUp policy Percent/periodSeconds
-    scale_up_period_seconds: float = 15.0
-    scale_up_window_seconds: float = 0.0  # scaleUp stabilizationWindowSeconds
-    scale_down_window_seconds: float = 300.0  # scaleDown stabilizationWindowSeconds
-    scale_down_percent: float = 100.0  # scaleDown policy Percent/periodSeconds
-    scale_down_period_seconds: float = 15.0
-    sync_seconds: float = 15.0  # --horizontal-pod-autoscaler-sync-period
-    polling_seconds: float = 30.0  # KEDA pollingInterval
-    activation_threshold: float = 0.0  # IsActive = value > activation_threshold
-    cooldown_seconds: float = 300.0  # KEDA cooldownPeriod (scale to zero)
+    scale_up_pods: int = so.UP_PODS  # scaleUp policy Pods/periodSeconds
+    scale_up_percent: float = float(so.UP_PERCENT)  # scaleUp policy Percent/periodSeconds
+    scale_up_period_seconds: float = float(so.UP_PERIOD_SECONDS)
+    scale_up_window_seconds: float = float(so.UP_WINDOW_SECONDS)  # scaleUp stabilizationWindowSeconds
+    scale_down_window_seconds: float = float(so.DOWN_WINDOW_SECONDS)  # scaleDown stabilizationWindowSeconds
+    scale_down_percent: float = float(so.DOWN_PERCENT)  # scaleDown policy Percent/periodSeconds
+    scale_down_period_seconds: float = float(so.DOWN_PERIOD_SECONDS)
+    sync_seconds: float = float(so.SYNC_SECONDS)  # --horizontal-pod-autoscaler-sync-period
+    polling_seconds: float = float(so.POLLING_SECONDS)  # KEDA pollingInterval
+    activation_threshold: float = 0.0  # IsActive = value > activation_threshold (activationThreshold's default)
+    cooldown_seconds: float = float(so.COOLDOWN_SECONDS)  # KEDA cooldownPeriod (scale to zero)
     milli: bool = True  # KEDA's milli-quantity rounding of value and target
     idle_replicas: int | None = None  # KEDA idleReplicaCount (KEDA supports 0 only)
     initial_cooldown_seconds: float = 0.0  # KEDA initialCooldownPeriod: no scale to zero before it
@@ -212,7 +213,7 @@ class Hpa:
     def down_rules(self) -> ScalingRules:
         if self.scale_down is not None:
             return self.scale_down
-        return ScalingRules(self.scale_down_window_seconds, "Max",
+        return ScalingRules(self.scale_down_window_seconds, so.SELECT_DEFAULT,
                             (ScalingPolicy("Percent", self.scale_down_percent, self.scale_down_period_seconds),),
                             self.tolerance_down)
 
@@ -479,21 +480,3 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
     ticks (0..285 s) old; one exactly 300 s old is out (Kubernetes' ``After(cutoff)``).
     """
     return seconds / tick - EPS
-
-
-def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
-    """Replay KEDA + HPA over the scenario with the value the scaler answers at each ``value_ticks`` tick (one
-    AverageValue metric; IsActive = value > activationThreshold at each poll).
-
-    ``values[k]`` is the value at the k-th of ``value_ticks``. The initial state is steady:
-    ``initial_replicas`` (default: what the first value asks for, within the bounds), all ready.
-    """
-    from .keda import Metric, replay
-
-    values = np.asarray(values, dtype=np.float64)
-    need = len(value_ticks(sc.n, hpa, sc.tick))
-    if values.shape[0] < need:
-        raise ValueError(f"need {need} values for {sc.n} ticks, got {values.shape[0]}")
-    active = values[value_at_polls(sc.n, hpa, sc.tick)] > hpa.activation_threshold
-    return replay(sc, hpa, [Metric(values[:need], hpa.target, live=not hpa.cached_metrics)], active,
-                  initial_replicas=initial_replicas)

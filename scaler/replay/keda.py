@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from ..policy import to_milli, to_milli_array
-from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, window_ticks
+from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, value_at_polls, value_ticks, window_ticks
 from .hpaloop import numba_target, run_loop
 from .scenario import EPS, Scenario, Timeline
 
@@ -173,3 +173,19 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
     else:
         value = np.repeat(raw[0, :polls], poll_every)[:n]
     return Timeline(replicas=replicas, ready=ready, value=value)
+
+
+def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
+    """Replay KEDA + HPA over the scenario with the value the scaler answers at each ``value_ticks`` tick (one
+    AverageValue metric; IsActive = value > activationThreshold at each poll).
+
+    ``values[k]`` is the value at the k-th of ``value_ticks``. The initial state is steady:
+    ``initial_replicas`` (default: what the first value asks for, within the bounds), all ready.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    need = len(value_ticks(sc.n, hpa, sc.tick))
+    if values.shape[0] < need:
+        raise ValueError(f"need {need} values for {sc.n} ticks, got {values.shape[0]}")
+    active = values[value_at_polls(sc.n, hpa, sc.tick)] > hpa.activation_threshold
+    return replay(sc, hpa, [Metric(values[:need], hpa.target, live=not hpa.cached_metrics)], active,
+                  initial_replicas=initial_replicas)

@@ -29,8 +29,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from . import advice as adv
 from .engine import Result
 from .forecasts import Packed, slice_series
-from .hpa import Hpa, run_hpa, value_ticks
-from .policies import Context, base_values, finish, fixed_pool
+from .hpa import Hpa, value_ticks
+from .keda import run_hpa
+from .batches import base_values
+from .policies import Context, finish, fixed_pool
 from .scenario import Scenario
 from .families import Family as F
 from .variants import Variant, default_variant

@@ -26,37 +26,24 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
+from ..params import policy_params
 from ..policy import REASONS, PolicyParams
+from .drift import drift_response
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan, Trigger
-from .drift import drift_response
 from .policies import polled_decisions
 from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
-
-
-def check_cron(timezone: str, start: str, end: str) -> None:
-    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
-    from croniter import croniter
-
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
-    for key, expr in (("start", start), ("end", end)):
-        if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
-                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
 
 
 def _occurrences(expr: str, tz: ZoneInfo, t0: float, t1: float) -> np.ndarray:
@@ -92,6 +79,13 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
     return v.astype(np.float64)
 
 
+def trigger_params(trig: Trigger) -> PolicyParams:
+    """A forescale trigger's decision knobs: the server's translation (``scaler.params.policy_params``) with the lead
+    from coldStartSeconds and the events read for the replay (``manifest.with_events``)."""
+    assert trig.spec is not None
+    return policy_params(trig.spec, events=trig.events)
+
+
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
                    series: Mapping[str, tuple[np.ndarray, np.ndarray]],
                    down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[np.ndarray, dict]:
@@ -101,17 +95,11 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
     idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
-        s = trig.spec
-        assert s is not None
-        params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
-                              qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
-                              level_correction_seconds=s.level_correction_seconds,
-                              floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
-                              events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
+        params = trigger_params(trig)
         # the server decides at each of KEDA's calls (each HPA sync; each poll with useCachedMetrics) and its
         # self-watch scores each answer: the drift response, as `forescale serve` always runs it
         calls = poll_ticks(sc.n, plan.hpa, sc.tick) if trig.cached else sync_ticks(sc.n, plan.hpa, sc.tick)
-        t_c, obs_c, d = polled_decisions(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else (),
+        t_c, obs_c, d = polled_decisions(sc, plan.hpa, params, curves(trig) if params.mode != "reactive" else (),
                                          ticks=calls)
         gone = unreachable(t_c, down)
         planned, reason, _ = drift_response(t_c, obs_c, d, params, step=step, skip=gone)

@@ -58,7 +58,7 @@ def test_events_file_not_here_exits_2_naming_the_field_and_the_options(tmp_path)
     ev = tmp_path / "ev.csv"
     ev.write_text(EVENTS)
     r = invoke(str(tr), *FAST, "--policies", "reactive", "--scaledobject", str(so), "--events-map", f"/other.csv={ev}")
-    assert r.exit_code == 2 and f"--events-map /other.csv: no forescale trigger" in r.output and repr(MOUNT) in r.output
+    assert r.exit_code == 2 and "--events-map /other.csv: no forescale trigger" in r.output and repr(MOUNT) in r.output
     r = invoke(str(tr), *FAST, "--policies", "reactive", "--scaledobject", str(so), "--events-map", "nonsense")
     assert r.exit_code == 2 and "accepted is PATH=FILE" in r.output
     # a floor the ScaledObject cannot reach: maxReplicaCount 20 x qpsPerReplica 10 = 200 < 300

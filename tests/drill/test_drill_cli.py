@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from scaler.drill.cluster import BINARIES
 

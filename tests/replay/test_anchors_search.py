@@ -13,9 +13,11 @@ from forecaster.base import Forecast, Series
 from forecaster.models import make
 from scaler.policy import PolicyParams
 from scaler.replay import anchors, calibration, engine, forecasts, frontier, search, variants
+from scaler.replay import batches
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
 from scaler.replay.hpa import value_ticks
+from scaler.replay.keda import run_hpa
 
 T0 = 1_700_006_400.0  # a Wednesday 00:00 UTC
 DAY = 86400.0
@@ -179,10 +181,10 @@ def test_searched_point_meets_the_target_within_5_percent_and_nothing_in_its_fam
         if best.miss < (1 - search.TOLERANCE) * target and v.headroom > 1.0 and v.searched:
             # not within 5 %: only because a slightly smaller headroom already misses more than the target
             if v.model is None:  # the model-free families (a model's stage 1 needs its curves)
-                vals = pol.base_values(ctx, v, None)[0]
+                vals = batches.base_values(ctx, v, None)[0]
                 lower = pol.finish(vals, ctx.qps, v.headroom * (1 - 2 * search.RESOLUTION),
                                    ctx.tolerance if v.compensation else 0.0)
-                o = scn.evaluate(ctx.scenario, pol.run_hpa(ctx.scenario, lower, ctx.hpa))
+                o = scn.evaluate(ctx.scenario, run_hpa(ctx.scenario, lower, ctx.hpa))
                 assert o.underprovisioned_fraction > target, (fam, v, best.miss, target)
     sel = frontier.select(r.points, target)
     assert sel.met and sel.point is not None and sel.point.miss <= target
@@ -195,7 +197,7 @@ def test_searched_point_meets_the_target_within_5_percent_and_nothing_in_its_fam
              and q.cost <= p.cost and (q.miss < p.miss or q.cost < p.cost)]
     if beats:
         best_anchor = min(beats, key=lambda q: (q.cost, q.miss))
-        assert f"beaten    by a published autoscaler's policy forescale cannot run: {best_anchor.variant.label()}" in text
+        assert f"beaten    by a published autoscaler's policy forescale cannot run: {best_anchor.label}" in text
     else:
         assert "beaten" not in text
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from scaler.replay.cluster import Kill, Phases, Pool, simulate
-from scaler.replay.hpa import Hpa, run_hpa
+from scaler.replay.hpa import Hpa
+from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import scenario
 
 TICK = 15.0

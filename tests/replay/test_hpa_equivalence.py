@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaler.replay.hpa import Hpa, poll_count, run_hpa
+from scaler.replay.hpa import Hpa, poll_count
+from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import scenario
 from support import oldhpa
 
@@ -123,7 +124,7 @@ def test_without_numba_the_same_functions_give_the_same_timeline():
         "rng = np.random.default_rng(77); out = []\n"
         "for _ in range(40):\n"
         "    sc, vals, hpa, init = _case(rng)\n"
-        "    tl = h.run_hpa(sc, vals, hpa, initial_replicas=init)\n"
+        "    import scaler.replay.keda as k\n    tl = k.run_hpa(sc, vals, hpa, initial_replicas=init)\n"
         "    out.append([tl.replicas.tolist(), tl.ready.tolist()])\n"
         "print(json.dumps(out))\n"
     )

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from scaler.replay.hpa import Hpa, ScalingPolicy, ScalingRules, run_hpa
+from scaler.replay.hpa import Hpa, ScalingPolicy, ScalingRules
+from scaler.replay.keda import run_hpa
 from scaler.replay.manifest import ManifestError, plans
 from scaler.replay.scenario import Scenario
 from scaler.replay.triggers import replay_plan

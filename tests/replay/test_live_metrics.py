@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaler.replay.hpa import Hpa, poll_ticks, run_hpa, sync_ticks, value_at_polls, value_ticks
+from scaler.replay.hpa import Hpa, poll_ticks, sync_ticks, value_at_polls, value_ticks
+from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import scenario
 
 Q = 10.0

@@ -10,7 +10,8 @@ import pytest
 from scaler.policy import PolicyParams
 from scaler.replay import scenarios as scn
 from scaler.replay.cluster import Phases
-from scaler.replay.hpa import Hpa, value_ticks, run_hpa
+from scaler.replay.hpa import Hpa, value_ticks
+from scaler.replay.keda import run_hpa
 from scaler.replay.policies import fixed_pool, planned_values
 from scaler.replay.scenario import scenario
 from scaler.replay.world import World, checks, live

@@ -91,14 +91,14 @@ def test_tune_drops_holidays_when_they_change_nothing():
     pairs = {}
     for q in r.points:
         if q.variant.calendar is not None:
-            pairs.setdefault(q.variant.label().replace("no-holidays", "holidays"), []).append(q)
+            pairs.setdefault(q.label.replace("no-holidays", "holidays"), []).append(q)
     assert pairs and all(len(v) == 2 and v[0].miss == v[1].miss and v[0].cost == v[1].cost for v in pairs.values())
-    assert p.variant.calendar is False and "no-holidays" in p.variant.label()
+    assert p.variant.calendar is False and "no-holidays" in p.label
     assert tr.deployment()["holidays"] == ""
     # the server's tuning: auto runs the declared spec with the choice applied: holidays cleared (TUNABLE)
     declared = parse_metadata({"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "10",
                                "holidays": "US", "tuning": "auto"})[0]
-    tuned = Tuned("k", tuple(tr.deployment().items()), p.variant.label(), str(p.variant.policy), 0.0, True, p.miss, 1.0)
+    tuned = Tuned("k", tuple(tr.deployment().items()), p.label, str(p.variant.policy), 0.0, True, p.miss, 1.0)
     ran = tuned.apply(declared)
     assert declared.holidays == "US" and ran.holidays == "" and ran.model == "seasonal_naive"
 

@@ -13,9 +13,11 @@ import pytest
 from forecaster.base import Forecast
 from scaler.policy import PolicyParams, decide
 from scaler.policy import to_milli
-from scaler.replay.hpa import Hpa, poll_count, run_hpa
+from scaler.replay.hpa import Hpa, poll_count
+from scaler.replay.keda import run_hpa
 from scaler.replay.forecasts import Curve
-from scaler.replay.policies import fixed_pool, oracle, planned_values
+from scaler.replay.families.oracle import oracle
+from scaler.replay.policies import fixed_pool, planned_values
 from scaler.replay.scenario import Scenario, evaluate, scenario
 
 Q = 10.0  # qps per replica in the hand-computed cases
