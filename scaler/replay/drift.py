@@ -19,17 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..drift import DEFAULT, DriftConfig, Scorecard, safe_planned
-from ..policy import REASONS, PolicyParams, Reason
+from ..drift import DEFAULT, DriftConfig
+from ..policy import REASONS, PolicyParams
 from .forecasts import Curve, Packed
 from .hpa import Hpa
 from .keda import run_hpa
 from .policies import polled_decisions
 from .scenario import Outcome, Scenario, Timeline, evaluate
-
-_ACTED = (REASONS.index(Reason.FORECAST), REASONS.index(Reason.OBSERVED_FLOOR))
-_DRIFT = REASONS.index(Reason.FORECAST_DRIFT)
-
+from .selfwatch import DRIFT as _DRIFT, drift_response
 
 @dataclass
 class DriftReplay:
@@ -40,29 +37,6 @@ class DriftReplay:
     fallback_polls: int  # polls served by the drift fallback
     timeline: Timeline
     outcome: Outcome
-
-
-def drift_response(times: np.ndarray, obs: np.ndarray, d, params: PolicyParams, *, step: float = 60.0,
-            config: DriftConfig = DEFAULT, act: bool = True, skip: np.ndarray | None = None):
-    """The server's drift response over decisions made at ``times`` (one per GetMetrics): ``(planned, reason,
-    alarm times)``. ``act`` False: scored, never acted on. ``skip``: calls the server never answered (it was
-    down): neither scored nor changed."""
-    provisioned = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + L]
-    planned, reason = d.planned.copy(), d.reason.copy()
-    card = Scorecard(step, config)
-    alarm_times: list[float] = []
-    for i in range(len(times)):
-        if skip is not None and skip[i]:
-            continue
-        t, y = float(times[i]), float(obs[i])
-        if act and card.drifting and reason[i] in _ACTED:
-            planned[i] = safe_planned(planned[i], y, card.window_max(t), params.headroom)
-            reason[i] = _DRIFT
-        if "alarm" in card.observe(t, y):
-            alarm_times.append(t)
-        if np.isfinite(provisioned[i]) and reason[i] in _ACTED + (_DRIFT,):
-            card.provision(t + params.lead_seconds, float(provisioned[i]), params.quantile, float(planned[i]))
-    return planned, reason, alarm_times
 
 
 def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[Curve] | Packed, *,

@@ -34,7 +34,6 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..params import policy_params
 from ..policy import REASONS, PolicyParams
-from .drift import drift_response
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
@@ -42,6 +41,7 @@ from .manifest import Plan, Trigger
 from .policies import polled_decisions
 from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages
+from .selfwatch import drift_response
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
 

@@ -351,7 +351,7 @@ def test_an_unreachable_forescale_gets_no_fallback_a_failing_source_does(schema)
 def test_a_forescale_trigger_is_replayed_with_the_servers_drift_response(schema):
     from forecaster.base import Forecast
     from scaler.policy import PolicyParams
-    from scaler.replay.drift import drift_response
+    from scaler.replay.selfwatch import drift_response
     from scaler.replay.forecasts import Curve
     from scaler.replay.hpa import sync_ticks
     from scaler.replay.policies import polled_decisions
