@@ -95,3 +95,28 @@ def test_each_mode_points_at_the_drill_and_sets_use_cached_metrics():
     # the pods are Ready T_cold / k after creation: 180 / 5 = 36 s
     dep = mf.deployment("behavior-live", 3, 180.0, 5.0)
     assert dep["spec"]["template"]["metadata"]["annotations"]["drill.forescale.dev/ready-after"] == "36.000s"
+
+
+@pytest.mark.parametrize("addr, ok", [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True),
+                                      ("::ffff:127.0.0.1", True), ("10.0.0.1", False), ("::ffff:8.8.8.8", False),
+                                      ("fe80::1%lo", False), ("not-an-address", False)])
+def test_only_loopback_counts_as_loopback(addr, ok):
+    from scaler.drill.procs import loopback
+
+    assert loopback(addr) is ok
+
+
+def test_the_trace_becomes_a_counter_whose_rate_is_the_trace():
+    import numpy as np
+
+    from scaler.drill.prometheus import counter, openmetrics
+
+    # two minutes at 10 req/s then one at 40: samples every 15 s from t = 0; the counter is linear inside each
+    # interval: 150 requests by 15 s, 1200 by 120 s, 1200 + 40 x 30 = 2400 by 150 s
+    ts, vs = counter(np.array([0.0, 60.0, 120.0]), np.array([10.0, 10.0, 40.0]), 60.0)
+    assert ts.tolist() == [0.0, 15.0, 30.0, 45.0, 60.0, 75.0, 90.0, 105.0, 120.0, 135.0, 150.0, 165.0, 180.0]
+    assert vs[1] == 150.0 and vs[8] == 1200.0 and vs[10] == 2400.0 and vs[-1] == 3600.0
+    text = openmetrics({"s": (ts[:2], vs[:2])})
+    assert text == ('# TYPE drill_requests counter\n# HELP drill_requests requests of the drill\'s trace\n'
+                    'drill_requests_total{scenario="s"} 0.000000 0.000\n'
+                    'drill_requests_total{scenario="s"} 150.000000 15.000\n# EOF\n')
