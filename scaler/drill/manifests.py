@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from .cluster import GPU_NODE_LABELS, NODE_NAME, READY_ANNOTATION
+from .cluster import GPU_NODE_LABELS, NODE_NAME
+from .config import READY_ANNOTATION
 from .scenarios import STEP, Scenario, compress
 
 NAMESPACE = "drill"
