@@ -18,7 +18,8 @@ KEDA and the HPA:
 * ``hpa``        the HPA's settings and rules (numba-compiled); ``hpaloop``: the compiled loop composing them
 * ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas; ``run_hpa`` (one metric)
 * ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
-* ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each poll, composed, replayed
+* ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
+* ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
 
 Forecasts and the world around the replicas:
 
