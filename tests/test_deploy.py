@@ -938,8 +938,9 @@ def image_builds(tmp_path_factory):
 
 def test_scaler_image_install(image_builds, tmp_path):
     """The scaler image's install, for real: `pip install .` in a fresh venv (what `make backtest` installs).
-    The result runs the CLI, imports every non-probe module, has no torch, says its version and runs
-    `forescale backtest` on the bundled trace."""
+    The result runs the CLI, imports every module but the probe's and the drill's (their extras, torch and
+    cryptography, are not in the image), has no torch, says its version, runs `forescale backtest` on the bundled
+    trace, and `forescale drill` there names the extra it needs instead of a traceback."""
     venv = image_builds[1]["scaler"].result()
     exe = venv / "bin" / "forescale"
     for argv in (["--help"], ["serve", "--help"]):
@@ -952,7 +953,7 @@ def test_scaler_image_install(image_builds, tmp_path):
         "mods = []\n"
         "for pkg in (scaler, forecaster):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
-        "        if m.name == 'scaler.probe' or m.name.startswith('scaler.probe.'):\n"
+        "        if m.name in ('scaler.probe', 'scaler.drill') or m.name.startswith(('scaler.probe.', 'scaler.drill.')):\n"
         "            continue\n"
         "        importlib.import_module(m.name); mods.append(m.name)\n"
         "assert scaler.__file__.startswith(%r), scaler.__file__\n"
@@ -972,6 +973,10 @@ def test_scaler_image_install(image_builds, tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["trace"]["name"].startswith("worldcup98") and set(doc["policies"]) == {"reactive", "oracle"}
     assert doc["policies"]["oracle"]["underprovisioned_fraction"] == 0
+    proc = subprocess.run([str(exe), "drill", "--no-isolate", "--scenarios", "step", "--out", str(tmp_path / "d")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_venv_env())
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "forescale[drill]" in proc.stderr and not (tmp_path / "d").exists(), proc.stderr
 
 
 def test_probe_image_install(image_builds, tmp_path):

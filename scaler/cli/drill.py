@@ -43,7 +43,10 @@ def drill_command(scenarios: str, short: bool, trace_path: Path | None, manifest
     the rule mismatches, the share of ticks within one replica, the pod-seconds ratio and the scale-up lag.
     Exit 0: every check passed; 1: a check failed (the report says which); 2: the drill could not run.
     """
-    from ..drill import procs, report
+    try:
+        from ..drill import procs, report
+    except ImportError as e:  # the drill extra (cryptography, psutil) is not in the base install
+        fail(f"forescale drill needs the drill extra ({e.name} is not installed): pip install 'forescale[drill]'")
 
     if isolate and not procs.isolated():
         try:

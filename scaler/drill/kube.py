@@ -97,10 +97,12 @@ class Kube:
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, client: Pair, user: str = "drill") -> Path:
-    """A kubeconfig with one cluster, one user (the client certificate) and one current context."""
+    """A kubeconfig with one cluster, one user (the client certificate) and one current context. Its file paths
+    are absolute: client-go reads a relative one against the kubeconfig's own folder, not the working directory."""
+    ca, cert, key = (Path(p).resolve() for p in (ca, client.cert, client.key))
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "drill",
            "clusters": [{"name": "drill", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-           "users": [{"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+           "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
            "contexts": [{"name": "drill", "context": {"cluster": "drill", "user": user}}]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     path.chmod(0o600)

@@ -47,6 +47,8 @@ def failures(row: dict) -> list[str]:
 
 def run_all(scenarios: list[Scenario], k: float, out: Path, bin_dir: Path, drill_dir: Path,
             port_base: int) -> tuple[dict, bool]:
+    # every path the processes are handed is absolute: they run in folders of their own
+    out, bin_dir, drill_dir = (Path(p).resolve() for p in (out, bin_dir, drill_dir))
     out.mkdir(parents=True, exist_ok=True)
     doc: dict = {"k": k, "versions": {}, "scenarios": [], "resources": {}, "failures": []}
     path = out / "report.json"

@@ -113,7 +113,7 @@ def _daily(minutes: int, start_min: int, end_min: int, rate: float, span_from: i
 
 
 def builtins(short: bool = False) -> dict[str, Scenario]:
-    """The five scenarios (``short``: the CI's shorter step)."""
+    """The six scenarios (``short``: the CI's shorter step)."""
     h = int(HISTORY / STEP)
     step_min = 16 if short else 30
     step = _flat(29.0, step_min)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -120,3 +121,23 @@ def test_the_trace_becomes_a_counter_whose_rate_is_the_trace():
     assert text == ('# TYPE drill_requests counter\n# HELP drill_requests requests of the drill\'s trace\n'
                     'drill_requests_total{scenario="s"} 0.000000 0.000\n'
                     'drill_requests_total{scenario="s"} 150.000000 15.000\n# EOF\n')
+
+
+def test_a_kubeconfig_under_a_relative_folder_names_its_files_absolutely(tmp_path, monkeypatch):
+    # `make drill` passes --out build/drill: client-go reads a relative path in a kubeconfig against the
+    # kubeconfig's own folder, so build/drill/runs/x/pki/ca.crt from build/drill/runs/x/ would be looked up at
+    # build/drill/runs/x/build/drill/runs/x/pki/ca.crt (the failure seen). Every path written must be absolute
+    # and name the file that is there.
+    import yaml
+
+    from scaler.drill.kube import write_kubeconfig
+
+    monkeypatch.chdir(tmp_path)
+    rel = Path("build/drill/runs/x")
+    k = make_pki(rel / "pki")
+    doc = yaml.safe_load(write_kubeconfig(rel / "kubeconfig", "https://127.0.0.1:6443", k.ca.cert,
+                                          k.clients["admin"]).read_text())
+    paths = [doc["clusters"][0]["cluster"]["certificate-authority"],
+             doc["users"][0]["user"]["client-certificate"], doc["users"][0]["user"]["client-key"]]
+    assert all(Path(p).is_absolute() and Path(p).is_file() for p in paths), paths
+    assert paths[0] == str(tmp_path / rel / "pki" / "ca.crt")
