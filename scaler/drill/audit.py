@@ -55,6 +55,7 @@ class Sync:
     current: int  # ... and its spec.replicas
     metrics: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (received, completed)
     wrote: float | None = None  # when the HPA's write of a new scale was done (its scale event is a moment after)
+    refused: bool = False  # its write was refused (a 409 when the scale moved under it): it reads the scale again
 
     @property
     def decided(self) -> float:
@@ -118,12 +119,21 @@ def read(audit_log: Path, answers: Path | None = None) -> Timelines:
 def _event(tl: Timelines, ev: dict, last_sync: dict[str, Sync]) -> None:
     ref, user, verb = ev.get("objectRef", {}), ev.get("user", {}).get("username", ""), ev.get("verb")
     code = ev.get("responseStatus", {}).get("code", 0)
-    if code >= 300 or ev.get("stage") != "ResponseComplete":
+    if ev.get("stage") != "ResponseComplete":
         return
     t, done = ts(ev["requestReceivedTimestamp"]), ts(ev["stageTimestamp"])
     group, res, sub, name = ref.get("apiGroup", ""), ref.get("resource", ""), ref.get("subresource"), ref.get("name")
-    if group == "apps" and res == "deployments" and sub == "scale":
-        if verb == "get" and user == KCM:
+    scale = group == "apps" and res == "deployments" and sub == "scale"
+    if code >= 300:
+        # the HPA retries a refused write within the same sync (RetryOnConflict: get the scale again, write the
+        # same desired replicas on it): that get is no sync of its own, and no metrics are read for it
+        if scale and user == KCM and verb in ("update", "patch") and name in last_sync:
+            last_sync[name].refused = True
+        return
+    if scale:
+        if verb == "get" and user == KCM and name in last_sync and last_sync[name].refused:
+            last_sync[name].refused = False
+        elif verb == "get" and user == KCM:
             sync = Sync(t, int(ev["responseObject"]["spec"].get("replicas", 0)))
             tl.syncs[name].append(sync)
             last_sync[name] = sync

@@ -135,6 +135,38 @@ def test_the_audit_log_becomes_syncs_scales_status_and_pods(tmp_path):
     assert tl.desired_after("x", t0, t0 + 2) == 5 and tl.desired_after("x", t0 + 2, t0 + 9) is None
 
 
+def test_a_refused_write_is_retried_within_the_same_sync(tmp_path):
+    # seen live (zero, at activation): KEDA scaled 0 -> 1, the deployment's status moved the scale's
+    # resourceVersion, and the HPA's write of 2 got a 409. The HPA retries in the same sync (RetryOnConflict):
+    # it reads the scale again and writes the same 2, reading no metrics. That second read is no sync of its own
+    # (one judged without metrics would be a mismatch); the sync's write is the retry's, done at 0.166.
+    kcm = audit.KCM
+    scale = {"apiGroup": "apps", "resource": "deployments", "subresource": "scale", "name": "x", "namespace": "d"}
+    refused = json.loads(ev("update", kcm, scale, "2026-01-01T00:00:00.140Z", requestObject={"spec": {"replicas": 2}}))
+    refused["responseStatus"] = {"code": 409}
+    lines = [
+        ev("get", kcm, scale, "2026-01-01T00:00:00Z", responseObject={"spec": {"replicas": 1}}),
+        ev("list", kcm, {"apiGroup": "external.metrics.k8s.io", "resource": "s0-forescale-x", "namespace": "d"},
+           "2026-01-01T00:00:00.050Z", "2026-01-01T00:00:00.090Z",
+           requestURI="/apis/external.metrics.k8s.io/v1beta1/namespaces/d/s0-forescale-x?labelSelector="
+                      "scaledobject.keda.sh%2Fname%3Dx"),
+        json.dumps(refused),
+        ev("get", kcm, scale, "2026-01-01T00:00:00.160Z", responseObject={"spec": {"replicas": 1}}),
+        ev("update", kcm, scale, "2026-01-01T00:00:00.280Z", "2026-01-01T00:00:00.326Z",
+           requestObject={"spec": {"replicas": 2}}),
+        ev("get", kcm, scale, "2026-01-01T00:00:03Z", responseObject={"spec": {"replicas": 2}}),
+    ]
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join(lines))
+    tl = audit.read(log)
+    t0 = audit.ts("2026-01-01T00:00:00Z")
+    first, second = tl.syncs["x"]
+    assert (first.at, first.current, second.at, second.current) == pytest.approx((t0, 1, t0 + 3, 2))
+    assert first.metrics["s0-forescale-x"] == pytest.approx((t0 + 0.05, t0 + 0.09))
+    assert first.wrote == pytest.approx(t0 + 0.326) and not first.refused
+    assert tl.scales["x"] == [(pytest.approx(t0 + 0.28), kcm, 2)]  # the refused write is no scale event
+
+
 def test_end_to_end_on_the_replays_ticks(tmp_path):
     # the replay: 2 replicas for 4 ticks, then 3 (ready 2, starting 1); live: 2 from the start, 3 from 61 s
     csv = tmp_path / "r.csv"
