@@ -60,3 +60,22 @@ def test_a_request_rate_given_as_tokens_is_refused():
     assert "tokenQuery is 0.5 tokens per request" in why and "accepted" in why
     assert unit_refusal(np.array([10.0, 20.0]), np.array([100.0, 200.0]), "tokenQuery") == ""
     assert unit_refusal(np.array([0.0, np.nan]), np.array([1.0, 2.0]), "tokenQuery") == ""  # no sample to judge
+
+
+def test_the_token_keys_parse_together_and_move_the_forecast_key():
+    from scaler.spec import MetadataError, parse_metadata
+    from scaler.specwrite import to_metadata
+
+    base = {"serverAddress": "http://prometheus:9090", "query": "sum(rate(r[2m]))", "qpsPerReplica": "2"}
+    plain = parse_metadata(base)[0]
+    tok = parse_metadata({**base, "tokenQuery": "sum(rate(t[2m]))", "tokensPerReplica": "2000"})[0]
+    assert (tok.token_query, tok.tokens_per_replica) == ("sum(rate(t[2m]))", 2000.0)
+    assert plain.load_identity() == "sum(rate(r[2m]))"  # no digest of a trigger without tokens moves
+    assert tok.forecast_key() != plain.forecast_key()
+    assert parse_metadata(to_metadata(tok))[0] == tok
+    with pytest.raises(MetadataError, match="'tokensPerReplica': got missing"):
+        parse_metadata({**base, "tokenQuery": "sum(rate(t[2m]))"})
+    with pytest.raises(MetadataError, match="'tokenQuery': got missing"):
+        parse_metadata({**base, "tokensPerReplica": "2000"})
+    with pytest.raises(MetadataError, match="'tokensPerReplica': got '0'"):
+        parse_metadata({**base, "tokenQuery": "q", "tokensPerReplica": "0"})

@@ -88,3 +88,14 @@ def test_one_token_column_alone_and_a_request_rate_as_tokens_are_refused(tmp_pat
         f"2026-01-05T00:0{m}:00,6,0,3\n" for m in range(4)))
     with pytest.raises(ReplayError, match="0.5 tokens per request on average"):
         load_csv(q)
+
+
+def test_a_scaledobject_trigger_on_tokens_is_refused_not_replayed_on_requests_alone():
+    from scaler.replay.manifest import ManifestError, plans
+
+    doc = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "t"},
+           "spec": {"scaleTargetRef": {"name": "d"}, "triggers": [{"type": "external", "metadata": {
+               "scalerAddress": "forescale:9090", "serverAddress": "http://p:9090", "query": "q",
+               "qpsPerReplica": "2", "tokenQuery": "t", "tokensPerReplica": "100"}}]}}
+    with pytest.raises(ManifestError, match=r"tokenQuery: a trigger on tokens is not replayed"):
+        plans([("test", doc)])
