@@ -223,8 +223,12 @@ CSV_FORM = ("a header 'timestamp,count' (requests in each interval) or 'timestam
             "an empty value is a gap")
 
 
-def from_csv(path: str | Path, *, step: float | None = None, max_gap: int = DEFAULT_MAX_GAP) -> tuple[Series, HygieneReport]:
+def from_csv(path: str | Path, *, step: float | None = None, max_gap: int = DEFAULT_MAX_GAP,
+             column: str | None = None) -> tuple[Series, HygieneReport]:
     """Read a trace CSV: ``timestamp,count`` or ``timestamp,qps`` (extra columns are ignored).
+
+    ``column``: read that column instead, as an amount per interval like ``count`` (``input_tokens``: tokens/s
+    on the same grid as the requests of the same file).
 
     ``count`` is requests per interval, converted to requests/s by dividing by
     the file's own interval (the median spacing of its timestamps). ``step``
@@ -248,11 +252,16 @@ def from_csv(path: str | Path, *, step: float | None = None, max_gap: int = DEFA
             hint = " (the first line looks like data: add a header)" if _looks_like_data(header) else ""
             raise ValueError(f"{where}: line 1: no 'timestamp' column in header {header!r}{hint}; expected {CSV_FORM}")
         has_count, has_qps = "count" in cols, "qps" in cols
+        if column is not None:
+            if column.lower() not in cols:
+                raise ValueError(f"{where}: line 1: no {column!r} column in header {header!r}")
+            has_count, has_qps, cols = True, False, [("count" if c == column.lower() else
+                                                      ("" if c == "count" else c)) for c in cols]
         if has_count == has_qps:
             what = "both 'count' and 'qps'" if has_count else "neither 'count' nor 'qps'"
             raise ValueError(f"{where}: line 1: header {header!r} has {what}; expected {CSV_FORM}")
         it, iv = cols.index("timestamp"), cols.index("count" if has_count else "qps")
-        value_name = cols[iv]
+        value_name = cols[iv] if column is None else column
         ts_raw: list[str] = []
         vals: list[float] = []
         for lineno, row in enumerate(reader, start=2):
@@ -280,7 +289,7 @@ def from_csv(path: str | Path, *, step: float | None = None, max_gap: int = DEFA
         raise ValueError(f"{where}: every row has the same timestamp; expected {CSV_FORM}")
     native = float(np.median(diffs))
     check_span(t, native, where)
-    if value_name == "count":
+    if value_name == "count" or column is not None:
         y = y / native
     series, report = regularize(t, y, native, max_gap=max_gap)
     if step is not None and abs(step - native) > 1e-9:

@@ -35,6 +35,12 @@ KEYS: tuple[Key, ...] = (
     Key("query", None, "PromQL whose single result is the workload's request rate in requests/s (required)"),
     Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, in [0.001, 1e9])"),
     Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
+    Key("tokenQuery", "", "PromQL whose single result is the workload's weighted token rate in tokens/s (vLLM: "
+                          "rate(vllm:generation_tokens_total[2m]) + 0.02 * rate(vllm:prompt_tokens_total[2m])); with "
+                          "tokensPerReplica the scaler observes, forecasts and acts on the binding load "
+                          "max(query, qpsPerReplica x tokenQuery / tokensPerReplica), in requests/s"),
+    Key("tokensPerReplica", "", "with tokenQuery (and only with it): the weighted tokens/s one ready replica "
+                                "sustains, in [0.001, 1e12]"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
     Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
     Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),

@@ -138,10 +138,19 @@ class ScalerSpec:
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs: weekday (Monday = 0), LEARNED or ORDINARY
     timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone of the holiday days
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
+    token_query: str = ""  # tokenQuery: weighted tokens/s; "" = requests alone (scaler.tokens)
+    tokens_per_replica: float = 0.0  # tokensPerReplica: with token_query
+
+    def load_identity(self) -> str | tuple:
+        """What the observed load depends on: the query; with tokenQuery also it, tokensPerReplica and qpsPerReplica
+        (the binding load, ``scaler.tokens``). Just the query without tokens, so that no digest of one moves."""
+        if not self.token_query:
+            return self.query
+        return (self.query, self.token_query, self.tokens_per_replica, self.qps_per_replica)
 
     def forecast_key(self) -> tuple:
         """What a fitted forecast depends on: a change here means refit."""
-        return (self.prometheus, self.query, self.model, self.history_seconds, self.step_seconds,
+        return (self.prometheus, self.load_identity(), self.model, self.history_seconds, self.step_seconds,
                 self.level_correction_seconds, self.quantile if self.model == "auto" else None,  # auto scores on it
                 self.holidays, self.holiday_window, self.holiday_as, self.timezone)
 
@@ -288,8 +297,19 @@ def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)",
                         default=_metric_name(namespace, name))
 
+    token_query = r.raw("tokenQuery") or ""
+    tokens_per_replica = 0.0
+    if token_query or r.raw("tokensPerReplica") is not None:
+        if not token_query:
+            raise MetadataError("tokenQuery", None, "a PromQL expression whose single result is tokens/s, "
+                                "with tokensPerReplica (or neither key)")
+        form = ("a number in [0.001, 1e12] (weighted tokens/s one ready replica sustains), required with "
+                "tokenQuery, e.g. \"2000\"")
+        if r.raw("tokensPerReplica") is None:
+            raise MetadataError("tokensPerReplica", None, form)
+        tokens_per_replica = r.number("tokensPerReplica", lo=MIN_TARGET, hi=1e12, accepted=form)
     return dict(prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds), query=query,
-                qps_per_replica=qps_per_replica, activation_threshold=activation, ignore_null_values=ignore_null,
+                token_query=token_query, tokens_per_replica=tokens_per_replica, qps_per_replica=qps_per_replica, activation_threshold=activation, ignore_null_values=ignore_null,
                 metric_name=metric_name)
 
 

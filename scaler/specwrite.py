@@ -35,6 +35,8 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "serverAddress": p.server_address,
         "query": spec.query,
         "qpsPerReplica": _number(spec.qps_per_replica),
+        "tokenQuery": spec.token_query,
+        "tokensPerReplica": _number(spec.tokens_per_replica) if spec.token_query else "",
         "activationThreshold": _number(spec.activation_threshold),
         "ignoreNullValues": "true" if spec.ignore_null_values else "false",
         "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),

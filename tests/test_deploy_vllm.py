@@ -115,6 +115,9 @@ def test_the_trigger_reads_the_cluster_and_the_sidecar():
     base = render(ROOT / "deploy" / "example")
     main_so = one("ScaledObject", "llm-inference", base)
     assert md["scalerAddress"] == main_so["spec"]["triggers"][0]["metadata"]["scalerAddress"]
+    # the token load reads vLLM's own token counters of the same model, next to its request counter
+    assert "vllm:generation_tokens_total" in spec.token_query and "vllm:prompt_tokens_total" in spec.token_query
+    assert 'model_name="vllm"' in spec.token_query and spec.tokens_per_replica == 600.0
     # the startup budget covers 3 x the fallback T_cold
     startup = dep["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 3 * spec.lead.cold_start_seconds

@@ -4,7 +4,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 
 * ``options``  shared options (durations, traffic source, replica economics), errors, JSON files, and
                ``replay_settings`` (the ``Settings`` tune and its fleet build alike)
-* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups
+* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
+               ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars

@@ -16,6 +16,7 @@ from .coldstarts import cold_start_options, sampled_world, wanted
 from .options import (Duration, calendar_options, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
+from .tokenopts import token_options
 from .scaledobjects import (check_series, fetch_missing, load_plans, load_series, resolve_events,
                             scaledobject_options)
 
@@ -58,11 +59,12 @@ from .scaledobjects import (check_series, fetch_missing, load_plans, load_series
 @world_options
 @scaledobject_options
 @cold_start_options
+@token_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
                      do_sweep, drift, jobs, scaledobject_files, trigger_series, events_map, calendar=None,
-                     **world_opts) -> None:
+                     tokens=None, token_aware=True, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -100,7 +102,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
-                               world=world, **(calendar or {}))
+                               world=world, tokens=tokens, token_aware=token_aware, **(calendar or {}))
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)

@@ -89,6 +89,9 @@ def to_json(r: Result) -> dict:
             "simulated_end": iso(r.sim_end),
             "simulated_days": (r.sim_end - r.sim_start) / DAY,
             "policies": list(r.policies),
+            **({"tokens": {"tokens_per_replica": s.tokens.tokens_per_replica, "input_token_weight":
+                           s.tokens.input_weight, "scaled_on": "binding" if s.token_aware else "requests"}}
+               if s.tokens is not None else {}),
         },
         "forecast": fc,
         "policies": pols,

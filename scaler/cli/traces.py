@@ -14,6 +14,7 @@ import numpy as np
 
 from ..replay.engine import ReplayError, Trace
 from ..spec import parse_duration
+from ..tokens import unit_refusal
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
@@ -45,11 +46,13 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
                 try:
                     refuse_several_series(tmp, p)
                     series, rep = from_csv(tmp)
+                    tokens = token_columns(tmp, series)
                 except ValueError as e:
                     raise ReplayError(str(e).replace(str(tmp), str(p))) from None
         else:
             refuse_several_series(p, p)
             series, rep = from_csv(p)
+            tokens = token_columns(p, series)
     except ReplayError:
         raise
     except ValueError as e:
@@ -66,8 +69,41 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
                               f"accepted: a --step that is a multiple of {series.step:g} s")
         native = series.step
         series = resample(series, step)
+        tokens = tokens if tokens is None else tuple(resample(k, step) for k in tokens)
         hygiene = f"{hygiene}; resampled from {native:g} s to {step:g} s (mean)"
-    return Trace(label, series, hygiene, str(p), counts=True)
+    if tokens is None:
+        return Trace(label, series, hygiene, str(p), counts=True)
+    if why := unit_refusal(series.y, tokens[1].y, f"{p}: column 'output_tokens'"):
+        raise ReplayError(why)
+    return Trace(label, series, hygiene, str(p), counts=True, input_tokens=tokens[0].y, output_tokens=tokens[1].y)
+
+
+TOKEN_COLUMNS = ("input_tokens", "output_tokens")  # sums per interval, next to count (a trace with shape)
+
+
+def token_columns(path: Path, series) -> tuple | None:
+    """The CSV's ``input_tokens`` and ``output_tokens`` as tokens/s on ``series``' grid, None without them.
+
+    Both or neither (one alone is refused); an empty cell is a gap, as in ``count``; a negative one is dropped
+    (the hygiene of ``forecaster.series``), never read as 0.
+    """
+    import csv
+
+    from forecaster.series import from_csv
+
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+        header = [h.strip().lower() for h in next(csv.reader(fh), None) or []]
+    have = [c for c in TOKEN_COLUMNS if c in header]
+    if not have:
+        return None
+    if len(have) == 1:
+        raise ValueError(f"{path}: line 1: a {have[0]!r} column without {(set(TOKEN_COLUMNS) - set(have)).pop()!r};"
+                         f" accepted: both token columns ({', '.join(TOKEN_COLUMNS)}, sums per interval) or neither")
+    out = tuple(from_csv(path, column=c)[0] for c in TOKEN_COLUMNS)
+    if any(len(k) != len(series) or not np.array_equal(k.t, series.t) for k in out):
+        raise ValueError(f"{path}: the token columns and 'count' do not give the same time grid; accepted: one "
+                         "value in each of count, input_tokens and output_tokens per row (empty for a gap)")
+    return out
 
 
 def refuse_several_series(path: Path, shown: Path) -> None:

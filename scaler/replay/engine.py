@@ -50,7 +50,7 @@ from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, 
 from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
 from .triggers import replay_scaled_objects
-from . import scenarios, world
+from . import scenarios, tokenload, world
 
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
 Progress = Callable[[int, int], None]  # (units done since the last call, total units)
@@ -115,9 +115,33 @@ def setup(trace: Trace, settings: Settings) -> Setup:
         raise ReplayError(f"qpsPerReplica {why}; it was {qps_note}")
     sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
+    if settings.tokens is not None:
+        sc = token_scenario(trace, settings, sc, start, end, qps)
+        cap = settings.tokens
+        share = tokenload.token_share(series, tokenload.weighted(trace, cap), qps, cap, start, end)
+        notes.append(f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight "
+                     f"{cap.input_weight:g}); the tokens bind in {100 * share:.1f} % of the simulated intervals; "
+                     f"scaled on {'the binding load' if settings.token_aware else 'req/s alone'}")
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                   tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
     return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa)
+
+def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: float, end: float,
+                   qps: float) -> Scenario:
+    """The scenario judged on the binding load of requests and tokens (``tokenload``); ReplayError without tokens."""
+    cap = settings.tokens
+    assert cap is not None
+    if not trace.has_tokens:
+        raise ReplayError(f"--tokens-per-replica needs a trace with token counts: {trace.source} has no "
+                          "'input_tokens' and 'output_tokens' columns; accepted: a CSV with the header "
+                          "timestamp,count,input_tokens,output_tokens (sums per interval)")
+    s = trace.series
+    k = tokenload.weighted(trace, cap)
+    kw = dict(cold_start_seconds=settings.cold_start_seconds, qps_per_replica=qps)
+    toks = scenario(s.t, tokenload.equivalent(k, qps, cap), s.step, start, end, **kw)
+    need = scenario(s.t, tokenload.judged(s, k, qps, cap), s.step, start, end, **kw)
+    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware)
+
 
 @dataclass
 class PolicyRun:
@@ -218,7 +242,10 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     t_all = time.perf_counter()
     trace, su = prepared(trace, settings)
     series = trace.series
-    if trace.counts:  # the history the server fits and predicts from is its query's view of these requests
+    if settings.tokens is not None and settings.token_aware:  # the binding load of the two queries' views
+        series = tokenload.seen(series, tokenload.weighted(trace, settings.tokens), su.qps, settings.tokens,
+                                counts=trace.counts)
+    elif trace.counts:  # the history the server fits and predicts from is its query's view of these requests
         series = Series(series.t, rate_view(series.t, series.y, series.step), series.step)
     ctx = context(series, su, settings)
     absolute, reactive_miss = resolved_target(ctx, settings, target_miss)
@@ -247,6 +274,9 @@ def prepared(trace: Trace, settings: Settings) -> tuple[Trace, Setup]:
     su = setup(trace, settings)
     W = settings.world
     if W.active and any(sp.kind in scenarios.LOAD_KINDS for sp in W.specs()):  # the load scenarios on the trace
+        if settings.tokens is not None:
+            raise ReplayError("--scenario's load scenarios change the requests, not the tokens: accepted is one "
+                              "of them, --tokens-per-replica or a load --scenario")
         trace = replace(trace, series=scenarios.with_load(trace.series, su.start, W.specs()))
         su = replace(setup(trace, replace(settings, qps_per_replica=su.qps)), qps_note=su.qps_note)
     return trace, su

@@ -6,12 +6,15 @@ plain data, read by the engine, the families' defaults (``families.base.Knobs``)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from forecaster.base import Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..spec import DEFAULTS, LeadTime, parse_duration
+from ..tokens import TokenCapacity
 from .families import POLICIES, TABLE
 from .forecasts import quiet_prophet_import
 from .hpa import Hpa
@@ -31,6 +34,13 @@ class Trace:
     source: str  # path or URL
     attribution: str = ""
     counts: bool = False  # requests as they arrived (a CSV): forecast from what the query reads (rate_view)
+    # a trace with shape: prompt and generated tokens/s on series.t (a CSV's input_tokens, output_tokens)
+    input_tokens: np.ndarray | None = field(default=None, compare=False, repr=False)
+    output_tokens: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.input_tokens is not None and self.output_tokens is not None
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class Settings:
     holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
     aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
+    tokens: TokenCapacity | None = None  # a replica's token budget: judge on the binding load (replay.tokenload)
+    token_aware: bool = True  # with tokens: scale on the binding load (False: on req/s alone, the baseline)
 
     def lead(self) -> LeadTime:
         lt = LeadTime(

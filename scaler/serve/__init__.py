@@ -9,7 +9,8 @@
 * ``state``     the one JSON state store (forecasts, tuning choices) under --state-dir
 * ``metrics``   the scaler's own Prometheus metrics
 * ``opsmetrics``  metrics of the scaler's own operation (query budget, connections, workers)
-* ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings
+* ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings;
+                 ``load``: the load those queries and the fits read (with ``tokenQuery``, the binding load)
 * ``identity``   a trigger's identity (its metadata's digest); ``coldstart``: ``coldStartFrom: cluster``
 * ``worker``     the background-worker skeleton behind fitting and tuning
 * ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger

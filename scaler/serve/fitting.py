@@ -39,6 +39,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
+from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
@@ -149,7 +150,7 @@ def run_fit(job: FitJob) -> dict:
 def forecast_key_hash(spec: ScalerSpec) -> str:
     """A one-way digest of what a forecast depends on (headers may hold secrets: never stored in clear)."""
     p = spec.prometheus
-    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
+    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity(),
                    spec.model, spec.history_seconds, spec.step_seconds, spec.level_correction_seconds))
 
 
@@ -380,7 +381,7 @@ class FitService:
             horizon = int(round((fc_old.t[-1] - end) / step))
             if horizon <= 0:
                 raise ValueError("the curve no longer reaches past now")
-            recent, _ = wl.client.range_series(spec.query, end - (RECENT_STEPS - 1) * step, end, step)
+            recent, _ = load_series(wl.client, spec, end - (RECENT_STEPS - 1) * step, end, step)
             with self._lock:
                 model_state = self._model_state[wl.key]
             fitted = from_state(model_state)
@@ -400,7 +401,7 @@ class FitService:
         end = math.floor(at / step) * step
         self.ops.queries.labels("history").inc()
         try:
-            series, report = wl.client.range_series(spec.query, end - spec.history_seconds + step, end, step)
+            series, report = load_series(wl.client, spec, end - spec.history_seconds + step, end, step)
         except PromError as e:
             if e.kind is not PromErrorKind.NO_DATA:
                 raise

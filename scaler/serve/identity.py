@@ -121,7 +121,8 @@ def inherit(wl, siblings, tuning) -> None:
         if (other.namespace, other.name) != (wl.namespace, wl.name):
             continue
         if (other.observed_at is not None and wl.observed_at is None
-                and (other.declared.prometheus, other.declared.query) == (wl.spec.prometheus, wl.spec.query)):
+                and (other.declared.prometheus, other.declared.load_identity())
+                == (wl.spec.prometheus, wl.spec.load_identity())):
             wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
             wl.first_done.set()
         if (wl.tuned is None and other.tuned is not None and tuning is not None

@@ -20,6 +20,7 @@ from typing import Callable
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..prom import PromError, PromErrorKind
 from .identity import cut
+from .load import observed_load
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
@@ -91,7 +92,7 @@ class Refresher:
         error: PromError | None = None
         self.ops.queries.labels("observe").inc()
         try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            observed = min(MAX_RATE, max(0.0, wl.client.scalar(spec.query, self._at(), ignore_null=spec.ignore_null_values)))
+            observed = min(MAX_RATE, max(0.0, observed_load(wl.client, spec, self._at())))
         except PromError as e:
             error = e
         except Exception as e:  # never let a refresher thread die silently

@@ -50,6 +50,7 @@ from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
+from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
 from .worker import SETTLE_SECONDS, Worker, cutoff, last_boundary, phase
@@ -92,7 +93,7 @@ def cluster_tolerance(spec: ScalerSpec) -> float:
 def tuning_key(spec: ScalerSpec) -> str:
     """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
     p = spec.prometheus
-    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.query,
+    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity(),
                    spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.cold_start_cluster, spec.model,
                    spec.history_seconds,
                    spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
@@ -366,7 +367,7 @@ class TuningService:
         else:
             start = math.floor(since / step) * step
         try:
-            series, _ = wl.client.range_series(spec.query, start, end, step)
+            series, _ = load_series(wl.client, spec, start, end, step)
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA:
                 raise ValueError("no history returned by the query") from None

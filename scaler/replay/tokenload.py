@@ -1,0 +1,61 @@
+"""A trace with shape on the replay's grid: the binding load of requests and tokens (``scaler.tokens``).
+
+With a token capacity (``Settings.tokens``) and a trace carrying ``input_tokens`` and ``output_tokens``:
+
+* what is judged (``Scenario.demand``) is the true need in the target's unit, ``max(requests, qps x tokens /
+  tokens_per_replica)`` per trace interval: a replica serves neither more requests nor more tokens than it can;
+* what the scaler sees (``Scenario.observed``, the history it forecasts from) is, token-aware
+  (``Settings.token_aware``), the same max of the two ``rate()`` views, as the server composes its two queries;
+  req/s only, the request view alone (the baseline the tokens are measured against).
+
+Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forecaster.base import Series
+
+from ..tokens import TokenCapacity, binding_load
+from .scenario import Scenario, rate_view
+
+
+def equivalent(tokens_per_s: np.ndarray, qps: float, cap: TokenCapacity) -> np.ndarray:
+    """Weighted tokens/s in the target's unit: ``qps x tokens / tokens_per_replica``."""
+    return np.asarray(tokens_per_s, dtype=np.float64) * (qps / cap.tokens_per_replica)
+
+
+def weighted(trace, cap: TokenCapacity) -> np.ndarray:
+    """The trace's weighted tokens/s on its grid (``TokenCapacity.weighted``)."""
+    return cap.weighted(trace.input_tokens, trace.output_tokens)
+
+
+def judged(series: Series, tokens: np.ndarray, qps: float, cap: TokenCapacity) -> np.ndarray:
+    """The true need per interval in the target's unit: the binding load of the raw trace."""
+    return binding_load(series.y, tokens, qps, cap.tokens_per_replica)[0]
+
+
+def seen(series: Series, tokens: np.ndarray, qps: float, cap: TokenCapacity, *, counts: bool) -> Series:
+    """The history a token-aware scaler forecasts from: the max of the two ``rate()`` views (of a CSV's counts;
+    a Prometheus trace is its queries' view already)."""
+    r, k = series.y, tokens
+    if counts:
+        r, k = rate_view(series.t, r, series.step), rate_view(series.t, k, series.step)
+    return Series(series.t, binding_load(r, k, qps, cap.tokens_per_replica)[0], series.step)
+
+
+def with_need(requests: Scenario, tokens: Scenario, need: Scenario, *, token_aware: bool) -> Scenario:
+    """The scenario judged on ``need``'s demand; observed: the max of the requests' and the tokens' views
+    (token-aware: the server's two queries) or the requests' alone."""
+    obs = np.maximum(requests.observed, tokens.observed) if token_aware else requests.observed
+    return Scenario(requests.t0, need.demand, obs, requests.cold_start_seconds, requests.qps_per_replica,
+                    requests.tick)
+
+
+def token_share(series: Series, tokens: np.ndarray, qps: float, cap: TokenCapacity, start: float,
+                end: float) -> float:
+    """The share of the trace's intervals in ``[start, end)`` where the tokens bind (0 .. 1)."""
+    sel = (series.t >= start) & (series.t < end)
+    bind = binding_load(series.y[sel], tokens[sel], qps, cap.tokens_per_replica)[1]
+    return float(bind.mean()) if bind.size else 0.0

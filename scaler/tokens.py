@@ -1,0 +1,88 @@
+"""Tokens as a load: what a replica spends on an LLM server, next to the requests it answers.
+
+The capacity model is a token budget per replica and second, prefill and decode together::
+
+    tokens(t) = input_weight x input_tokens/s + output_tokens/s        (weighted tokens/s)
+    replicas needed for the tokens = tokens(t) / tokens_per_replica
+
+``input_weight`` is what one prompt token costs in output-token units (a prefill token is computed with its
+batch in one pass, a decode token needs a pass of its own: on a GPU the weight is well below 1). A long-document
+hour (more input) and a verbose hour (more output) need more replicas at the same requests/s, which a fixed
+``qpsPerReplica`` cannot see.
+
+The load forecast and acted on is the binding one of the two, in the HPA target's unit (requests/s, so that
+``qpsPerReplica`` stays the target KEDA hands over)::
+
+    load(t) = max( requests(t), qps_per_replica x tokens(t) / tokens_per_replica )
+
+so ``load / qps_per_replica`` is the larger of the two replica needs. The server (its observed value and its
+history) and the replay (``scaler.replay``) compose it here, and ``scaler.policy.decide`` decides on it.
+
+Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_TOKENS_PER_REQUEST = 1.0  # every answered request holds at least one output token: below it the unit is wrong
+
+
+@dataclass(frozen=True)
+class TokenCapacity:
+    """What one ready replica sustains: ``tokens_per_replica`` weighted tokens/s (``input_weight`` per prompt token)."""
+
+    tokens_per_replica: float
+    input_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.tokens_per_replica) and self.tokens_per_replica > 0):
+            raise ValueError(f"tokens per replica {self.tokens_per_replica!r}: accepted is a finite number > 0 "
+                             "(weighted tokens/s one ready replica sustains)")
+        if not (math.isfinite(self.input_weight) and 0 <= self.input_weight <= 1000):
+            raise ValueError(f"input token weight {self.input_weight!r}: accepted is a number in [0, 1000] "
+                             "(what a prompt token costs in output tokens)")
+
+    def weighted(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+        """Weighted tokens/s: ``input_weight x input + output`` (NaN where either is NaN)."""
+        return self.input_weight * np.asarray(input_tokens, dtype=np.float64) + np.asarray(output_tokens,
+                                                                                          dtype=np.float64)
+
+
+def binding_load(requests: np.ndarray, tokens: np.ndarray, qps_per_replica: float,
+                 tokens_per_replica: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(load, tokens_bind)``: ``max(requests, qps x tokens / tokens_per_replica)`` and where the tokens bind.
+
+    NaN in one of the two leaves the other (a missing token sample does not zero the load); NaN in both stays
+    NaN (a gap). Negative values count as missing.
+    """
+    r = np.asarray(requests, dtype=np.float64)
+    eq = np.asarray(tokens, dtype=np.float64) * (qps_per_replica / tokens_per_replica)
+    r = np.where(r >= 0, r, np.nan)  # NaN compares False: stays NaN
+    eq = np.where(eq >= 0, eq, np.nan)
+    bind = np.isfinite(eq) & ~(eq <= r)  # tokens bind where they are larger, or where the requests are missing
+    load = np.where(bind, eq, r)
+    return load, bind
+
+
+def unit_refusal(requests: np.ndarray, tokens: np.ndarray, what: str) -> str:
+    """Why ``tokens`` cannot be tokens/s next to ``requests`` (req/s); "" when they can.
+
+    Each answered request carries at least one token, so tokens/s below requests/s on the samples where both are
+    positive (their total ratio under ``MIN_TOKENS_PER_REQUEST``) means the token series holds another unit
+    (a request rate given where a token rate was expected).
+    """
+    r = np.asarray(requests, dtype=np.float64)
+    k = np.asarray(tokens, dtype=np.float64)
+    both = np.isfinite(r) & np.isfinite(k) & (r > 0) & (k > 0)
+    if not both.any():
+        return ""
+    ratio = float(k[both].sum() / r[both].sum())
+    if ratio >= MIN_TOKENS_PER_REQUEST:
+        return ""
+    return (f"{what} is {ratio:.3g} tokens per request on average, below {MIN_TOKENS_PER_REQUEST:g}: it looks "
+            f"like requests/s, not tokens/s; accepted: a token rate (vLLM: rate(vllm:generation_tokens_total[2m]) "
+            f"+ w x rate(vllm:prompt_tokens_total[2m])) or per-interval token counts")
