@@ -95,7 +95,9 @@ class Engine:
         self.vocab_size, self.max_positions = vocab_size, max_positions
         self.max_batch, self.max_queue = max_batch, max_queue
         self._on_queue = on_queue
-        self.step_delay = step_delay  # testing aid: seconds added to every batch step (device time that costs no CPU)
+        # testing aid: every batch step lasts at least this long on the clock (a device's step time, costing no CPU;
+        # the step's CPU work is done within it), so time, not a contended CPU, sets the capacity
+        self.step_delay = step_delay
         self._waiting: deque[Completion] = deque()
         self._cv = threading.Condition()
         self._stop = False
@@ -172,6 +174,7 @@ class Engine:
                 c.tokens.put(DONE)
             if not active:
                 continue
+            began = time.perf_counter()
             seqs = [c.prompt + c.generated for c in active]
             width = max(len(s) for s in seqs)
             batch = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -184,7 +187,7 @@ class Engine:
                     picked = logits[torch.arange(len(seqs), device=logits.device), last].argmax(dim=-1)
                     picked = picked.remainder(self.vocab_size).tolist()
                 if self.step_delay:
-                    time.sleep(self.step_delay)
+                    time.sleep(max(0.0, began + self.step_delay - time.perf_counter()))
             except Exception as exc:  # the model failed on this batch: fail its requests, keep serving
                 for c in active:
                     c.error = exc

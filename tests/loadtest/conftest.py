@@ -14,18 +14,26 @@ COMPLETION = {"id": "cmpl-test", "object": "text_completion", "choices": [{"text
 
 
 class FakeServer(ThreadingHTTPServer):
-    """POST answers after ``delay`` seconds; ``serial`` makes it serve one request at a time (capacity 1/delay);
-    ``status`` other than 200 answers that status; ``plain`` answers 200 with JSON that is no completion;
-    otherwise a completion, as server-sent events when the body asks ``stream``."""
+    """POST answers after ``delay`` seconds; ``serial`` makes it serve one request at a time, first come first
+    served: a request's service starts when it reaches the queue or when the one before it ends, whichever is
+    later, and ends ``delay`` later on the clock (the handler sleeps until then), so time, not the contended CPU,
+    sets the capacity: at most one answer per ``delay`` over any stretch, and exactly that while a queue waits (a
+    late thread answers late but moves no later request's end); ``latency`` (serial only): seconds each request
+    spends before it reaches the queue, in parallel with the others (a network or prefill leg); ``status`` other
+    than 200 answers that status; ``plain`` answers 200 with JSON that is no completion; otherwise a completion,
+    as server-sent events when the body asks ``stream``. ``waits``: each serial request's queueing (its service's
+    start - its arrival at the queue), on ``time.perf_counter`` (the generator's clock too: CLOCK_MONOTONIC)."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, delay: float = 0.0, serial: bool = False, status: int = 200, plain: bool = False) -> None:
-        self.delay, self.serial, self.status, self.plain = delay, serial, status, plain
+    def __init__(self, delay: float = 0.0, serial: bool = False, status: int = 200, plain: bool = False,
+                 latency: float = 0.0) -> None:
+        self.delay, self.serial, self.status, self.plain, self.latency = delay, serial, status, plain, latency
         self.lock = threading.Lock()
-        self.arrivals: list[float] = []
+        self.waits: list[float] = []
+        self.free_at = 0.0  # serial: when the last admitted request's service ends
         super().__init__(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
@@ -50,11 +58,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         srv = self.server
-        srv.arrivals.append(time.perf_counter())
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if srv.serial:
+            if srv.latency:
+                time.sleep(srv.latency)
             with srv.lock:
-                time.sleep(srv.delay)
+                arrived = time.perf_counter()
+                start = max(arrived, srv.free_at)
+                srv.free_at = end = start + srv.delay
+                srv.waits.append(start - arrived)
+            time.sleep(max(0.0, end - time.perf_counter()))
         elif srv.delay:
             time.sleep(srv.delay)
         if srv.status != 200:
