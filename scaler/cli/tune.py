@@ -45,7 +45,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     lines.append(f"chosen    {p.label}: {sel.message} ({verdict})")
     lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
-                 f"replicas")
+                 f"replicas" + ("" if p.dollars is None else f", ${p.dollars:,.0f} on the pools' GPUs"
+                                + (" and lost requests" if r.settings.world.lost_request_value is not None else "")))
     refs = []
     for pt in r.points:
         if pt.policy == F.REACTIVE and pt.variant.headroom == 1.0 and not pt.variant.compensation:
