@@ -137,3 +137,41 @@ def format_pools(r) -> list[str]:
 
 def _usd(v) -> str:
     return "-" if v is None else f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
+
+
+def deployment_patch(placement, name: str) -> tuple[dict, list[str]]:
+    """The Deployment patch that lands replicas where the replay placed them, and its comment lines.
+
+    One pool: its ``nodeSelector``, tolerations and the GPU (or MIG slice) resource. A priority list: a required
+    node affinity of any of the pools' labels, preferred in the list's order (weights 100, 50, ...); the cluster
+    autoscaler's priority expander (or Karpenter NodePool weights) decides which pool grows. Pools whose replicas
+    request different resources cannot share one Deployment: the comment says so, the first pool's is written.
+    """
+    pools = placement.pools
+    first = pools[0]
+    spec: dict = {}
+    if len(pools) == 1:
+        spec["nodeSelector"] = dict(first.node_selector)
+    else:
+        terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in p.node_selector]}
+                 for p in pools]
+        spec["affinity"] = {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": max(1, 100 // (k + 1)), "preference": t} for k, t in enumerate(terms)]}}
+    tol: list = []
+    for p in pools:
+        tol += [dict(t) for t in p.tolerations if dict(t) not in tol]
+    if tol:
+        spec["tolerations"] = tol
+    spec["containers"] = [{"name": "model", "resources": {"limits": {first.resource: str(first.resource_count)}}}]
+    comments = [f"Deployment patch: run {name}'s replicas where the replay placed them ({placement.rule}: "
+                f"{' > '.join(p.name for p in pools)}); kubectl patch deployment {name} --patch-file THIS",
+                "replace model with your container's name; backtest --scaledobject skips this document"]
+    kinds = {(p.resource, p.resource_count) for p in pools}
+    if len(kinds) > 1:
+        comments.append("the pools' replicas request different resources ("
+                        + ", ".join(f"{n} {r}" for r, n in sorted(kinds)) + "): one Deployment per pool, each "
+                        "with its own ScaledObject; this one is the first pool's")
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"template": {"spec": spec}}}, comments

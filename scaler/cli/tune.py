@@ -82,6 +82,12 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
                         f"warm under the forecast, as replayed")
     block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
+    if r.settings.world.placement is not None:  # where the replicas go, as replayed (a second document)
+        from .pools import deployment_patch
+
+        patch, why = deployment_patch(r.settings.world.placement, PLACEHOLDER_NAME)
+        block += "---\n" + render.manifest_yaml(patch, why + [
+            "replayed by backtest --scaledobject with the same --pools (and --placement)"])
     return "\n".join(lines), block
 
 
@@ -197,6 +203,10 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME)
         doc["frontier"] = render.frontier_json(r)
         doc["selection"] = render.selection_json(sel, r, md, manifest)
+        if r.settings.world.placement is not None and sel.point is not None:
+            from .pools import deployment_patch
+
+            doc["selection"]["deployment_patch"] = deployment_patch(r.settings.world.placement, PLACEHOLDER_NAME)[0]
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         if not to_stdout(json_path):

@@ -42,6 +42,10 @@ class Placed:
     node_gpus: int | None = None  # GPUs a node bills (None: the pool's gpus_per_node, one GPU per replica)
     gpu_fraction: float = 1.0  # GPUs one replica holds (a slice: its share)
     interruptions_per_node_hour: float = 0.0  # spot
+    node_selector: tuple[tuple[str, str], ...] = ()  # the Deployment's, to land here (the pool file's)
+    tolerations: tuple = ()
+    resource: str = "nvidia.com/gpu"  # the extended resource a replica requests (a slice: nvidia.com/mig-...)
+    resource_count: int = 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.capacity) and self.capacity > 0):
@@ -75,7 +79,8 @@ def placed(c: Choice, first_capacity: float) -> Placed:
     rate = p.per_gpu_hour()
     bill = None if rate is None else Billing(p.gpus_per_node, rate, 0.0 if w is None else w.stopped_fraction)
     return Placed(c.key, pool, c.capacity / first_capacity, c.cold_start_seconds, bill, p.gpus_per_node,
-                  c.gpu_fraction, p.price.interruptions_per_node_hour if p.capacity_type == "spot" else 0.0)
+                  c.gpu_fraction, p.price.interruptions_per_node_hour if p.capacity_type == "spot" else 0.0,
+                  p.node_selector, p.tolerations, c.resource, 1 if c.slice is not None else c.gpus)
 
 
 def from_file(pf: PoolFile, keys: Sequence[str] = (), *, money: bool = False) -> Placement:

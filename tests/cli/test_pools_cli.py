@@ -87,3 +87,62 @@ def test_bad_pool_input_is_a_clear_error_before_the_run(tmp_path, text, args, ne
 def test_pool_options_need_a_pool_file():
     r = backtest(*FLAT, "--placement", "l4")
     assert r.exit_code == 2 and "--placement needs a pool file: add --pools FILE" in r.output
+
+
+ROUND = ("--model", "naive", "--span", "1d", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
+         "--cold-start", "600", "--no-progress")
+
+
+def test_tunes_pick_with_its_deployment_patch_replays_to_the_printed_dollars(tmp_path):
+    # tune over h100 > l4 picks by dollars; its ScaledObject and Deployment patch, replayed by
+    # backtest --scaledobject with the same pool file, give the same dollars and miss (one engine, one world)
+    import yaml
+
+    from support.traces import write_daily
+
+    csv = write_daily(tmp_path / "daily.csv", days=3)
+    pools = pool_file(tmp_path)
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["tune", str(csv), *ROUND, "--jobs", "1", "--target-miss", "0.05", "--max-cost-ratio", "3", "--pools",
+                                  str(pools), "--json", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    sel = json.loads(out.read_text())["selection"]
+    assert "in dollars" in sel["message"] and sel["dollars"] > 0
+    patch = sel["deployment_patch"]["spec"]["template"]["spec"]
+    terms = patch["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"][0]["values"] for t in terms] == [["NVIDIA-H100-80GB-HBM3"], ["NVIDIA-L4"]]
+    assert patch["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert "kind: Deployment" in r.output  # printed after the ScaledObject
+    (tmp_path / "so.yaml").write_text(yaml.safe_dump_all([sel["manifest"], sel["deployment_patch"]]))
+    bt = tmp_path / "b.json"
+    r = CliRunner().invoke(main, ["backtest", str(csv), *ROUND, "--policies", "reactive", "--scaledobject",
+                                  str(tmp_path / "so.yaml"), "--pools", str(pools), "--json", str(bt)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    got = json.loads(bt.read_text())["policies"][sel["manifest"]["metadata"]["name"]]
+    assert got["dollars"] == pytest.approx(sel["dollars"], rel=1e-12)
+    assert got["underprovisioned_fraction"] == pytest.approx(sel["underprovisioned_fraction"], rel=1e-12, abs=1e-15)
+
+
+def test_a_slice_placement_patches_a_node_selector_and_the_mig_resource():
+    from scaler.cli.pools import deployment_patch
+    from scaler.gpus import parse_pool_file
+    from scaler.replay.pools import from_file
+
+    pf = parse_pool_file({"pools": [{"name": "h100", "gpu": "H100", "gpusPerNode": 8, "nodeBootSeconds": 420,
+                                     "maxNodes": 2, "mig": ["3g.40gb"],
+                                     "nodeSelector": {"pool": "h100-mig"}}],
+                          "replica": {"capacity": {"H100/3g.40gb": 0.45}}})
+    doc, notes = deployment_patch(from_file(pf, ["h100/3g.40gb"]), "my-model")
+    spec = doc["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "h100-mig"} and "affinity" not in spec
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-3g.40gb": "1"}
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # a priority list of a slice and a whole GPU cannot be one Deployment: said
+    pf2 = parse_pool_file({"pools": [{"name": "h100", "gpu": "H100", "gpusPerNode": 8,
+                                      "nodeBootSeconds": 420, "maxNodes": 2, "mig": ["3g.40gb"]},
+                                     {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "nodeBootSeconds": 240,
+                                      "maxNodes": 4}],
+                           "replica": {"capacity": {"H100/3g.40gb": 0.45, "L4": 0.25}}})
+    _, notes = deployment_patch(from_file(pf2, ["h100/3g.40gb", "l4"]), "my-model")
+    assert any("one Deployment per pool" in n for n in notes)

@@ -185,3 +185,30 @@ def test_tune_selects_the_cheapest_in_dollars_when_every_point_has_them():
     # without dollars on every point: replica-hours, as before
     sel = frontier.select([a, replace(b, dollars=None)], 0.01)
     assert sel.point is a and "in dollars" not in sel.message
+
+
+def test_a_warm_pool_starts_a_stopped_node_and_bills_it_stopped():
+    # one GPU a node, boot 300 s, a warm pool of 1 stopped node that starts in 60 s at 10 % while stopped; $1/GPU-h.
+    # replicas 1 for ticks 0-1, then 2 until tick 239 (1 h). The second pod (t = 30 s) takes the stopped node:
+    # up at 90 s with the image, load 90 s: ready at 180 s = tick 12 (a new node: up 330 s, ready 420 s = tick 28).
+    # Its replacement is launched at 30 s and stopped at 330 s = tick 22: stopped 1 for ticks 0-1, 0 for 2-21,
+    # 1 from 22: 220 ticks x 15 s = 0.91667 h. Nodes: 1 for 2 ticks, 2 for 238: 478 x 15 s = 1.99167 node-h.
+    # $ = 1.99167 running + 0.1 x 0.91667 stopped + the replacement's boot 300 s = 0.08333 -> $2.16667
+    d = doc(placement="l4")
+    d["pools"] = [d["pools"][0], dict(d["pools"][1], nodeBootSeconds=300, pricePerGpuHour=1.0,
+                                      warm={"nodes": 1, "bootSeconds": 60, "stoppedCostFraction": 0.1})]
+    d["replica"] = {"capacity": {"L4": 1}, "coldStartSeconds": {"L4": 90}}
+    sc = flat_scenario(1.0, 240)
+    lv = live(World(placement=pl.from_file(parse_pool_file(d))), sc,
+              Timeline(replicas=counts((1, 2), (2, 238)), ready=np.zeros(240)))
+    assert lv.timeline.ready[11] == 1 and lv.timeline.ready[12] == 2
+    f = lv.pools["l4"]
+    assert f["warm_starts"] == 1 and f["stopped_node_hours"] == pytest.approx(220 * 15 / 3600)
+    assert f["node_hours"] == pytest.approx(478 * 15 / 3600)
+    assert f["dollars"] == pytest.approx(478 * 15 / 3600 + 0.1 * 220 * 15 / 3600 + 300 / 3600)
+    # the same without the warm pool: ready 2 only at tick 28, and no stopped node billed
+    d["pools"][1].pop("warm")
+    cold = live(World(placement=pl.from_file(parse_pool_file(d))), sc,
+                Timeline(replicas=counts((1, 2), (2, 238)), ready=np.zeros(240)))
+    assert cold.timeline.ready[27] == 1 and cold.timeline.ready[28] == 2
+    assert cold.pools["l4"]["dollars"] == pytest.approx(478 * 15 / 3600)
