@@ -128,11 +128,33 @@ def format_pools(r) -> list[str]:
         if lost:
             row += f"{_usd(w.get('lost_dollars')):>11}{_usd(w.get('total_dollars')):>11}"
         lines.append(row + f"{w.get('unplaced_replica_hours', 0.0):>11.2f}")
+    be = break_even_line(r)
+    if be:
+        lines.append(be)
     worst = max((p.world.get("unplaced_replica_hours", 0.0), n) for n, p in r.policies.items())
     if worst[0] > 0:
         lines.append(f"(unplaced: replica-hours Pending with every pool at its maxNodes, {worst[0]:.2f} h at most "
                      f"({worst[1]}): raise maxNodes or add a pool)")
     return lines
+
+
+def break_even_line(r) -> str:
+    """The request rate below which waking a replica per request (scale to zero) is cheaper than one kept warm on
+    the first pool (``money.break_even``: T_cold, KEDA's cooldownPeriod, the lost request's value); "" unpriced."""
+    from ..money import break_even
+    from ..scaledobject import COOLDOWN_SECONDS
+
+    W = r.settings.world
+    first = W.placement.first
+    if first.billing is None:
+        return ""
+    per_h = first.billing.per_gpu_hour * first.gpu_fraction  # one replica's share of its node
+    be = break_even(per_h, r.lead.cold_start_seconds, COOLDOWN_SECONDS, W.lost_request_value)
+    return (f"break-even  one warm replica on {first.name} costs ${per_h:.4g}/h; a wake from zero "
+            f"(T_cold {r.lead.cold_start_seconds:g}s + cooldownPeriod {COOLDOWN_SECONDS}s"
+            + ("" if W.lost_request_value is None else f" + the late request ${W.lost_request_value:g}")
+            + f") ${be.wake_dollars:.4g}: below {be.requests_per_hour:.3g} requests per hour scale to zero "
+            f"(minReplicaCount 0), above it keep one warm")
 
 
 def _usd(v) -> str:
@@ -175,3 +197,44 @@ def deployment_patch(placement, name: str) -> tuple[dict, list[str]]:
                         "with its own ScaledObject; this one is the first pool's")
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"template": {"spec": spec}}}, comments
+
+
+def pool_keys(path: Path) -> list[str]:
+    """Every place a replica can run in the pool file: each pool's whole GPUs, then its MIG slices."""
+    from ..gpus import PoolError, choices
+
+    pf, _ = read_pool_file(path)
+    try:
+        return [c.key for c in choices(pf)]
+    except PoolError as e:
+        raise PoolOptionError(f"--pools {path}: {e}") from None
+
+
+def choose_pool(keys: list[str], tune_on) -> tuple[str, object, list[str]]:
+    """``tune --choose-pool``: ``tune_on(key)`` (a ``Tuning`` on that one pool or slice) for each key; the pick is
+    the cheapest in dollars of those meeting the target (else the lowest miss); returns it and the table."""
+    rows = []
+    for k in keys:
+        t = tune_on(k)
+        rows.append((k, t))
+
+    def rank(row):
+        p = row[1].selection.point
+        if p is None:
+            return (2, 0.0, 0.0)
+        return (0 if row[1].selection.met else 1, (p.dollars or 0.0) if row[1].selection.met else p.miss,
+                p.miss)
+
+    best = min(rows, key=rank)
+    head = f"{'':2}{'pool':<18}{'configuration':<44}{'missed %':>10}{'$':>12}  meets"
+    lines = ["by pool (tune on each pool or slice alone, the cheapest in dollars meeting the target)", head,
+             "-" * len(head)]
+    for k, t in rows:
+        p = t.selection.point
+        mark = ">" if k == best[0] else " "
+        if p is None:
+            lines.append(f"{mark:<2}{k:<18}{t.selection.message}")
+            continue
+        lines.append(f"{mark:<2}{k:<18}{p.label[:43]:<44}{100 * p.miss:>10.3f}{_usd(p.dollars):>12}  "
+                     f"{'yes' if t.selection.met else 'no'}")
+    return best[0], best[1], lines

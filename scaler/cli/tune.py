@@ -91,6 +91,21 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     return "\n".join(lines), block
 
 
+def _by_pool(cluster: dict, settings_for, tune_on, echo):
+    """--choose-pool: ``tune_on`` each pool and slice of --pools alone; the table; the cheapest meeting the target."""
+    from .pools import PoolOptionError, choose_pool, pool_keys
+
+    if cluster.get("pools_file") is None:
+        fail("--choose-pool needs a pool file: add --pools FILE")
+    try:
+        keys = pool_keys(cluster["pools_file"])
+    except PoolOptionError as e:
+        fail(str(e))
+    key, tuning, lines = choose_pool(keys, lambda k: tune_on(settings_for({**cluster, "placement": k})))
+    echo("\n".join(lines) + f"\n\nthe pick: {key}\n")
+    return tuning
+
+
 def holidays_line(r, sel) -> str:
     """With --holidays: whether the chosen configuration keeps the holiday handling, against the best without it
     (or with it); "" without --holidays or for a choice without a forecast."""
@@ -138,11 +153,14 @@ def holidays_line(r, sel) -> str:
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+@click.option("--choose-pool", is_flag=True,
+              help="With --pools: tune on each pool and MIG slice of the file alone and pick the cheapest in dollars "
+                   "meeting the target (its table, then the pick as usual).")
 @cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress, calendar=None, **cluster) -> None:
+                 timeseries_path, progress, choose_pool=False, calendar=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -160,19 +178,33 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(timeseries_path, "--timeseries")
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
-    settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
+    def settings_for(c: dict):
+        return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                                hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+
+    settings = settings_for(cluster)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     require_length(tr, settings)
-    tick, close = render.progress_bar("sweep", progress)
-    try:
-        tuning = tune(tr, settings, target_miss, max_cost_ratio, jobs=jobs, progress=tick)
-    except engine.ReplayError as e:
-        fail(str(e))
-    finally:
-        close()
+
+    from ..replay.fitcache import FitCache
+
+    fits = FitCache() if choose_pool else None  # --choose-pool: the pools' runs share the forecasts' fits
+
+    def tune_on(s):
+        tick, close = render.progress_bar("sweep", progress)
+        try:
+            return tune(tr, s, target_miss, max_cost_ratio, jobs=jobs, progress=tick, fits=fits)
+        except engine.ReplayError as e:
+            fail(str(e))
+        finally:
+            close()
+
+    if choose_pool:
+        tuning = _by_pool(cluster, settings_for, tune_on, echo)
+    else:
+        tuning = tune_on(settings)
     r, sel = tuning.result, tuning.selection
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
@@ -207,6 +239,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             from .pools import deployment_patch
 
             doc["selection"]["deployment_patch"] = deployment_patch(r.settings.world.placement, PLACEHOLDER_NAME)[0]
+            doc["selection"]["placement"] = [q.name for q in r.settings.world.placement.pools]
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         if not to_stdout(json_path):

@@ -146,3 +146,34 @@ def test_a_slice_placement_patches_a_node_selector_and_the_mig_resource():
                            "replica": {"capacity": {"H100/3g.40gb": 0.45, "L4": 0.25}}})
     _, notes = deployment_patch(from_file(pf2, ["h100/3g.40gb", "l4"]), "my-model")
     assert any("one Deployment per pool" in n for n in notes)
+
+
+def test_the_break_even_rate_is_printed_in_dollars(tmp_path):
+    # one H100 replica $6.88/h; a wake: (T_cold 180 s + cooldownPeriod 300 s) x 6.88 / 3600 = $0.91733, plus the
+    # late request's $0.01 = $0.92733; r* = 6.88 / 0.92733 = 7.42 requests per hour
+    r = backtest(*FLAT, "--cold-start", "180", "--pools", str(pool_file(tmp_path)), "--lost-request-value", "0.01")
+    assert r.exit_code == 0, r.output
+    assert "$0.9273: below 7.42 requests per hour scale to zero" in r.output
+
+
+def test_choose_pool_tunes_on_each_and_picks_the_cheapest_in_dollars(tmp_path):
+    # a flat 10 req/s, 1 req/s per H100 replica: on h100 alone 10 replicas on 2 nodes = $2,641.92 a day; on l4
+    # alone 40 replicas of a quarter on 40 nodes = 960 GPU-h x $0.80 = $768; both miss nothing: l4 is the pick.
+    # With l4 capped at 8 nodes, 32 of 40 find no GPU: 80 % missed, and h100 is the pick
+    t0 = 1_700_006_400
+    csv = tmp_path / "flat.csv"
+    csv.write_text("timestamp,qps\n" + "".join(f"{t0 + 60 * i},10\n" for i in range(3 * 1440)))
+    args = ["tune", str(csv), "--model", "naive", "--span", "1d", "--history", "1d", "--qps-per-replica", "1",
+            "--no-progress", "--jobs", "1", "--target-miss", "0.01", "--choose-pool"]
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, [*args, "--pools", str(pool_file(tmp_path)), "--json", str(out)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    sel = json.loads(out.read_text())["selection"]
+    assert sel["placement"] == ["l4"] and sel["dollars"] == pytest.approx(768.0)
+    assert "the pick: l4" in r.output and "2,642" in r.output
+    r = CliRunner().invoke(main, [*args, "--pools", str(pool_file(tmp_path, 8)), "--json", str(out)],
+                           catch_exceptions=False)
+    sel = json.loads(out.read_text())["selection"]
+    assert sel["placement"] == ["h100"] and sel["dollars"] == pytest.approx(2641.92)
+    assert "80.000" in r.output  # l4's miss, said in the by-pool table
