@@ -61,6 +61,8 @@ def with_pools(world, cold: float, qps: float | None, o: dict):
     """(world, T_cold, qps per replica) with the pool file of ``o`` (unchanged without one): the placement in the
     world, T_cold and the HPA's target per replica those of the first pool's replica (its capacity x ``qps``);
     ``PoolOptionError`` on bad input."""
+    from ..replay.pools import replica_qps
+
     path = o.get("pools_file")
     if path is None:
         for k in ("placement", "lost_request_value"):
@@ -80,9 +82,9 @@ def with_pools(world, cold: float, qps: float | None, o: dict):
         cold = first.cold_start_seconds
         if world.phases is not None:
             world = replace(world, phases=replace(world.phases, pod=cold - shared))
-    # without --qps-per-replica the replay derives it from the peak: that is then the first pool's replica
+    # without --qps-per-replica the engine derives a capacity-1 replica's from the peak and scales it alike
     return replace(world, placement=placement, lost_request_value=o.get("lost_request_value")), cold, \
-        None if qps is None else qps * placement.qps_scale
+        None if qps is None else replica_qps(qps, placement)
 
 
 def pools_settings(W) -> dict | None:

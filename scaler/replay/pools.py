@@ -92,6 +92,12 @@ def from_file(pf: PoolFile, keys: Sequence[str] = (), *, money: bool = False) ->
     return Placement(tuple(placed(c, cs[0].capacity) for c in cs), cs[0].capacity)
 
 
+def replica_qps(qps: float, placement: Placement | None) -> float:
+    """The HPA's target per replica: ``qps`` is a replica of capacity 1 (``--qps-per-replica``, or the engine's
+    derived value); the replicas deployed are the first pool's (``qps_scale`` of it)."""
+    return qps if placement is None else qps * placement.qps_scale
+
+
 def split(replicas: np.ndarray, placement: Placement) -> list[np.ndarray]:
     """The replica count per tick split over the pools in priority order (the last takes what remains)."""
     rest = np.asarray(replicas, dtype=np.int64).copy()

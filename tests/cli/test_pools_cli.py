@@ -177,3 +177,19 @@ def test_choose_pool_tunes_on_each_and_picks_the_cheapest_in_dollars(tmp_path):
     sel = json.loads(out.read_text())["selection"]
     assert sel["placement"] == ["h100"] and sel["dollars"] == pytest.approx(2641.92)
     assert "80.000" in r.output  # l4's miss, said in the by-pool table
+
+
+def test_without_qps_per_replica_the_derived_replica_is_scaled_to_the_first_pool(tmp_path):
+    # derived: the flat peak 10 req/s / 20 replicas = 0.5 req/s for a replica of capacity 1; on l4 (0.25) the
+    # target is 0.125 and 10 / 0.125 = 80 replicas, as --qps-per-replica 0.5 --placement l4 gives
+    args = ("--flat-load", "10", "--span", "1d", "--history", "1d", "--policies", "reactive", "--placement", "l4",
+            "--pools", str(pool_file(tmp_path, 100)))
+    docs = []
+    for extra in ((), ("--qps-per-replica", "0.5")):
+        out = tmp_path / f"o{len(docs)}.json"
+        r = backtest(*args, *extra, "--json", str(out))
+        assert r.exit_code == 0, r.output
+        docs.append(json.loads(out.read_text()))
+    for d in docs:
+        assert d["settings"]["qps_per_replica"] == pytest.approx(0.125)
+        assert d["policies"]["reactive"]["peak_replicas"] == 80
