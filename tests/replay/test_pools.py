@@ -212,3 +212,21 @@ def test_a_warm_pool_starts_a_stopped_node_and_bills_it_stopped():
                 Timeline(replicas=counts((1, 2), (2, 238)), ready=np.zeros(240)))
     assert cold.timeline.ready[27] == 1 and cold.timeline.ready[28] == 2
     assert cold.pools["l4"]["dollars"] == pytest.approx(478 * 15 / 3600)
+
+
+def test_a_spot_pool_bills_the_spot_price_and_loses_nodes_at_its_rate():
+    # h100 on spot at $2.90/GPU-h: 2 replicas on its one node of 2 GPUs for 240 ticks (1 h) = 2 GPU-h = $5.80
+    # with no interruptions; at 1 interruption per node-hour the losses are Poisson(1 x 1 node-h) drawn with
+    # seed + 1000 (the pool's index 0): numpy's draw for seed 0 is 1, so the node goes once and its pods
+    # restart on a new node (up 300 s later)
+    d = doc(placement="h100")
+    d["pools"] = [dict(d["pools"][0], capacityType="spot", spotPricePerGpuHour=2.9), d["pools"][1]]
+    sc = flat_scenario(2.0, 240)
+    tl = Timeline(replicas=np.full(240, 2), ready=np.zeros(240))
+    calm = live(World(placement=pl.from_file(parse_pool_file(d))), sc, tl)
+    assert calm.pools["h100"]["dollars"] == pytest.approx(5.8) and calm.pools["h100"]["spot_interruptions"] == 0
+    d["pools"][0]["spotInterruptionsPerNodeHour"] = 1.0
+    hit = live(World(placement=pl.from_file(parse_pool_file(d))), sc, tl, seed=0)
+    assert int(np.random.default_rng(1000).poisson(1.0)) == 1
+    assert hit.pools["h100"]["spot_interruptions"] == 1 and hit.timeline.ready.min() == 0  # the node went, the pods waited for another
+    assert hit.outcome.missed_requests > 0
