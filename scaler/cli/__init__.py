@@ -8,6 +8,7 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
+* ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser

@@ -13,6 +13,7 @@ from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
 from .coldstarts import cold_start_options, sampled_world, wanted
+from .pools import PoolOptionError, with_pools
 from .options import (Duration, calendar_options, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
@@ -84,6 +85,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     sampled = wanted(cold_start_from, world_opts["cold_starts_csv"])  # --cold-starts, --cold-start-from cluster
     cold = cold_start_value(cold_start, None if sampled else cold_start_from)
     cold, world = world_from_options(cold, None if sampled else cold_start_from, world_opts)
+    world, cold, qps_per_replica = _pooled(world, cold, qps_per_replica, world_opts)
     now = time.time()  # the verb's one clock read: now-14d, --sim-start
     sample = None
     if sampled:
@@ -159,6 +161,14 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
 
         write_timeseries(result, timeseries_path)
         echo(f"wrote {timeseries_path}")
+
+
+def _pooled(world, cold: float, qps: float | None, o: dict):
+    """``pools.with_pools``; exits 2 on a bad pool file or option."""
+    try:
+        return with_pools(world, cold, qps, o)
+    except PoolOptionError as e:
+        fail(str(e))
 
 
 def _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, flat_load, needed: float, now: float):

@@ -332,9 +332,11 @@ def write_json(path: Path, doc: dict) -> None:
 
 def _cluster_option_list() -> list:
     from ..replay.cluster import Pool
+    from .pools import pool_option_list
 
     pool = Pool()
     return [
+        *pool_option_list(),
         click.option("--scheduling-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      help="Cold-start phase: scheduling (part of T_cold). [default: the probe's with "
                           "--cold-start-from, else 0]"),
@@ -414,12 +416,13 @@ def world_from_options(cold: float, cold_start_from: Path | None, o: dict):
         needs_pool.append("--placeholder-policy")
     # a node loss without nodes would pass trivially (no pool: nothing to lose)
     needs_pool += [f"--scenario {s}" for s in o["scenario_specs"] if s.strip().lower().startswith("node-loss")]
-    if o["gpus_per_node"] is None and needs_pool:
-        fail(f"{', '.join(needs_pool)} need(s) a node pool: add --gpus-per-node N")
+    has_pool = o["gpus_per_node"] is not None or o.get("pools_file") is not None
+    if not has_pool and needs_pool:
+        fail(f"{', '.join(needs_pool)} need(s) a node pool: add --gpus-per-node N (or --pools FILE)")
     service = o["service_seconds"]
     latency_on = service is not None or o["timeout_seconds"] is not None or o["p95_target"] is not None \
         or bool(o["scenario_specs"]) or o["advise"]
-    wants_phases = any(v is not None for v in (sched, pull, start)) or o["prepull"] or o["gpus_per_node"] is not None
+    wants_phases = any(v is not None for v in (sched, pull, start)) or o["prepull"] or has_pool
     report = None
     if cold_start_from is not None and (wants_phases or (latency_on and service is None)):
         from ..probe.report import load_report
@@ -469,6 +472,12 @@ def replay_settings(*, cold_start: float | None, cold_start_from: Path | None, c
                     **knobs) -> Settings:
     """The replay's ``Settings`` from the options ``tune`` and its fleet share: T_cold from --cold-start or the
     cluster's start-ups (--cold-start-from), the world of the cluster options, the calendar, and ``knobs``."""
+    from .pools import PoolOptionError, with_pools
+
     cold = cold_start_value(cold_start, cold_start_from)
     cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
+    try:
+        world, cold, knobs["qps_per_replica"] = with_pools(world, cold, knobs["qps_per_replica"], cluster)
+    except PoolOptionError as e:
+        fail(str(e))
     return Settings(cold_start_seconds=cold, world=world, **knobs, **(calendar or {}))

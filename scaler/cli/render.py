@@ -21,6 +21,7 @@ from ..replay.families import Family as F
 from ..scaledobject import (AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
                            PLACEHOLDER_SERVER, POLLING_SECONDS, scaled_object)
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
+from .pools import format_pools, pools_settings
 
 
 # one colour per policy in every plot and page (report's PNGs, report_html's page)
@@ -181,6 +182,7 @@ def frontier_json(r: Result) -> list[dict]:
             "violation_minutes": o.violation_minutes,
             "replica_hours": o.replica_hours,
             "cost_ratio": p.cost_ratio,
+            **({} if p.dollars is None else {"dollars": p.dollars}),
             "pareto": p.pareto,
             "label": p.label,
             "selectable": p.selectable,
@@ -200,7 +202,8 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
     if p is not None:
         d.update(policy=p.policy, label=p.label, knobs=p.knobs(r.tolerance),
                  underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,
-                 replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
+                 replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto,
+                 **({} if p.dollars is None else {"dollars": p.dollars}))
     if md is not None:
         d["metadata"] = dict(md)
     if manifest is not None:
@@ -210,9 +213,11 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
 
 def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
     """The terminal table of the sweep, sorted by cost."""
-    pts = sorted(r.points, key=lambda p: (p.cost, p.miss))
+    usd = bool(r.points) and all(p.dollars is not None or p.policy == F.ORACLE for p in r.points)
+    pts = sorted(r.points, key=lambda p: ((p.dollars or 0.0) if usd else p.cost, p.miss))
     w = 56 if any(p.variant.calendar is not None for p in pts) else 44  # with/without holidays: longer labels
-    head = f"{'':2}{'configuration':<{w}}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}"
+    head = f"{'':2}{'configuration':<{w}}{'missed %':>10}{'viol min':>9}{'replica-h':>11}{'x oracle':>9}" + \
+        (f"{'$':>11}" if usd else "")
     lines = [head, "-" * len(head)]
     for p in pts:
         if only_pareto and not (p.pareto or p.policy == F.ORACLE):
@@ -220,7 +225,7 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
         mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
         lines.append(f"{mark:<2}{p.label[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
-                     f"{p.cost:>11.1f}{ratio:>9}")
+                     f"{p.cost:>11.1f}{ratio:>9}" + (f"{p.dollars or 0.0:>11,.0f}" if usd else ""))
     n_p = sum(p.pareto for p in r.points)
     lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "
                  f"{len(r.points) - 1}; o = oracle, the cost reference)")
@@ -359,6 +364,7 @@ def add_world_json(r: Result, doc: dict) -> None:
         "pool": None if W.pool is None else {"gpus_per_node": W.pool.gpus_per_node, "max_nodes": W.pool.max_nodes,
                                              "node_provision_seconds": W.pool.provision_seconds,
                                              "node_idle_seconds": W.pool.idle_seconds},
+        "pools": pools_settings(W),
         "overprovision_gpus": W.overprovision_gpus,
         "service_seconds": W.service_seconds,
         "timeout_seconds": W.timeout_seconds,
@@ -397,6 +403,7 @@ def format_world(r: Result) -> str:
                      f"{_f(w.get('p50_latency_seconds', math.nan), 8, 2)}{_f(w.get('p95_latency_seconds', math.nan), 8, 2)}"
                      f"{_f(w.get('p99_latency_seconds', math.nan), 8, 2)}"
                      f"{_f(100 * w.get('timed_out_fraction', math.nan), 13, 3)}")
+    lines += format_pools(r)
     if r.checks:
         lines += ["", f"{'policy':<13}{'check':<58}{'value s':>9}{'limit s':>9}  passed", "-" * 96]
         for c in r.checks:

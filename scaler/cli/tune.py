@@ -45,7 +45,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     lines.append(f"chosen    {p.label}: {sel.message} ({verdict})")
     lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
-                 f"replicas")
+                 f"replicas" + ("" if p.dollars is None else f", ${p.dollars:,.0f} on the pools' GPUs"
+                                + (" and lost requests" if r.settings.world.lost_request_value is not None else "")))
     refs = []
     for pt in r.points:
         if pt.policy == F.REACTIVE and pt.variant.headroom == 1.0 and not pt.variant.compensation:
@@ -81,7 +82,28 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
                         f"warm under the forecast, as replayed")
     block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
+    if r.settings.world.placement is not None:  # where the replicas go, as replayed (a second document)
+        from .pools import deployment_patch
+
+        patch, why = deployment_patch(r.settings.world.placement, PLACEHOLDER_NAME)
+        block += "---\n" + render.manifest_yaml(patch, why + [
+            "replayed by backtest --scaledobject with the same --pools (and --placement)"])
     return "\n".join(lines), block
+
+
+def _by_pool(cluster: dict, settings_for, tune_on, echo):
+    """--choose-pool: ``tune_on`` each pool and slice of --pools alone; the table; the cheapest meeting the target."""
+    from .pools import PoolOptionError, choose_pool, pool_keys
+
+    if cluster.get("pools_file") is None:
+        fail("--choose-pool needs a pool file: add --pools FILE")
+    try:
+        keys = pool_keys(cluster["pools_file"])
+    except PoolOptionError as e:
+        fail(str(e))
+    key, tuning, lines = choose_pool(keys, lambda k: tune_on(settings_for({**cluster, "placement": k})))
+    echo("\n".join(lines) + f"\n\nthe pick: {key}\n")
+    return tuning
 
 
 def holidays_line(r, sel) -> str:
@@ -131,11 +153,14 @@ def holidays_line(r, sel) -> str:
               metavar="CSV", help="Write the per-tick series (demand, observed, and per policy planned, ready, starting, "
                                   "missed) as CSV.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
+@click.option("--choose-pool", is_flag=True,
+              help="With --pools: tune on each pool and MIG slice of the file alone and pick the cheapest in dollars "
+                   "meeting the target (its table, then the pick as usual).")
 @cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress, calendar=None, **cluster) -> None:
+                 timeseries_path, progress, choose_pool=False, calendar=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -153,19 +178,33 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(timeseries_path, "--timeseries")
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
-    settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
+    def settings_for(c: dict):
+        return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                                hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+
+    settings = settings_for(cluster)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
     require_length(tr, settings)
-    tick, close = render.progress_bar("sweep", progress)
-    try:
-        tuning = tune(tr, settings, target_miss, max_cost_ratio, jobs=jobs, progress=tick)
-    except engine.ReplayError as e:
-        fail(str(e))
-    finally:
-        close()
+
+    from ..replay.fitcache import FitCache
+
+    fits = FitCache() if choose_pool else None  # --choose-pool: the pools' runs share the forecasts' fits
+
+    def tune_on(s):
+        tick, close = render.progress_bar("sweep", progress)
+        try:
+            return tune(tr, s, target_miss, max_cost_ratio, jobs=jobs, progress=tick, fits=fits)
+        except engine.ReplayError as e:
+            fail(str(e))
+        finally:
+            close()
+
+    if choose_pool:
+        tuning = _by_pool(cluster, settings_for, tune_on, echo)
+    else:
+        tuning = tune_on(settings)
     r, sel = tuning.result, tuning.selection
     n_pareto = sum(p.pareto for p in r.points)
     echo("\n".join(render.format_table(r).splitlines()[:5]))
@@ -196,6 +235,11 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME)
         doc["frontier"] = render.frontier_json(r)
         doc["selection"] = render.selection_json(sel, r, md, manifest)
+        if r.settings.world.placement is not None and sel.point is not None:
+            from .pools import deployment_patch
+
+            doc["selection"]["deployment_patch"] = deployment_patch(r.settings.world.placement, PLACEHOLDER_NAME)[0]
+            doc["selection"]["placement"] = [q.name for q in r.settings.world.placement.pools]
         doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
         write_json(json_path, doc)
         if not to_stdout(json_path):

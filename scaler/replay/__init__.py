@@ -26,6 +26,7 @@ Forecasts and the world around the replicas:
 
 * ``forecasts``  historical forecasts over the simulated span, scored and packed; ``fitcache``: fits kept between
                  replays in one process
-* ``world``      the cluster (``cluster``), the queue (``latency``) and the scenarios (``scenarios``)
+* ``world``      the cluster (``cluster``; its plain data ``nodepool``), the queue (``latency``) and the scenarios (``scenarios``); ``pools``:
+                 replicas placed on GPU node pools of several types, their GPU-hours and dollars
 * ``advice``, ``plan``  ``backtest --advise``; ``drift``: the drift response replayed
 """

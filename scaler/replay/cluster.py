@@ -21,6 +21,9 @@ makes the cluster autoscaler add a node, up ``provision_seconds`` later
 Placeholder pods (over-provisioning) hold GPUs at a lower priority: a real pod
 that finds no free GPU on a node that is up preempts one and binds at once;
 the evicted placeholder goes Pending and asks for a node like any pod.
+A warm pool (``Pool.warm_nodes``: stopped nodes, as AWS EC2 Auto Scaling warm pools keep them) serves a new node
+first: it is up ``warm_boot_seconds`` later and holds the image; the pool launches a replacement, stopped and
+ready again one ``provision_seconds`` later (``Replay.stopped`` counts them per tick, ``warm_starts`` the starts).
 A killed pod is replaced by its ReplicaSet in the same tick (the replica
 count does not move); a lost node takes its pods with it.
 
@@ -41,78 +44,15 @@ pool and no kills, ``simulate`` gives exactly ``run_hpa``'s ready count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..coldstart import StartDraws
+from .nodepool import Kill, Phases, Pool, Replay
 from .scenario import EPS, Timeline
 
-
-@dataclass(frozen=True)
-class Phases:
-    """A pod's cold start in seconds, by phase (their sum is T_cold on a node without the image)."""
-
-    scheduling: float = 0.0
-    image_pull: float = 0.0  # paid only on a node without the image
-    container_start: float = 0.0
-    pod: float = 0.0  # weight load + warm-up (the probe's phases)
-
-    def __post_init__(self) -> None:
-        for name in ("scheduling", "image_pull", "container_start", "pod"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} {v!r} s: accepted is a finite number of seconds >= 0")
-
-    @property
-    def total(self) -> float:
-        return self.scheduling + self.image_pull + self.container_start + self.pod
-
-
-@dataclass(frozen=True)
-class Pool:
-    """A GPU node pool (defaults: a cloud GPU node, the cluster autoscaler's scale-down-unneeded-time)."""
-
-    gpus_per_node: int = 8
-    max_nodes: int = 1000
-    provision_seconds: float = 300.0  # Pending noticed + node boot (drivers, device plugin)
-    idle_seconds: float = 600.0  # empty this long -> removed
-
-    def __post_init__(self) -> None:
-        if self.gpus_per_node < 1 or self.max_nodes < 1:
-            raise ValueError(f"gpus per node {self.gpus_per_node} and max nodes {self.max_nodes}: accepted is >= 1")
-        for name in ("provision_seconds", "idle_seconds"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"node {name} {v!r}: accepted is a finite number of seconds >= 0")
-
-
-@dataclass(frozen=True)
-class Kill:
-    """At tick ``tick``: ``count`` pods killed (``node=False``) or ``count`` nodes lost (``node=True``)."""
-
-    tick: int
-    count: int = 1
-    node: bool = False
-    tag: int = 0  # which scenario made it
-
-
-@dataclass(frozen=True)
-class Replay:
-    """What the cluster made of a replica count."""
-
-    timeline: Timeline  # replicas as the HPA asked (Pending included), ready as the cluster allowed
-    nodes: np.ndarray | None  # nodes existing (booting or up) per tick; None without a pool
-    pending: np.ndarray  # real pods without a GPU per tick
-    placeholders: np.ndarray  # placeholder pods holding a GPU per tick
-    kills: tuple[tuple[int, int], ...]  # (tick, ready pods lost) per Kill, in order
-    tick: float
-
-    @property
-    def gpu_node_hours(self) -> float | None:
-        """Node-hours of the pool (a node counts from its provisioning to its removal)."""
-        return None if self.nodes is None else float(self.nodes.sum() * self.tick / 3600.0)
+__all__ = ["Kill", "Phases", "Pool", "Replay", "simulate"]
 
 
 class _Node:
@@ -172,7 +112,7 @@ def simulate(replicas: np.ndarray, phases: Phases, tick: float, *, pool: Pool | 
         i = nxt
     ready = np.cumsum(c.ready_on[:c.n] - c.ready_off[:c.n])
     return Replay(Timeline(replicas=c.reps.copy(), ready=ready), c.nodes_out, c.pending_out, c.held_out,
-                  tuple(c.lost), tick)
+                  tuple(c.lost), tick, c.stopped_per_tick(), len(c.refills))
 
 
 class _Cluster:
@@ -199,6 +139,7 @@ class _Cluster:
         self.nodes: list[_Node] = []
         self.ph_pending = 0  # placeholder pods without a GPU
         self.waiting: list[_Pod] = []  # real pods without a node, oldest first
+        self.refills: list[float] = []  # per warm start: when its replacement is stopped and ready (a node's boot)
         self.steady_start()
         # the ticks where something can happen: a replica or placeholder count changes, a kill (and, found as the
         # replay goes, a node's idle time running out or a pod or placeholder still without a GPU: every tick)
@@ -217,14 +158,20 @@ class _Cluster:
         if self.pool is None:
             return
         init_ph = int(self.want_ph[0]) if self.n else 0
-        for _ in range(-(-(first + init_ph) // self.gpus)):
+        for _ in range(min(-(-(first + init_ph) // self.gpus), self.pool.max_nodes)):
             self.nodes.append(_Node(-math.inf, -math.inf))
         slots = [nd for nd in self.nodes for _ in range(self.gpus)]
         for p, nd in zip(self.pods, slots):
             p.node = nd
             nd.real += 1
-        for nd in slots[first:first + init_ph]:
+        for p in self.pods[len(slots):]:  # more than max_nodes hold: Pending from the start, never ready
+            p.ready_tick = None
+            self.waiting.append(p)
+        placed = min(first, len(slots))
+        self.ready_on[0] = placed
+        for nd in slots[placed:placed + init_ph]:
             nd.held += 1
+        self.ph_pending += max(0, init_ph - max(0, len(slots) - placed))
         for nd in self.nodes:
             nd.empty_since = None if nd.real or nd.held else -math.inf
 
@@ -304,6 +251,13 @@ class _Cluster:
         assert pool is not None
         if len(self.nodes) >= pool.max_nodes:
             return None
+        if pool.warm_nodes > sum(1 for r in self.refills if r > now + EPS):  # a stopped node of the warm pool
+            self.refills.append(now + pool.provision_seconds)  # its replacement is launched, then stopped
+            up = now + pool.warm_boot_seconds
+            nd = _Node(up, up)  # its disk holds the image (initialised, or it ran before)
+            nd.empty_since = None
+            self.nodes.append(nd)
+            return nd
         nd = _Node(now + pool.provision_seconds, (now + pool.provision_seconds) if self.prepull else None)
         nd.empty_since = None
         self.nodes.append(nd)
@@ -341,6 +295,17 @@ class _Cluster:
                 nd.held += 1
                 nd.empty_since = None
                 self.ph_pending -= 1
+
+    def stopped_per_tick(self) -> np.ndarray | None:
+        """Stopped warm-pool nodes per tick: the pool's size, less those started whose replacement is not ready."""
+        if self.pool is None or not self.pool.warm_nodes:
+            return None
+        delta = np.zeros(self.n + 1, dtype=np.int64)
+        for r in self.refills:
+            taken = r - self.pool.provision_seconds
+            delta[min(self.n, max(0, int(math.ceil(taken / self.tick - EPS))))] -= 1
+            delta[min(self.n, max(0, int(math.ceil(r / self.tick - EPS))))] += 1
+        return self.pool.warm_nodes + np.cumsum(delta[:self.n])
 
     def remove_idle_nodes(self, now: float) -> None:
         """The cluster autoscaler's scale-down of nodes unneeded for ``idle_seconds``."""

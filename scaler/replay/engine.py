@@ -46,6 +46,7 @@ from .batches import Evaluated, evaluate_batch
 from .families import TABLE, family
 from .families.oracle import oracle
 from .policies import Context
+from .pools import replica_qps
 from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, rate_view, scenario
 from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
@@ -106,9 +107,11 @@ def setup(trace: Trace, settings: Settings) -> Setup:
     span = slice_series(series, start, end)
     peak = float(np.nanmax(span.y)) if np.isfinite(span.y).any() else 0.0
     if settings.qps_per_replica is None:
-        qps = nice_round(peak / TARGET_PEAK_REPLICAS) if peak > 0 else 1.0
+        one = nice_round(peak / TARGET_PEAK_REPLICAS) if peak > 0 else 1.0
+        qps = replica_qps(one, settings.world.placement)  # given, the CLI scaled it (--pools)
         qps_note = (f"derived: the simulated peak {peak:.4g} req/s / {TARGET_PEAK_REPLICAS} replicas, "
-                    f"rounded (--qps-per-replica to set it)")
+                    f"rounded (--qps-per-replica to set it)" + ("" if qps == one else f", x{qps / one:g} on the "
+                                                               f"first pool (--pools)"))
     else:
         qps, qps_note = float(settings.qps_per_replica), "given"
     if why := target_refusal(qps):

@@ -25,6 +25,7 @@ class Point:
     pareto: bool
     default: bool  # the configuration `forescale backtest` runs for this family
     extra: dict = field(default_factory=dict)
+    dollars: float | None = None  # in a world of priced pools: GPUs' dollars (+ lost requests' with a value)
 
     @property
     def policy(self) -> str:
@@ -74,7 +75,8 @@ class Selection:
 
 def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | None = None, *,
            families: Sequence[str] = SELECTABLE) -> Selection:
-    """The cheapest configuration whose miss is <= ``target_miss`` (and cost ratio <= ``max_cost_ratio``).
+    """The cheapest configuration whose miss is <= ``target_miss`` (and cost ratio <= ``max_cost_ratio``);
+    cheapest in dollars when every candidate has them (a world of priced pools), else in replica-hours.
 
     Only configurations no other feasible one dominates (misses less for no
     more cost) are considered. Costs within 0.5 % count as equal; then the
@@ -87,20 +89,26 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
     cands = [p for p in points if p.policy in families and p.selectable]
     if not cands:
         return Selection(None, False, target_miss, max_cost_ratio, "no selectable configuration was swept")
+    money = all(p.dollars is not None for p in cands)
+
+    def cost(p: Point) -> float:
+        return p.dollars if money else p.cost  # type: ignore[return-value]
+
     within_cap = [p for p in cands if max_cost_ratio is None or (p.cost_ratio is not None and p.cost_ratio <= max_cost_ratio + 1e-12)]
     feasible = [p for p in within_cap if p.miss <= target_miss + 1e-15]
     cap_txt = "" if max_cost_ratio is None else f" and cost <= {max_cost_ratio:g}x oracle"
     if feasible:
         # a dominated point is never the answer: among the non-dominated feasible ones, the cheapest
-        flags = pareto_flags([p.miss for p in feasible], [p.cost for p in feasible])
+        flags = pareto_flags([p.miss for p in feasible], [cost(p) for p in feasible])
         front = [p for p, f in zip(feasible, flags) if f]
-        cheapest = min(p.cost for p in front)
-        tied = [p for p in front if p.cost <= cheapest * (1 + COST_TIE) + 1e-12]
-        best = min(tied, key=lambda p: (_simplicity(p), p.miss, p.cost))
+        cheapest = min(cost(p) for p in front)
+        tied = [p for p in front if cost(p) <= cheapest * (1 + COST_TIE) + 1e-12]
+        best = min(tied, key=lambda p: (_simplicity(p), p.miss, cost(p)))
         return Selection(best, True, target_miss, max_cost_ratio,
-                         f"cheapest configuration with missed requests <= {100 * target_miss:g} %{cap_txt}")
+                         f"cheapest configuration{' in dollars' if money else ''} with missed requests <= "
+                         f"{100 * target_miss:g} %{cap_txt}")
     pool = within_cap or cands
-    best = min(pool, key=lambda p: (p.miss, p.cost, _simplicity(p)))
+    best = min(pool, key=lambda p: (p.miss, cost(p), _simplicity(p)))
     if within_cap:
         why = (f"no configuration meets the target (missed requests <= {100 * target_miss:g} %{cap_txt}); "
                f"this is the lowest miss {'within the cost cap' if max_cost_ratio is not None else 'found'}")

@@ -133,15 +133,19 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
         else:
             tl = baseline(ctx, v, True).timeline
         lv = live(W, sc, tl, seed=s.seed)
-        lived.append((p, lv.outcome, lv.latency.p95_seconds if lv.latency is not None else None))
-    oracle_h = next((o.replica_hours for p, o, _ in lived if p.policy == families.Family.ORACLE), 0.0)
-    ranked = [(p, o) for p, o, _ in lived if p.policy != families.Family.ORACLE]
-    flags = dict(zip((id(p) for p, _ in ranked), frontier.pareto_flags([o.underprovisioned_fraction for _, o in ranked],
-                                                                       [o.replica_hours for _, o in ranked])))
+        money = lv.money or {}
+        usd = money.get("total_dollars", money.get("dollars"))  # GPUs (+ lost requests' value when given)
+        lived.append((p, lv.outcome, lv.latency.p95_seconds if lv.latency is not None else None, usd))
+    oracle_h = next((o.replica_hours for p, o, _, _ in lived if p.policy == families.Family.ORACLE), 0.0)
+    ranked = [(p, o, usd) for p, o, _, usd in lived if p.policy != families.Family.ORACLE]
+    by_usd = all(usd is not None for _, _, usd in ranked)  # priced pools: the frontier in dollars
+    flags = dict(zip((id(p) for p, _, _ in ranked), frontier.pareto_flags(
+        [o.underprovisioned_fraction for _, o, _ in ranked],
+        [usd if by_usd else o.replica_hours for _, o, usd in ranked])))
     out, p95 = [], {}
-    for p, o, lat in lived:
+    for p, o, lat, usd in lived:
         q = replace(p, outcome=o, cost_ratio=(o.replica_hours / oracle_h) if oracle_h > 0 else None,
-                    pareto=flags.get(id(p), False))
+                    pareto=flags.get(id(p), False), dollars=usd)
         out.append(q)
         p95[id(q)] = lat
     return out, p95

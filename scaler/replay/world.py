@@ -23,6 +23,7 @@ import numpy as np
 from ..coldstart import StartDraws, StartSample
 from ..policy import PolicyParams
 from .cluster import Phases, Pool, Replay, simulate
+from . import pools as pl
 from .forecasts import Curve
 from .hpa import Hpa, value_ticks
 from .latency import Latency, Waits, waits
@@ -47,6 +48,8 @@ class World:
     p95_target_seconds: float | None = None
     scenarios: tuple[str, ...] = ()
     starts: StartSample | None = None  # sampled start-ups (past ones): each pod draws its own, not ``phases``
+    placement: pl.Placement | None = None  # GPU pools of types and prices (``pools``); instead of ``pool``
+    lost_request_value: float | None = None  # $ per request missed (with a placement: lost_dollars)
 
     def specs(self) -> tuple[scn.Spec, ...]:
         return tuple(scn.parse(s) for s in self.scenarios)
@@ -59,7 +62,7 @@ class World:
     @property
     def cluster_on(self) -> bool:
         return (self.phases is not None or self.pool is not None or self.prepull or self.overprovision_gpus > 0
-                or self.starts is not None
+                or self.starts is not None or self.placement is not None
                 or any(scn.parse(s).kind in ("pod-kill", "node-loss") for s in self.scenarios))
 
     @property
@@ -69,7 +72,8 @@ class World:
     @property
     def extra_lead_seconds(self) -> float:
         """How much further the placeholder policy's forecast looks (T_node)."""
-        return self.pool.provision_seconds if self.placeholder_policy and self.pool is not None else 0.0
+        pool = self.pool if self.placement is None else self.placement.first.pool
+        return pool.provision_seconds if self.placeholder_policy and pool is not None else 0.0
 
     def validate(self, cold_start_seconds: float) -> None:
         """ValueError naming the bad knob."""
@@ -78,7 +82,13 @@ class World:
             raise ValueError(f"the cold-start phases sum to {self.phases.total:g} s, T_cold is {cold_start_seconds:g} s")
         if self.starts is not None and self.phases is not None:
             raise ValueError("sampled start-ups and fixed cold-start phases: give one of them")
-        if self.placeholder_policy and self.pool is None:
+        if self.placement is not None and self.pool is not None:
+            raise ValueError("a GPU node pool (--gpus-per-node) and pools of a pool file: give one of them")
+        if self.lost_request_value is not None and (self.placement is None or not math.isfinite(
+                self.lost_request_value) or self.lost_request_value < 0):
+            raise ValueError(f"a lost request's value {self.lost_request_value!r}: accepted is a finite number of "
+                             "dollars >= 0, with pools of a pool file (--pools)")
+        if self.placeholder_policy and self.pool is None and self.placement is None:
             raise ValueError("the placeholder policy needs a GPU node pool (--gpus-per-node)")
         if self.overprovision_gpus < 0:
             raise ValueError(f"over-provisioning {self.overprovision_gpus} GPUs: accepted is >= 0")
@@ -98,9 +108,14 @@ class Lived:
     replay: Replay | None
     latency: Latency | None
     waits: Waits | None
+    pools: dict[str, dict] | None = None  # per pool of a placement: GPU-hours, dollars (``pools.pool_figures``)
+    money: dict | None = None  # the pools summed: dollars, gpu_hours, ..., lost_dollars, total_dollars
 
     def metrics(self) -> dict:
         d: dict = {}
+        if self.pools is not None:
+            d.update({k: v for k, v in (self.money or {}).items() if v is not None})
+            d["pools"] = {k: dict(v) for k, v in self.pools.items()}
         if self.replay is not None and self.replay.nodes is not None:
             d["gpu_node_hours"] = self.replay.gpu_node_hours
             d["peak_nodes"] = int(self.replay.nodes.max()) if self.replay.nodes.size else 0
@@ -114,8 +129,14 @@ class Lived:
 
 def live(world: World, sc: Scenario, tl: Timeline, *, placeholders: np.ndarray | int = 0, seed: int = 0) -> Lived:
     """A policy's replica count in the world."""
-    rep = None
-    if world.cluster_on or not isinstance(placeholders, int) or placeholders:
+    rep = figures = None
+    if world.placement is not None:
+        ph = np.asarray(placeholders, dtype=np.int64) + world.overprovision_gpus
+        placed = pl.live(world.placement, world.phases or Phases(pod=sc.cold_start_seconds), sc, tl,
+                         prepull=world.prepull, placeholders=ph, kills=scn.kills(world.specs(), sc.n, sc.tick, seed),
+                         seed=seed, starts=None if world.starts is None else StartDraws(world.starts, seed))
+        rep, figures, tl = placed.replay, placed.pools, placed.timeline
+    elif world.cluster_on or not isinstance(placeholders, int) or placeholders:
         phases = world.phases or Phases(pod=sc.cold_start_seconds)
         ph = np.asarray(placeholders, dtype=np.int64) + world.overprovision_gpus
         rep = simulate(tl.replicas, phases, sc.tick, pool=world.pool, prepull=world.prepull, placeholders=ph,
@@ -127,7 +148,9 @@ def live(world: World, sc: Scenario, tl: Timeline, *, placeholders: np.ndarray |
         service = world.service_seconds or 0.0
         w = waits(sc.demand, tl.ready.astype(np.float64) * sc.qps_per_replica, sc.tick, world.timeout_seconds)
         lat = w.latency(service, world.timeout_seconds)
-    return Lived(tl, evaluate(sc, tl), rep, lat, w)
+    out = evaluate(sc, tl)
+    money = None if figures is None else pl.totals(figures, out.missed_requests, world.lost_request_value)
+    return Lived(tl, out, rep, lat, w, figures, money)
 
 
 def checks(world: World, name: str, sc: Scenario, lived: Lived, lead_seconds: float, seed: int = 0) -> list[dict]:
