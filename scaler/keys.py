@@ -39,7 +39,7 @@ KEYS: tuple[Key, ...] = (
     Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
     Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
     Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),
-    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
+    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s); at most 60000 (60s)"),
     Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
     Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
     Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),

@@ -81,6 +81,9 @@ def _env(name: str) -> dict:
               **_env("TLS_KEY"))
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False), default=None,
               help="PEM CA bundle: require client certificates signed by it (mTLS).", **_env("TLS_CLIENT_CA"))
+@click.option("--events-dir", multiple=True, default=("/etc/forescale",), show_default=True,
+              type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
+              "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
 @click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes fitting forecasts in the background.", **_env("FIT_WORKERS"))
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True,
@@ -88,8 +91,8 @@ def _env(name: str) -> dict:
 @click.option("--log-format", default="text", type=click.Choice(["text", "json"]), show_default=True,
               help="json: one JSON object per line (time, level, logger, message).", **_env("LOG_FORMAT"))
 def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None,
-          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, fit_workers: int, log_level: str,
-          log_format: str) -> None:
+          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, events_dir: tuple[str, ...],
+          fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from ..serve.server import ServerConfig, run
     from .options import fail
@@ -101,7 +104,8 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
     try:
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
-                         tls_client_ca=tls_client_ca, fit_workers=fit_workers, log_level=log_level,
+                         tls_client_ca=tls_client_ca, events_dirs=tuple(events_dir), fit_workers=fit_workers,
+                         log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:
         fail(str(e))

@@ -44,6 +44,9 @@ class ScalerMetrics:
         self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", TRIGGER + ("reason",), registry=r)
         self.event = Gauge("forescale_event_active", "1 while a user event of eventsFile is in force (its name)",
                            TRIGGER + ("event",), registry=r)
+        self.events_file_ok = Gauge("forescale_events_file_ok", "1 when the trigger's eventsFile is read and in force as "
+                                    "written; 0 when it is missing, refused or bad (its last good events stay)",
+                                    TRIGGER, registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
@@ -102,7 +105,7 @@ class ScalerMetrics:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
         last trigger) the ScaledObject's tuning series too (bounded memory)."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
-                       self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         for metric in per_trigger + (tuning if whole else ()):
             drop_series(metric, lambda k: k[:2] == (namespace, name)

@@ -42,6 +42,7 @@ from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
 from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
+from ..events import FILES
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -136,6 +137,8 @@ class Registry:
             fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
             if fs is not None:
                 self.adopt_forecast(wl, fs, fs.key)
+        if wait and created and spec.events_file:  # its events read off this thread: waited for once, bounded
+            FILES.wait(spec.events_file, self.config.first_wait_seconds)
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
@@ -240,8 +243,14 @@ class Registry:
             self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
     def export(self, wl: Workload, d: Decision) -> None:
-        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve)."""
+        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
+        with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
+        if wl.spec.events_file:
+            reading = FILES.get(wl.spec.events_file)
+            self.metrics.events_file_ok.labels(*wl.labels).set(0.0 if reading.error else 1.0)
+            if self.watch is not None:
+                self.watch.note_events(wl, reading, self.wall())
 
     # -- background ------------------------------------------------------------
     def start(self, tick_seconds: float = 1.0) -> None:
@@ -305,9 +314,9 @@ class Registry:
                                  "its metadata changed")
                 continue
             kept.append(wl)
-            if not wl.refreshing and not wl.queued and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
+            if not wl.refreshing and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
                 due.append(wl)
-        # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
+        # oldest first; a host:port or namespace at its limit waits (its own hung requests hold no one else)
         due.sort(key=lambda w: w.attempted_at or 0.0)
         for wl in due:
             late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0

@@ -38,6 +38,7 @@ from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
 from .http import HttpEndpoint, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
+from ..events import DEFAULT_DIRS as DEFAULT_EVENTS_DIRS, FILES as EVENTS_FILES
 from ..prom import CredentialStore, PrometheusClient, PromPool
 from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
@@ -71,6 +72,7 @@ class ServerConfig:
     self_watch: bool = True  # live scores, drift response and the decision log (scaler.serve.watch)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
+    events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
 
 
 class Server:
@@ -87,6 +89,7 @@ class Server:
             monotonic = time.monotonic if clock is time.time else clock
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
+        EVENTS_FILES.allow(config.events_dirs)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
         self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
@@ -184,6 +187,7 @@ class Server:
             self.forecasts.stop()
         self.tuning.stop()
         self.http.stop()
+        EVENTS_FILES.allow(None)
         log.info("forescale stopped")
 
 

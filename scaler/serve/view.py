@@ -30,6 +30,10 @@ def last_error(wl: Workload) -> str | None:
         return clean(f"Prometheus: {err}")
     if wl.cold_start_error is not None:
         return clean(f"coldStartQuery: {wl.cold_start_error}")
+    if wl.spec.events_file:
+        reading = FILES.get(wl.spec.events_file)
+        if reading.error:
+            return clean(f"eventsFile: {reading.error}")
     fs = wl.forecast
     if fs.unusable is not None and fs.detail:
         return clean(f"forecast ({fs.unusable.value}): {fs.detail}")
@@ -73,6 +77,15 @@ def calendar(wl: Workload, now: float, t_from: float, t_to: float) -> dict | Non
     return {"periods": shown, "active": active, "coming": coming}
 
 
+def events_file(wl: Workload) -> dict | None:
+    """The trigger's eventsFile for the status page: its path, the events in force and why its content is not."""
+    if not wl.spec.events_file:
+        return None
+    r = FILES.get(wl.spec.events_file)
+    return {"path": clean(wl.spec.events_file), "events": len(r.events), "read": r.read,
+            "error": clean(r.error) if r.error else None}
+
+
 def _floats(a) -> list:
     return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
 
@@ -90,7 +103,7 @@ class StatusView:
                  "tuned": None if wl.tuned is None else {
                      "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
                      "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},
-                 "band": self._band(wl, now)}
+                 "band": self._band(wl, now), "events_file": events_file(wl)}
             if self.watch is not None:
                 d.update(self.watch.summary(wl, now))
                 d["recent"] = [[x["time"], x["observed"], x["planned"]] for x in self.watch.log(wl)["decisions"]]
@@ -131,7 +144,8 @@ class StatusView:
             return None
         triggers = []
         for wl in sorted(wls, key=lambda w: w.trigger):
-            logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": []}
+            logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": [],
+                                                                         "events_file": []}
             triggers.append({"trigger": wl.trigger, "metric": wl.spec.metric_name, "mode": wl.spec.mode,
                              "last_error": last_error(wl), **logged})
         return {"namespace": namespace, "name": name, "triggers": triggers}

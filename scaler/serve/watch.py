@@ -46,7 +46,7 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
 
 
 class _Entry:
-    __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit")
+    __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit", "files", "seen_file")
 
     def __init__(self, step: float, config: DriftConfig):
         self.card = Scorecard(step, config)
@@ -56,6 +56,8 @@ class _Entry:
         self.fits: deque[tuple] = deque(maxlen=EVENTS_KEPT)
         self.tunings: deque[tuple] = deque(maxlen=EVENTS_KEPT)
         self.seen_fit: float | None = None
+        self.files: deque[tuple] = deque(maxlen=EVENTS_KEPT)  # eventsFile: each change of its state
+        self.seen_file: tuple | None = None
 
 
 class Watch:
@@ -129,6 +131,19 @@ class Watch:
             e.fits.append((stamp, fs.model or wl.spec.model, fs.fit_seconds,
                            fs.unusable.value if fs.unusable is not None else "fitted", clean(fs.detail, 200)))
 
+    def note_events(self, wl: Workload, reading, now: float) -> None:
+        """The trigger's eventsFile (an ``events.EventsReading``): logged when its state changes (read, or why not)."""
+        if not reading.read:
+            return
+        state = (reading.error, len(reading.events))
+        with self._lock:
+            e = self._entry(wl)
+            if e.seen_file == state:
+                return
+            e.seen_file = state
+            e.files.append((now, "error" if reading.error else "read", len(reading.events),
+                            clean(reading.error, 200) if reading.error else None))
+
     def note_tuned(self, wl: Workload, tuned: Tuned) -> None:
         with self._lock:
             e = self._entry(wl)
@@ -163,12 +178,12 @@ class Watch:
         with self._lock:
             e = self._entries.get(wl.key)
             if e is None:
-                return {"decisions": [], "fits": [], "tuning": []}
+                return {"decisions": [], "fits": [], "tuning": [], "events_file": []}
             k = min(e.n, DECISIONS_KEPT)
             order = [(e.n - k + i) % DECISIONS_KEPT for i in range(k)]
             rows = e.ring[order].copy()
             labels = [e.labels[i] for i in order]
-            fits, tunings = list(e.fits), list(e.tunings)
+            fits, tunings, files = list(e.fits), list(e.tunings), list(e.files)
 
         def num(x: float) -> float | None:
             return None if x != x else float(x)
@@ -183,7 +198,8 @@ class Watch:
                          for t, m, s, o, dt in fits],
                 "tuning": [{"time": t, "outcome": out, "chosen": lab, "policy": p, "target_met": met,
                             "expected_miss": miss, "expected_cost_ratio": cost, "why": why}
-                           for t, lab, p, met, miss, cost, why, out in tunings]}
+                           for t, lab, p, met, miss, cost, why, out in tunings],
+                "events_file": [{"time": t, "outcome": o, "events": n, "error": err} for t, o, n, err in files]}
 
     def collect(self, now: float):
         """Metric families for the scrape (a collector: no per-label children are kept)."""

@@ -121,7 +121,6 @@ class Workload:
     error_at: float | None = None
     attempted_at: float | None = None
     refreshing: bool = False
-    queued: bool = False  # a refresh waits for a free slot of its Prometheus target (registry)
     cold_start: float | None = None  # T_cold from coldStartQuery, when set
     cold_start_at: float | None = None
     cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum

@@ -121,9 +121,9 @@ def test_a_killed_fit_worker_is_replaced_and_sigterm_ends_within_10s(servers, li
         # a dripping target has requests in flight at SIGTERM: the stop is bounded anyway
         drip = switchable(value=1.0)
         for i in range(4):
-            s.get(metadata(drip.url, timeout="300s"), f"drip-{i}")
+            s.get(metadata(drip.url, timeout="60s"), f"drip-{i}")
         drip.mode = "drip"
-        # the next refreshes (refresh floor 5 s) now hang in the drip (a 300 s timeout): wait until one does
+        # the next refreshes (refresh floor 5 s) now hang in the drip (a 60 s timeout): wait until one does
         deadline = time.monotonic() + 30
         while drip.dripping == 0:
             assert time.monotonic() < deadline, "no refresh reached the dripping target within 30 s"

@@ -1,0 +1,185 @@
+"""The refresher's accounting is exception-proof (issue 40, item 1) and its shares are per host:port and per
+namespace (item 4): every exception type, raised at every step of a refresh, gives the slot back; a host:port
+spelled 32 ways is one host."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from scaler.policy import Reason
+from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.serve.metrics import ScalerMetrics
+from scaler.serve.registry import Registry, RegistryConfig
+from support.clock import FakeClock
+from support.fakes import FakePrometheus, wait_for
+
+T0 = 1_700_000_400.0
+Q, COLD = "sum(rate(req_total[2m]))", "max(forescale_cold_start_seconds)"
+SHARED = "http://prom.test:9090"
+
+EXCEPTIONS = [ValueError("Forbidden control character"), RuntimeError("boom"), TypeError("bad"), KeyError("k"),
+              OSError(5, "EIO"), MemoryError(), PromError(PromErrorKind.UNREACHABLE, "down"),
+              asyncio.CancelledError()]  # CancelledError is a BaseException: only a finally catches it
+
+
+class Raising(FakePrometheus):
+    """Raises ``exc`` from the step named ``step`` for ScaledObjects named ``bad-*``."""
+
+    def __init__(self, step: str, exc: BaseException):
+        super().__init__()
+        self.step, self.exc = step, exc
+        self.set_scalar(Q, 4.0)
+        self.set_scalar(COLD, 30.0)
+
+    def factory(self):
+        prom = self
+
+        def make(target, credentials=None):
+            bad = "bad" in dict(target.query_parameters).get("who", "")
+
+            class Client:
+                def scalar(self, query, at=None, *, ignore_null=True):
+                    if bad and ((prom.step == "observe" and query == Q) or (prom.step == "cold_start" and query == COLD)):
+                        raise prom.exc
+                    return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+            return Client()
+        return make
+
+
+class RaisingMetrics(ScalerMetrics):
+    """``prom_errors.labels`` raises for the bad triggers: the export after the result is written."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__()
+        real, self.exc = self.prom_errors, exc
+
+        class Labels:
+            def labels(_, *values):
+                if values[1].startswith("bad"):
+                    raise exc
+                return real.labels(*values)
+        self.prom_errors = Labels()
+
+
+def md(who: str, **over) -> dict:
+    return {"serverAddress": SHARED, "query": Q, "qpsPerReplica": "1", "mode": "reactive", "hpaTolerance": "0",
+            "queryParameters": f"who={who}", **over}
+
+
+@pytest.mark.parametrize("exc", EXCEPTIONS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("step", ["observe", "cold_start", "export"])
+def test_every_exception_at_every_step_gives_the_slot_back(step, exc):
+    clock = FakeClock(T0)
+    prom = Raising(step, exc)
+    metrics = RaisingMetrics(exc) if step == "export" else ScalerMetrics()
+    if step == "export":  # the export runs after an error only: the bad triggers' query fails
+        prom.step, prom.exc = "observe", PromError(PromErrorKind.UNREACHABLE, "down")
+    # one slot for the shared Prometheus: a single leaked slot would starve the victim for good
+    config = RegistryConfig(refresh_seconds=5.0, first_wait_seconds=2.0, per_target_refreshes=1)
+    reg = Registry(clock, CredentialStore(None), metrics, config, client_factory=prom.factory())
+    try:
+        for i in range(8):  # eight bad triggers, each with a coldStartQuery, refreshed twice
+            wl = reg.workload("chaos", f"bad-{i}", md(f"bad-{i}", coldStartQuery=COLD))
+            assert wl.first_done.is_set() and not wl.refreshing
+        clock.advance(5)
+        reg.tick()
+        wait_for(lambda: reg.refresher.in_flight() == 0)
+        assert reg.refresher.gate.namespaces() == {}
+        victim = reg.workload("chaos", "victim", md("victim"))
+        d = reg.decision(victim)
+        assert (d.planned, d.reason) == (4.0, Reason.MODE_REACTIVE)
+    finally:
+        reg.stop()
+
+
+def test_one_host_port_under_many_spellings_is_one_share():
+    """256 triggers on one never-answering host:port under 32 path spellings (the issue's attack) hold 8 refresh
+    slots, not 256; a victim on another Prometheus is refreshed at once."""
+    clock = FakeClock(T0)
+    release = threading.Event()
+    prom = FakePrometheus()
+    prom.set_scalar(Q, 4.0)
+    held = []
+
+    def factory(target, credentials=None):
+        class Client:
+            def scalar(self, query, at=None, *, ignore_null=True):
+                if "tarpit" in target.server_address.lower():
+                    held.append(1)
+                    release.wait(10)
+                return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+        return Client()
+
+    reg = Registry(clock, CredentialStore(None), ScalerMetrics(), RegistryConfig(first_wait_seconds=0.2),
+                   client_factory=factory)
+    try:
+        for i in range(256):
+            host = "TARPIT.test" if i % 2 else "tarpit.test."
+            reg.workload("attacker", f"t-{i}", md(f"t{i}", serverAddress=f"http://{host}:9999/p{i % 32}"), wait=False)
+        wait_for(lambda: len(held) == 8)
+        assert reg.refresher.in_flight() == 8  # per_target_refreshes: one host:port
+        victim = reg.workload("victims", "v", md("v", serverAddress="http://good.test:9090"))
+        assert reg.decision(victim).planned == 4.0
+        reg.tick()
+        assert len(held) == 8  # the others stay due, holding no thread
+    finally:
+        release.set()
+        reg.stop()
+
+
+def test_one_namespace_holds_at_most_its_share_of_refreshes():
+    """32 tarpit hosts in one namespace: per_namespace_refreshes (here 16) slots, the other namespaces unaffected."""
+    clock = FakeClock(T0)
+    release = threading.Event()
+    prom = FakePrometheus()
+    prom.set_scalar(Q, 4.0)
+    held = []
+
+    def factory(target, credentials=None):
+        class Client:
+            def scalar(self, query, at=None, *, ignore_null=True):
+                if "tarpit" in target.server_address:
+                    held.append(1)
+                    release.wait(10)
+                return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+        return Client()
+
+    reg = Registry(clock, CredentialStore(None), ScalerMetrics(),
+                   RegistryConfig(first_wait_seconds=0.2, io_workers=32, per_namespace_refreshes=16),
+                   client_factory=factory)
+    try:
+        for i in range(64):
+            reg.workload("attacker", f"t-{i}", md(f"t{i}", serverAddress=f"http://tarpit-{i % 32}.test:9999"),
+                         wait=False)
+        wait_for(lambda: len(held) == 16)
+        for i in range(8):
+            v = reg.workload(f"team-{i}", "v", md("v", serverAddress=f"http://good-{i}.test:9090"))
+            assert reg.decision(v).planned == 4.0
+        assert len(held) == 16 and reg.refresher.gate.namespaces() == {"attacker": 16}
+    finally:
+        release.set()
+        reg.stop()
+
+
+def test_refreshes_per_host_port_are_rate_limited():
+    """per_target_qps 10: 50 new triggers on one Prometheus start 10 refreshes in the first second; the rest wait
+    for tokens (one every 0.1 s of the clock), oldest first."""
+    clock = FakeClock(T0)
+    prom = FakePrometheus()
+    prom.set_scalar(Q, 4.0)
+    reg = Registry(clock, CredentialStore(None), ScalerMetrics(),
+                   RegistryConfig(first_wait_seconds=0.0, per_target_qps=10.0), client_factory=prom.factory())
+    try:
+        for i in range(50):
+            reg.workload("serving", f"so-{i}", md(f"so{i}"), wait=False)
+        wait_for(lambda: reg.refresher.in_flight() == 0)
+        assert len(prom.calls_of("scalar")) == 10  # the bucket's burst: one second's worth
+        clock.advance(1.0)  # 10 more tokens
+        reg.tick()
+        wait_for(lambda: reg.refresher.in_flight() == 0)
+        assert len(prom.calls_of("scalar")) == 20
+    finally:
+        reg.stop()
