@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from forecaster.base import Forecast, Series
+from forecaster.base import Forecast, InsufficientHistory, Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import Reason
@@ -228,8 +228,6 @@ class FitService:
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
-        self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
-        self._failing_interval = math.inf  # the refit interval of that failure's workload
 
     def _new_pool(self) -> Executor:
         # forkserver: never fork the gRPC process itself (threads); workers import the models once
@@ -249,11 +247,6 @@ class FitService:
     def stop(self) -> None:
         """Bounded: queued work is dropped and worker processes are killed, not awaited."""
         self.worker.stop()
-
-    def healthy(self, now: float) -> bool:
-        """False when fits have failed (other than for Prometheus) with no success for longer than a refit interval."""
-        with self._lock:
-            return self._failing_since is None or now - self._failing_since <= self._failing_interval
 
     # -- ForecastService -------------------------------------------------------
     def fitting(self, wl: Workload) -> bool:
@@ -335,10 +328,6 @@ class FitService:
             else:
                 self.metrics.fit_failures.labels(*wl.labels).inc()
             self.worker.failed(key, now, lambda n: retry_delay(n, spec.refit_interval_seconds))
-            if not prom:
-                with self._lock:
-                    if self._failing_since is None:
-                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
             old = wl.forecast
             if old.forecast is not None and old.key == fkey:
                 # keep serving the previous curve while it covers the lead window (decide() checks)
@@ -347,9 +336,6 @@ class FitService:
                 state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
         else:
             self.worker.succeeded(key)
-            if model_state is not None:
-                with self._lock:
-                    self._failing_since = None
         if adopt(wl, state, fkey) and model_state is not None:
             self._keep(wl, spec, state, model_state, points)
         self.metrics.fit_duration.observe(time.perf_counter() - started)
@@ -422,7 +408,10 @@ class FitService:
             warm = None if anchored(at, spec.refit_interval_seconds, wl.key) else self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
                      spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), end + horizon_s))
-        out = self.worker.run(run_fit, job)
+        try:
+            out = self.worker.run(run_fit, job)
+        except InsufficientHistory as e:  # the model wants more than there is yet: waiting, not a failure
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=at, detail=str(e)), None, 0
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=at, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)

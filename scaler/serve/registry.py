@@ -86,6 +86,7 @@ class Registry:
                                    lambda w: self._workloads.get(w.key) is w, query_at)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.ticks = 0  # scheduler rounds done: the process' heartbeat (the server's health reads it)
 
     # -- lookup (RPC threads) -------------------------------------------------
     def spec_for(self, namespace: str, name: str, metadata: Mapping[str, str]) -> ScalerSpec:
@@ -264,6 +265,7 @@ class Registry:
                     self.tick()
                 except Exception:  # the loop must survive anything
                     log.exception("scheduler tick failed")
+                self.ticks += 1
         self._thread = threading.Thread(target=loop, name="forescale-scheduler", daemon=True)
         self._thread.start()
 

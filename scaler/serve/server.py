@@ -73,6 +73,7 @@ class ServerConfig:
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
     events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
+    liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
 
 
 class Server:
@@ -133,18 +134,25 @@ class Server:
         self._stopping = threading.Event()
         self.http = HttpEndpoint(config.host, config.http_port,
                                  make_app(self.metrics.registry, self.healthy, clock,
-                                          StatusView(self.registry, self.watch)))
+                                          StatusView(self.registry, self.watch)), monotonic=time.monotonic)
         self.http_port = self.http.port
         self._serving = True
+        self._stalled_rounds = 0  # supervisor rounds (1 s) since the scheduler last ticked
         self._watch_thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
 
     def healthy(self) -> bool:
-        """Serving: not stopping, and the forecast fits are not all failing for longer than a refit interval."""
-        return not self._stopping.is_set() and (self.forecasts is None or self.forecasts.healthy(self.clock()))
+        """The process can serve: not stopping, and its scheduler (the refreshes behind every answer) has ticked in
+        the last ``liveness_seconds`` rounds of the supervisor (1 s each). Never one workload's state: a
+        trigger whose fits fail or whose history is short has its own reason, metric and alert (issue 40, item 3)."""
+        return not self._stopping.is_set() and self._stalled_rounds < self.config.liveness_seconds
 
     def _watch(self) -> None:
-        """Every second: health follows the fit worker's state; connection and in-flight gauges follow the pool."""
+        """Every second: health follows the scheduler's heartbeat; connection and in-flight gauges follow the pool."""
+        seen = self.registry.ticks
         while not self._stopping.wait(1.0):
+            ticks = self.registry.ticks
+            self._stalled_rounds = 0 if ticks != seen else self._stalled_rounds + 1
+            seen = ticks
             ok = self.healthy()
             if ok != self._serving:
                 self._serving = ok
@@ -152,7 +160,7 @@ class Server:
                 for name in ("", SERVICE_NAME):
                     self.health.set(name, status)
                 log.log(logging.INFO if ok else logging.ERROR, "health: %s",
-                        "SERVING" if ok else "NOT_SERVING (every forecast fit failing for longer than a refit interval)")
+                        "SERVING" if ok else f"NOT_SERVING (the scheduler has not ticked for {self._stalled_rounds}s)")
             self.ops.connections.set(self.pool.connections())
 
     def start(self) -> "Server":
