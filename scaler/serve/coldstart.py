@@ -37,6 +37,7 @@ from ..coldstart import ClusterReading, ColdStartEstimate, cross_check, estimate
 from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
 from ..limits import MAX_LEAD_SECONDS
 from ..prom import PromError
+from .gate import Gate
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import attached, ops_metrics
 
@@ -84,6 +85,7 @@ class ColdStartService:
         self._attempt: dict[tuple, tuple[float, bool]] = {}  # key -> (when, succeeded)
         self._warned: dict[tuple, str] = {}
         self._io = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coldstart")
+        self.gate = Gate(max(1, workers // 2), max(1, workers // 2))  # a hung host or namespace: half the threads
 
     # -- scheduling (the registry's tick) ------------------------------------------------------------------------
     def maybe_refresh(self, wl: "Workload", now: float, adopt: AdoptReading) -> None:
@@ -100,13 +102,17 @@ class ColdStartService:
                 if reading is None or reading.source != source:
                     due = True
                 due = due and wl.key not in self._busy
+                url = wl.spec.prometheus.server_address
+                # its host:port or namespace at its share of the threads: stays due, holding none (issue 40, item 4)
+                due = due and self.gate.enter(url, wl.namespace, now)
                 if due:
                     self._busy.add(wl.key)
                     self._attempt[wl.key] = (now, False)
             if due:
                 try:
-                    self._io.submit(self._refresh, wl, source, now, adopt)
+                    self._io.submit(self._refresh, wl, source, now, adopt, url)
                 except RuntimeError:  # shut down
+                    self.gate.leave(url, wl.namespace)
                     with self._lock:
                         self._busy.discard(wl.key)
             self._log(wl)
@@ -116,7 +122,7 @@ class ColdStartService:
     def stale_after(wl: "Workload") -> float:
         return max(MIN_STALE_SECONDS, 2 * wl.spec.refit_interval_seconds)
 
-    def _refresh(self, wl: "Workload", source, at: float, adopt: AdoptReading) -> None:
+    def _refresh(self, wl: "Workload", source, at: float, adopt: AdoptReading, url: str) -> None:
         prior = wl.cluster_cold if wl.cluster_cold is not None and wl.cluster_cold.source == source else None
         ok = False
         try:
@@ -147,6 +153,7 @@ class ColdStartService:
                                      prior.stale if prior else False)
             log.exception("ScaledObject %s/%s: cold-start query crashed", wl.namespace, wl.name)
         finally:
+            self.gate.leave(url, wl.namespace)
             with self._lock:
                 self._busy.discard(wl.key)
                 tracked = wl.key in self._attempt  # forgotten meanwhile: leave no series behind

@@ -41,6 +41,7 @@ from ..prom import PromError, PromErrorKind
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
+from .gate import Gate
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
 from .worker import SETTLE_SECONDS, Worker, cutoff, phase
 from .workload import Adopt, ForecastState, Workload
@@ -62,6 +63,8 @@ RETRY_MAX_SECONDS = 900.0
 # optimum than a cold one: docs/performance.md).
 ANCHOR_SECONDS = 86400.0
 STATE_VERSION = 1
+FIT_IO_THREADS = 8  # fits and re-predictions in flight (their range queries, then the wait for a worker process)
+FIT_IO_PER_TARGET = 2  # ... of them per Prometheus host:port and per namespace
 MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
 
@@ -222,7 +225,11 @@ class FitService:
         self.store = store
         self.workers = workers
         self.ops = ops_metrics(metrics)
-        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io"),
+        # the history queries' share (issue 40, item 4): a hung host:port or one namespace holds at most
+        # FIT_IO_PER_TARGET of the FIT_IO_THREADS; the rest of its fits stay due, holding no thread
+        self.gate = Gate(FIT_IO_PER_TARGET, FIT_IO_PER_TARGET)
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(FIT_IO_THREADS, 2 * workers),
+                                                      thread_name_prefix="fit-io"),
                              pool, pool_factory or self._new_pool, on_broken=self._broken)
         self._lock = self.worker.lock  # one lock for the skeleton's state and the service's own
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
@@ -258,20 +265,32 @@ class FitService:
 
         at = cutoff(now, spec.refit_interval_seconds, key)  # the same in every replica (worker.cutoff)
 
+        url, ns, entered = spec.prometheus.server_address, wl.namespace, []
+
         def choose(backing_off: bool):  # under the worker's lock
-            if key in self._urgent:  # a drift alarm: on the newest data, whatever a failure's backoff
-                self._urgent.discard(key)
-                return functools.partial(self._fit, at=now)
-            if backing_off:
+            urgent = key in self._urgent  # a drift alarm: on the newest data, whatever a failure's backoff
+            work = functools.partial(self._fit, at=now) if urgent else None
+            if work is None and backing_off:
                 return None
-            if fs.key != fkey or fs.fitted_at is None or (fs.fitted_at < at
-                                                          and now >= self._spread_until.get(key, -math.inf)):
-                return functools.partial(self._fit, at=at)
-            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
-                    and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
-                return self._repredict
-            return None
-        self.worker.schedule(key, now, choose, wl, spec, now, adopt)
+            if work is None and (fs.key != fkey or fs.fitted_at is None or (
+                    fs.fitted_at < at and now >= self._spread_until.get(key, -math.inf))):
+                work = functools.partial(self._fit, at=at)
+            if work is None and (spec.model in REPREDICT_MODELS and fs.forecast is not None
+                                 and key in self._model_state and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                work = self._repredict
+            if work is None or not self.gate.enter(url, ns, now):  # its host:port or namespace at its share: due
+                return None
+            self._urgent.discard(key)
+            entered.append(True)
+            return functools.partial(self._gated, work, url, ns)
+        if not self.worker.schedule(key, now, choose, wl, spec, now, adopt) and entered:
+            self.gate.leave(url, ns)  # chosen but not submitted (stopping)
+
+    def _gated(self, work, url: str, ns: str, *args) -> None:
+        try:
+            work(*args)
+        finally:
+            self.gate.leave(url, ns)
 
     def refit_now(self, wl: Workload) -> None:
         """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""

@@ -183,3 +183,59 @@ def test_refreshes_per_host_port_are_rate_limited():
         assert len(prom.calls_of("scalar")) == 20
     finally:
         reg.stop()
+
+
+def test_tarpit_fits_and_cold_start_queries_leave_other_triggers_refits_running():
+    """Issue 40, item 4, the background services: 6 triggers with coldStartFrom: cluster on one never-answering
+    host:port took the fit service's 2 and the cold-start service's 4 I/O threads (0 other fits in 150 s). Now each
+    service gives a host:port (and a namespace) a share of its threads: a victim elsewhere is fitted, its cold start
+    queried, while the tarpit holds its share."""
+    from scaler.serve.fitting import FIT_IO_PER_TARGET, FitService
+    from support.fakes import InlineExecutor
+
+    import numpy as np
+
+    clock = FakeClock(T0)
+    release = threading.Event()
+    prom = FakePrometheus()
+    prom.set_scalar(Q, 4.0)
+    prom.set_range(Q, lambda t: np.full(t.shape, 40.0))
+    hung: list[str] = []
+
+    def factory(target, credentials=None):
+        class Client:
+            def scalar(self, query, at=None, *, ignore_null=True):
+                return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+
+            def range(self, query, start, end, step, *, one_series=False):
+                if "tarpit" in target.server_address:
+                    hung.append(query)
+                    release.wait(20)
+                return FakePrometheus.range(prom, query, start, end, step, one_series=one_series)
+
+            range_series = FakePrometheus.range_series
+        return Client()
+
+    metrics = ScalerMetrics()
+    fits = FitService(clock, metrics, pool=InlineExecutor())
+    fits.start()
+    reg = Registry(clock, CredentialStore(None), metrics, RegistryConfig(first_wait_seconds=0.2), forecasts=fits,
+                   client_factory=factory)
+    fit_md = {"mode": "forecastAndScale", "model": "naive", "history": "2h", "minHistory": "1h",
+              "refitInterval": "10m", "levelCorrection": "0", "tuning": "off"}
+    cluster = {"coldStartFrom": "cluster", "coldStartWorkload": "Deployment/llm"}
+    try:
+        for i in range(6):
+            reg.workload("attacker", f"t-{i}", md(f"t{i}", serverAddress="http://tarpit.test:9999", **fit_md,
+                                                  **cluster), wait=False)
+        reg.tick()
+        wait_for(lambda: len(hung) == FIT_IO_PER_TARGET + 2)  # 2 fits, 2 cold-start queries: their shares
+        victim = reg.workload("victims", "v", md("v", serverAddress="http://good.test:9090", **fit_md, **cluster))
+        reg.tick()
+        wait_for(lambda: victim.forecast.forecast is not None and victim.cluster_cold is not None)
+        assert victim.forecast.model == "naive" and reg.decision(victim).reason is Reason.FORECAST
+        assert len(hung) == FIT_IO_PER_TARGET + 2  # the other tarpit work stays due, holding no thread
+    finally:
+        release.set()
+        reg.stop()
+        fits.stop()
