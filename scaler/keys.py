@@ -35,7 +35,9 @@ KEYS: tuple[Key, ...] = (
     Key("qpsPerReplica", None, "sustainable requests/s of one ready replica; the HPA target (required, in [0.001, 1e9])"),
     Key("threshold", None, "alias of qpsPerReplica, as in KEDA's Prometheus scaler"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
-    Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
+    Key("ignoreNullValues", "true", "no usable value (no series, NaN) reads 0 req/s where there was no series or an "
+                                    "idle one (at most activationThreshold) before; after an active series it is "
+                                    "missing data: held on the forecast, then UNAVAILABLE; false makes it an error"),
     Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
     Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
     Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),

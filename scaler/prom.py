@@ -345,7 +345,7 @@ class PrometheusClient:
         """The single value of an instant query, with KEDA's Prometheus-scaler semantics.
 
         Empty result: 0 with ``ignore_null`` else NO_DATA. Several series:
-        MULTIPLE_SERIES. NaN/Inf: 0 with ``ignore_null`` else BAD_VALUE.
+        MULTIPLE_SERIES. NaN/Inf: 0 with ``ignore_null`` else NO_DATA (no usable value, like no series).
         Negative values are returned as they are (the caller floors rates).
         """
         try:
@@ -368,10 +368,10 @@ class PrometheusClient:
             value = float(raw)
         except (TypeError, ValueError):
             raise PromError(PromErrorKind.BAD_VALUE, f"query returned a non-numeric value {short(repr(raw), 40)}: {short(query)}") from None
-        if not math.isfinite(value):
+        if not math.isfinite(value):  # NaN (0/0), Inf: no usable value, like no series
             if ignore_null:
                 return 0.0
-            raise PromError(PromErrorKind.BAD_VALUE, f"query returned {raw} (ignoreNullValues=false): {short(query)}")
+            raise PromError(PromErrorKind.NO_DATA, f"query returned {raw}, not a usable value: {short(query)}")
         return value
 
     def range(self, query: str, start: float, end: float, step: float, *, one_series: bool = False) -> list[dict]:

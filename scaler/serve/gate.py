@@ -40,26 +40,34 @@ class Gate:
         self._tokens: dict[str, tuple[float, float]] = {}  # host -> (tokens, at)
         self.refused = 0  # enters refused (a limit was reached)
 
-    def enter(self, url: str, namespace: str, now: float) -> bool:
+    def enter(self, url: str, namespace: str, now: float, *, rated: bool = True) -> bool:
+        return self.admit(url, namespace, now, rated=rated) is None
+
+    def admit(self, url: str, namespace: str, now: float, *, rated: bool = True) -> str | None:
+        """None: entered (``leave`` it once done); else the limit that refused it ("host", "namespace" or "rate").
+        ``rated``: the start counts against the host's rate (a trigger's first refresh does not)."""
         host = host_port(url)
         with self._lock:
-            if self._hosts[host] >= self.per_host or self._namespaces[namespace] >= self.per_namespace:
+            if self._hosts[host] >= self.per_host:
                 self.refused += 1
-                return False
-            if self.rate is not None:
+                return "host"
+            if self._namespaces[namespace] >= self.per_namespace:
+                self.refused += 1
+                return "namespace"
+            if self.rate is not None and rated:
                 tokens, at = self._tokens.get(host, (self.rate, now))
                 tokens = min(self.rate, tokens + max(0.0, now - at) * self.rate)
                 if tokens < 1.0:
                     self._tokens[host] = (tokens, now)
                     self.refused += 1
-                    return False
+                    return "rate"
                 self._tokens[host] = (tokens - 1.0, now)
                 if len(self._tokens) > 8192:  # bounded: drop the buckets that are full again
                     for h in [h for h, (t, a) in self._tokens.items() if t + (now - a) * self.rate >= self.rate]:
                         del self._tokens[h]
             self._hosts[host] += 1
             self._namespaces[namespace] += 1
-            return True
+            return None
 
     def leave(self, url: str, namespace: str) -> None:
         host = host_port(url)

@@ -123,6 +123,7 @@ def inherit(wl, siblings, tuning) -> None:
         if (other.observed_at is not None and wl.observed_at is None
                 and (other.declared.prometheus, other.declared.query) == (wl.spec.prometheus, wl.spec.query)):
             wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
+            wl.missing_since, wl.missing_at = other.missing_since, other.missing_at
             wl.first_done.set()
         if (wl.tuned is None and other.tuned is not None and tuning is not None
                 and tuning.applies(other.tuned, wl.declared)):

@@ -6,10 +6,17 @@ evaluates the trigger's query (and its ``coldStartQuery`` when due) and writes
 the result into the ``Workload`` under the registry's lock, waking the
 workload's streams. A refresh starts only when its ``Gate`` lets it: at most
 ``per_target_refreshes`` in flight per Prometheus host:port, ``per_namespace_refreshes``
-per namespace, and ``per_target_qps`` started per second per host:port. One that
-cannot start stays due and holds no thread; the scheduler offers it again on its
-next tick, oldest first. Whatever a refresh meets (an exception of any type at
+per namespace, and ``per_target_qps`` started per second per host:port (a
+trigger's first refresh aside). One that cannot start waits in its host's queue,
+holding no thread, and starts as soon as a slot frees (or the scheduler's next
+tick finds tokens), oldest first. Whatever a refresh meets (an exception of any type at
 any step), its slot is given back and its workload is marked done (issue 40, item 1).
+
+No usable value (no series, NaN) with ``ignoreNullValues: true`` (issue 36, item 1): a real zero when the trigger
+had no series before or its last one was idle (at or below ``activationThreshold``: the workload scaled to zero
+and its series went with its pods); otherwise the observation is *missing* (``missing_since``): the last good one
+is held and the registry decides on it with reason ``fallback_missing_data`` until it is too old
+(``Registry.stale_after``), then UNAVAILABLE. With ``ignoreNullValues: false`` it is the error NO_DATA.
 """
 
 from __future__ import annotations
@@ -17,12 +24,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..prom import PromError, PromErrorKind
-from .gate import Gate
+from .gate import Gate, host_port
 from .identity import cut
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -49,6 +57,7 @@ class Refresher:
         self.query_at = query_at
         self.ops = ops_metrics(metrics)
         self.gate = Gate(config.per_target_refreshes, config.per_namespace_refreshes, config.per_target_qps)
+        self._waiting: dict[str, deque[Workload]] = {}  # per host:port: refreshes due, waiting for a slot
         self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
 
     def stop(self) -> None:
@@ -58,11 +67,23 @@ class Refresher:
         return self.gate.in_flight()
 
     def submit(self, wl: Workload, now: float) -> bool:
-        """Caller holds the lock. False, and the refresh stays due, while its host:port or its namespace is at
-        its limit (a hung target holds no one else's I/O thread)."""
-        url = wl.spec.prometheus.server_address
-        if not self.gate.enter(url, wl.namespace, now):
+        """Caller holds the lock. False when its host:port, its namespace or the host's rate is at its limit: then
+        it waits in its host's queue, holding no thread, and starts as soon as a slot frees (``drain``)."""
+        if wl.queued or wl.refreshing:
             return False
+        why = self._start(wl, now)
+        if why is None:
+            return True
+        wl.queued = True
+        self._waiting.setdefault(host_port(wl.spec.prometheus.server_address), deque()).append(wl)
+        return False
+
+    def _start(self, wl: Workload, now: float) -> str | None:
+        """Caller holds the lock: the refresh started (None), or the limit that refused it."""
+        url = wl.spec.prometheus.server_address
+        why = self.gate.admit(url, wl.namespace, now, rated=wl.attempted_at is not None)  # a first one: no rate
+        if why is not None:
+            return why
         wl.refreshing = True
         wl.attempted_at = now
         try:
@@ -70,8 +91,32 @@ class Refresher:
         except RuntimeError:  # pool shut down
             wl.refreshing = False
             self.gate.leave(url, wl.namespace)
-            return False
-        return True
+            return "stopped"
+        return None
+
+    def drain(self, now: float, host: str | None = None) -> None:
+        """Caller holds the lock: start what waits (for ``host``, or every host), oldest first, while the limits
+        let it; one refused by its namespace goes to the back, one refused by the host or its rate stops the host."""
+        for h in [host] if host is not None else list(self._waiting):
+            waiting = self._waiting.get(h)
+            for _ in range(len(waiting) if waiting else 0):
+                w = waiting.popleft()
+                if not self.tracked(w) or w.refreshing:
+                    w.queued = False
+                    continue
+                why = self._start(w, now)
+                if why is None:
+                    w.queued = False
+                    continue
+                waiting.append(w)
+                if why != "namespace":
+                    break
+            if waiting is not None and not waiting:
+                self._waiting.pop(h, None)
+
+    def waiting(self) -> int:
+        """Caller holds the lock: refreshes waiting for a slot."""
+        return sum(len(q) for q in self._waiting.values())
 
     def _refresh(self, wl: Workload, url: str) -> None:
         observed: float | None = None
@@ -90,12 +135,16 @@ class Refresher:
             self._done(wl, url, observed, error, now)
 
     def _observe(self, wl: Workload) -> tuple[float | None, PromError | None]:
+        """The observed rate, None for no usable value (no series, NaN), or the error: ``ignoreNullValues`` is
+        applied by ``_done``, which knows what the trigger saw before."""
         spec = wl.spec
         self.ops.queries.labels("observe").inc()
         try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            v = wl.client.scalar(spec.query, self._at(), ignore_null=spec.ignore_null_values)
+            v = wl.client.scalar(spec.query, self._at(), ignore_null=False)
             return min(MAX_RATE, max(0.0, v)), None
         except PromError as e:
+            if e.kind is PromErrorKind.NO_DATA and spec.ignore_null_values:
+                return None, None
             return None, e
         except Exception as e:
             self._crash(wl, e)
@@ -115,10 +164,18 @@ class Refresher:
         self.gate.leave(url, wl.namespace)
         with self.changed:
             wl.refreshing = False
-            if error is None and observed is not None:
-                wl.observed, wl.observed_at, wl.error = observed, now, None
-            else:
+            self.drain(now, host_port(url))
+            if error is not None:
                 wl.error, wl.error_at = error, now
+            elif observed is not None:
+                wl.observed, wl.observed_at, wl.error, wl.missing_since = observed, now, None, None
+            elif wl.observed is None or wl.observed <= wl.spec.activation_threshold:
+                # no series, and none (or an idle one) before: a real zero (the workload is gone, or not yet there)
+                wl.observed, wl.observed_at, wl.error, wl.missing_since = 0.0, now, None, None
+            else:  # no series where one was active: missing, not zero (the last good observation is held)
+                wl.error, wl.missing_at = None, now
+                if wl.missing_since is None:
+                    wl.missing_since = now
             wl.first_done.set()
             if wl.changed is not None:
                 wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh

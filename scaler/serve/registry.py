@@ -55,6 +55,12 @@ from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned,
 
 log = logging.getLogger(__name__)
 
+def missing_why(seconds: float) -> str:
+    """The missing-data reason as a message (the decision, UNAVAILABLE and the status page say it)."""
+    return (f"the query has returned no usable value (no series, or NaN) for {seconds:.0f}s where the last one was "
+            "above activationThreshold: missing data (a scrape gap?), not zero")
+
+
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
@@ -211,18 +217,20 @@ class Registry:
             raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
         if wl.cold_start_error is not None:
             raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {wl.cold_start_error}")
-        why = str(err) if failing else "no observation from Prometheus yet (refresh pending)"
+        missing = not failing and wl.missing_since is not None  # no usable value: unknown, not zero (refresher)
+        why = str(err) if failing else (missing_why(now - wl.missing_since) if missing
+                                        else "no observation from Prometheus yet (refresh pending)")
         if observed is None or wl.observed_at is None:
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
         age = now - wl.observed_at
         if age > self.stale_after(wl):
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
                                              f"last good observation {age:.0f}s ago")
-        if failing or age > self.late_after(wl):
+        if failing or (age > self.late_after(wl) and not missing):
             stale = True
         fs = wl.forecast
         d = decide(observed, fs.forecast, wl.params(), self.wall(), unusable=fs.unusable, history_max=fs.history_max,
-                   with_mean=True)
+                   with_mean=True, missing=missing)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
         elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
@@ -316,10 +324,13 @@ class Registry:
                                  "its metadata changed")
                 continue
             kept.append(wl)
-            if not wl.refreshing and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
+            if not wl.refreshing and not wl.queued and (wl.attempted_at is None
+                                                        or now - wl.attempted_at >= self.refresh_interval(wl)):
                 due.append(wl)
         # oldest first; a host:port or namespace at its limit waits (its own hung requests hold no one else)
         due.sort(key=lambda w: w.attempted_at or 0.0)
+        with self._lock:
+            self.refresher.drain(now)  # what waits for a rate's tokens goes first
         for wl in due:
             late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
             with self._lock:

@@ -16,7 +16,7 @@ import numpy as np
 from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
-from .registry import Registry
+from .registry import Registry, missing_why
 from .watch import Watch, clean
 from .workload import Workload
 
@@ -28,6 +28,8 @@ def last_error(wl: Workload) -> str | None:
     err = wl.error
     if err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at):
         return clean(f"Prometheus: {err}")
+    if wl.missing_since is not None and wl.missing_at is not None:
+        return clean(f"Prometheus: {missing_why(wl.missing_at - wl.missing_since)}")
     if wl.cold_start_error is not None:
         return clean(f"coldStartQuery: {wl.cold_start_error}")
     if wl.spec.events_file:

@@ -97,7 +97,7 @@ class Watch:
         alarm = False
         with self._lock:
             e = self._entry(wl)
-            if d.reason is not Reason.PROMETHEUS_STALE:  # a reused observation scores nothing
+            if d.reason not in (Reason.PROMETHEUS_STALE, Reason.MISSING_DATA):  # a held observation scores nothing
                 events = e.card.observe(now, d.observed)
                 alarm = "alarm" in events
                 for ev in events:

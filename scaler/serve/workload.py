@@ -119,8 +119,11 @@ class Workload:
     observed_at: float | None = None
     error: PromError | None = None  # set when the latest attempt failed
     error_at: float | None = None
+    missing_since: float | None = None  # the query has returned no usable value since then (refresher): held
+    missing_at: float | None = None  # the latest attempt that returned none
     attempted_at: float | None = None
     refreshing: bool = False
+    queued: bool = False  # a refresh waits for a slot of its Prometheus host:port (refresher)
     cold_start: float | None = None  # T_cold from coldStartQuery, when set
     cold_start_at: float | None = None
     cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum

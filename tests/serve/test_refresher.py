@@ -165,22 +165,29 @@ def test_one_namespace_holds_at_most_its_share_of_refreshes():
 
 
 def test_refreshes_per_host_port_are_rate_limited():
-    """per_target_qps 10: 50 new triggers on one Prometheus start 10 refreshes in the first second; the rest wait
-    for tokens (one every 0.1 s of the clock), oldest first."""
+    """per_target_qps 10: 50 triggers on one Prometheus (their first refreshes are not counted: a new trigger is
+    never kept waiting for a token) are refreshed again 10 in the next second, the rest waiting in line for tokens
+    (one every 0.1 s of the clock), oldest first, holding no thread."""
     clock = FakeClock(T0)
     prom = FakePrometheus()
     prom.set_scalar(Q, 4.0)
     reg = Registry(clock, CredentialStore(None), ScalerMetrics(),
                    RegistryConfig(first_wait_seconds=0.0, per_target_qps=10.0), client_factory=prom.factory())
     try:
-        for i in range(50):
-            reg.workload("serving", f"so-{i}", md(f"so{i}"), wait=False)
+        wls = [reg.workload("serving", f"so-{i}", md(f"so{i}"), wait=False) for i in range(50)]
+        wait_for(lambda: reg.refresher.in_flight() == 0 and all(w.first_done.is_set() for w in wls))
+        assert len(prom.calls_of("scalar")) == 50
+        clock.advance(5.0)  # every trigger due again
+        reg.tick()
         wait_for(lambda: reg.refresher.in_flight() == 0)
-        assert len(prom.calls_of("scalar")) == 10  # the bucket's burst: one second's worth
+        assert len(prom.calls_of("scalar")) == 60  # the bucket's burst: one second's worth
+        with reg.changed:
+            assert reg.refresher.waiting() == 40
         clock.advance(1.0)  # 10 more tokens
         reg.tick()
         wait_for(lambda: reg.refresher.in_flight() == 0)
-        assert len(prom.calls_of("scalar")) == 20
+        assert len(prom.calls_of("scalar")) == 70
+        assert sorted(w.attempted_at for w in wls).count(T0 + 5.0) == 10  # the oldest ten went first
     finally:
         reg.stop()
 

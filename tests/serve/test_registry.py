@@ -61,7 +61,8 @@ def test_first_call_waits_for_one_refresh_at_the_clock(env):
     wl = env.reg.workload("serving", "llm", md())
     assert wl.first_done.is_set() and (wl.observed, wl.observed_at) == (12.5, T0)
     # evaluated at Prometheus' own now (no time=): a scaler clock ahead or behind moves nothing (issue 27)
-    assert env.prom.calls_of("scalar") == [("scalar", Q, None, True)]
+    # ignoreNullValues is the registry's to apply (a missing series is not a zero): the client is asked for a value
+    assert env.prom.calls_of("scalar") == [("scalar", Q, None, False)]
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (12.5, Reason.MODE_REACTIVE)
     # the next calls answer from memory: no query until the cache expires
@@ -132,7 +133,8 @@ def test_unreachable_on_first_sight_is_unavailable(env):
                                   PromErrorKind.BAD_VALUE])
 def test_configuration_errors_are_failed_precondition_even_with_a_good_value_before(env, kind):
     env.prom.set_scalar(Q, 12.0)
-    wl = env.reg.workload("serving", "llm", md())
+    # no series is an error where ignoreNullValues is false (with the default it is missing data or a zero)
+    wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false" if kind is PromErrorKind.NO_DATA else None))
     assert env.reg.decision(wl).planned == 12.0
     env.prom.set_scalar(Q, PromError(kind, f"the {kind.value} message"))
     env.clock.advance(5)
@@ -144,9 +146,8 @@ def test_configuration_errors_are_failed_precondition_even_with_a_good_value_bef
     assert env.sample("forescale_prometheus_errors_total", kind=kind.value) == 1
 
 
-def test_ignore_null_values_false_reaches_the_client(env):
+def test_ignore_null_values_false_makes_no_series_an_error(env):
     wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false"))  # the fake has no value: NO_DATA
-    assert env.prom.calls_of("scalar") == [("scalar", Q, None, False)]
     with pytest.raises(ScalerError) as err:
         env.reg.decision(wl)
     assert err.value.code == "FAILED_PRECONDITION" and "ignoreNullValues=false" in str(err.value)
@@ -226,7 +227,7 @@ def test_another_metadata_map_is_another_workload_that_starts_from_what_its_sibl
     # another query: a third workload, refreshed on its own; the first ones keep their value
     wl_c = env.reg.workload("serving", "llm", md(qpsPerReplica="20", query=Q2))
     assert (wl_c.observed, wl_c.observed_at) == (30.0, T0)
-    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, None, True)
+    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, None, False)
     assert env.reg.decision(wl).planned == 12.0 and env.reg.decision(wl_c).planned == 30.0
 
 
@@ -292,3 +293,44 @@ def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
                                                   qpsPerReplica="20", history="7d"))
     assert other.forecast == ForecastState() and wl.forecast is fs
     assert env.reg.decision(other).reason is Reason.NO_FORECAST_YET
+
+
+# -- missing data is unknown, not zero (issue 36, item 1) ----------------------------------------------------------
+def test_a_series_that_stops_is_held_as_missing_then_unavailable(env):
+    """12 req/s, then no series: served 12 (the last good observation, held), reason fallback_missing_data, not 0;
+    UNAVAILABLE once the last good observation is older than stale_seconds (120 s), as a stale one; back when the
+    series is."""
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md())
+    env.prom.set_scalar(Q, None)  # the series stops (a scrape gap): the query returns no series
+    for t in (5, 60, 120):  # refreshed at T0 + 5, + 60, + 120: still within 120 s of the last good one (T0)
+        env.clock.advance(t - (env.clock() - T0))
+        env.refresh(wl)
+        d = env.reg.decision(wl)
+        assert (d.planned, d.reason, d.observed) == (12.0, Reason.MISSING_DATA, 12.0), t
+    assert env.sample("forescale_prometheus_errors_total", kind="no_data") is None  # no error: a successful query
+    env.clock.advance(1)  # 121 s after the last good observation
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)
+    assert err.value.code == "UNAVAILABLE"
+    # missing since the refresh at T0 + 5: 116 s; the last good observation (T0) is 121 s old
+    assert "no usable value (no series, or NaN) for 116s" in str(err.value) and "121s ago" in str(err.value)
+    env.prom.set_scalar(Q, 9.0)  # back
+    env.clock.advance(5)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (9.0, Reason.MODE_REACTIVE) and wl.missing_since is None
+
+
+@pytest.mark.parametrize("before,activation", [(None, "0"), (0.0, "0"), (0.4, "0.5")])
+def test_no_series_after_none_or_an_idle_one_is_a_real_zero(env, before, activation):
+    """ignoreNullValues true, as KEDA users expect it: no series ever, or none after the last one was at or below
+    activationThreshold (the workload scaled to zero, its pods and series gone) reads 0."""
+    env.prom.set_scalar(Q, before)
+    wl = env.reg.workload("serving", "llm", md(activationThreshold=activation))
+    env.prom.set_scalar(Q, None)
+    env.clock.advance(5)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (0.0, Reason.MODE_REACTIVE) and wl.missing_since is None
+    assert env.reg.workloads()[0].observed_at == T0 + 5  # a fresh observation: never UNAVAILABLE for it
