@@ -73,6 +73,9 @@ def _env(name: str) -> dict:
               **_env("HOST"))
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory where forecasts survive restarts.", **_env("STATE_DIR"))
+@click.option("--state-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Key (a mounted Secret, at least 16 bytes) the state files are signed with; default: one generated "
+              "in --state-dir.", **_env("STATE_KEY_FILE"))
 @click.option("--credentials-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of credential sets, one sub-directory per name.", **_env("CREDENTIALS_DIR"))
 @click.option("--tls-cert", type=click.Path(dir_okay=False), default=None, help="PEM certificate: serve gRPC over TLS.",
@@ -90,7 +93,8 @@ def _env(name: str) -> dict:
               **_env("LOG_LEVEL"))
 @click.option("--log-format", default="text", type=click.Choice(["text", "json"]), show_default=True,
               help="json: one JSON object per line (time, level, logger, message).", **_env("LOG_FORMAT"))
-def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None,
+def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
+          credentials_dir: str | None,
           tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, events_dir: tuple[str, ...],
           fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
@@ -103,6 +107,7 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
         raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS plus client certificates)")
     try:
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
+                         state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
                          tls_client_ca=tls_client_ca, events_dirs=tuple(events_dir), fit_workers=fit_workers,
                          log_level=log_level,

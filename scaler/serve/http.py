@@ -102,7 +102,7 @@ def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Ca
                          status.status_json(registry, now, view.details(now) if view is not None else None), head,
                          [("Cache-Control", "no-store")])
         if path.startswith("/api/scaledobjects/"):
-            doc = view.decisions(path) if view is not None else None
+            doc = view.decisions(path, environ.get("QUERY_STRING", "")) if view is not None else None
             if doc is None:
                 return _send(start_response, "404 Not Found", "application/json",
                              json.dumps({"error": "unknown ScaledObject or path: use "

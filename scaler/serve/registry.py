@@ -251,6 +251,12 @@ class Registry:
         if self.watch is not None:
             self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
+    def note_active(self, wl: Workload, d: Decision, active: bool) -> None:
+        """An IsActive answer (its metrics, and its changes in the decision log)."""
+        self.export(wl, d)
+        if self.watch is not None:
+            self.watch.note_active(wl, d, active, self.wall())
+
     def export(self, wl: Workload, d: Decision) -> None:
         """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
         with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""

@@ -44,6 +44,8 @@ from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
+from .decisionlog import DecisionLog
+from .files import load_key
 from .state import JsonStore
 from .view import StatusView
 from .watch import Watch, WatchCollector
@@ -58,6 +60,7 @@ class ServerConfig:
     grpc_port: int = GRPC_PORT
     http_port: int = 8080
     state_dir: str | None = None
+    state_key_file: str | None = None  # the HMAC key of the state files (a mounted Secret); else <state-dir>/.state-key
     credentials_dir: str | None = None
     log_level: str = "info"
     log_format: str = "text"  # or "json": one JSON object per line
@@ -95,19 +98,23 @@ class Server:
         self.ops = ops_metrics(self.metrics)
         self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
                              clock=monotonic)
-        forecast_store = JsonStore(config.state_dir, self.metrics) if config.state_dir else None
-        tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics) if config.state_dir else None
+        key = load_key(config.state_key_file, config.state_dir) if config.state_dir else None
+        forecast_store = JsonStore(config.state_dir, self.metrics, key) if config.state_dir else None
+        tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics, key) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(clock, self.metrics, tuning_store)
-        self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None) \
-            if config.self_watch else None
+        self.journal = DecisionLog(Path(config.state_dir) / "decisions", self.metrics) \
+            if config.state_dir and config.self_watch else None  # the durable decision log (scaler.serve.decisionlog)
+        self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None,
+                           journal=self.journal) if config.self_watch else None
         if self.watch is not None:
             self.metrics.registry.register(WatchCollector(self.watch, clock))
             if self.tuning is not None:
                 self.tuning.on_run = self.watch.note_tuning_run  # waits and failures in the decision log too
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
-                                 stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
+                                 stores=tuple(x for x in (forecast_store, tuning_store, self.journal)
+                                              if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
                                  monotonic=monotonic, watch=self.watch,
                                  query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
@@ -195,6 +202,8 @@ class Server:
             self.forecasts.stop()
         self.tuning.stop()
         self.http.stop()
+        if self.journal is not None:
+            self.journal.stop()
         EVENTS_FILES.allow(None)
         log.info("forescale stopped")
 

@@ -74,8 +74,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def _active(self, wl: Workload) -> bool:
         d = self.registry.decision(wl)
-        self.registry.export(wl, d)  # its metrics (at zero replicas KEDA asks IsActive only)
-        return d.planned > wl.spec.activation_threshold
+        active = d.planned > wl.spec.activation_threshold
+        self.registry.note_active(wl, d, active)  # its metrics (at zero replicas KEDA asks IsActive only), the log
+        return active
 
     def _spec(self, wl: Workload) -> pb.GetMetricSpecResponse:
         target = wl.spec.qps_per_replica

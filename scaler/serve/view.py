@@ -135,19 +135,43 @@ class StatusView:
         return {"t": _floats(fc.t[sl]), "low": curve(0.1), "mid": curve(0.5) or _floats(fc.mean[sl]),
                 "provisioned": curve(wl.spec.quantile), "lead_seconds": wl.lead().seconds}
 
-    def decisions(self, path: str) -> dict | None:
-        """``/api/scaledobjects/{namespace}/{name}/decisions``: None for another path or an unknown ScaledObject."""
+    def decisions(self, path: str, query: str = "") -> dict | None:
+        """``/api/scaledobjects/{namespace}/{name}/decisions``: None for another path or an unknown ScaledObject.
+        Each trigger's ``history`` is the durable log (``--state-dir``; ``?since=UNIX`` from then on): after a
+        restart, before KEDA polls a trigger again, its history alone is served."""
         parts = path.split("/")
         if len(parts) != 6 or parts[:3] != ["", "api", "scaledobjects"] or parts[5] != "decisions":
             return None
         namespace, name = unquote(parts[3]), unquote(parts[4])
+        since = _since(query)
         wls = self.registry.workloads(namespace, name)
-        if not wls:
-            return None
+        journal = self.watch.journal if self.watch is not None else None
         triggers = []
         for wl in sorted(wls, key=lambda w: w.trigger):
             logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": [],
                                                                          "events_file": []}
+            history = self.watch.history(wl.key, since) if self.watch is not None else []
             triggers.append({"trigger": wl.trigger, "metric": wl.spec.metric_name, "mode": wl.spec.mode,
-                             "last_error": last_error(wl), **logged})
+                             "last_error": last_error(wl), **logged, "history": history})
+        if journal is not None:
+            tracked = {w.key for w in wls}
+            for key3 in journal.triggers(namespace, name):
+                if key3 not in tracked:  # not polled since a restart (or forgotten, files not yet swept)
+                    digest = key3[2].rsplit(".", 1)[-1]
+                    triggers.append({"trigger": digest[:8], "metric": key3[2].rsplit(".", 1)[0], "tracked": False,
+                                     "history": self.watch.history(key3, since)})
+        if not triggers:
+            return None
         return {"namespace": namespace, "name": name, "triggers": triggers}
+
+
+def _since(query: str) -> float | None:
+    for part in query.split("&"):
+        k, _, v = part.partition("=")
+        if k == "since":
+            try:
+                x = float(v)
+            except ValueError:
+                return None
+            return x if math.isfinite(x) else None
+    return None

@@ -17,7 +17,7 @@ from scaler.spec import parse_metadata
 from scaler.serve.tuning import TuningService, tuning_key
 from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
 from support.clock import FakeClock
-from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
+from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor, signed
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -265,7 +265,7 @@ def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
     key = tuning_key(wl.declared)
     env.close()
     path = tmp_path / file_name(*wl.key)
-    path.write_text(json.dumps({"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
+    path.write_text(signed(tmp_path, {"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
     e = Env(state_dir=tmp_path, prom=env.prom)
     try:
         with caplog.at_level(logging.WARNING):

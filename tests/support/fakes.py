@@ -192,3 +192,14 @@ def sample_value(registry, name: str, labels: dict) -> float | None:
              and {k: v for k, v in s.labels.items() if k != "trigger"} == labels]
     assert len(found) <= 1, f"{name}{labels}: {len(found)} triggers match; name the trigger"
     return found[0] if found else None
+
+
+def signed(state_dir, doc: dict) -> str:
+    """``doc`` as ``JsonStore`` writes it: with its HMAC under the state dir's key (``files.load_key``: made there
+    when absent), for tests that write state files by hand."""
+    import json
+
+    from scaler.serve.files import load_key, sign
+
+    body = json.dumps(doc, allow_nan=False, sort_keys=True).encode()
+    return json.dumps({**doc, "hmac": sign(load_key(None, state_dir), body)})
