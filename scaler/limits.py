@@ -58,7 +58,9 @@ def control_violation(text: str) -> str | None:
 
 
 # -- what the server holds (issue 27) ------------------------------------------------------------------------
-MAX_TRACKED = 2000  # tracked triggers (workloads) per server; a new one beyond it is RESOURCE_EXHAUSTED
+MAX_TRACKED = 2000  # tracked triggers (workloads) per server; a new one beyond evicts an unproven one, else
+# is RESOURCE_EXHAUSTED
+MAX_TRACKED_PER_NAMESPACE = 1000  # ... and per namespace (--max-triggers-per-namespace): half the cap
 MAX_STATE_FILE_BYTES = 512 * 1024  # one state document; x MAX_TRACKED x 2 stores fits the chart's 1 GiB emptyDir
 MAX_INSTANT_BODY_BYTES = 1 << 20  # an instant-query answer (decompressed); one series is well under 1 KB
 MAX_RANGE_BODY_BYTES = 8 << 20  # one range-query chunk (decompressed): 11,000 points of one series is ~0.4 MB

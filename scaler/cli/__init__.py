@@ -17,6 +17,7 @@ from collections.abc import MutableMapping
 
 import click
 
+from ..limits import MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -87,6 +88,10 @@ def _env(name: str) -> dict:
 @click.option("--events-dir", multiple=True, default=("/etc/forescale",), show_default=True,
               type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
               "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
+@click.option("--max-triggers-per-namespace", default=MAX_TRACKED_PER_NAMESPACE, show_default=True,
+              type=click.IntRange(1, MAX_TRACKED), help="Triggers one namespace may have tracked (of the "
+              f"{MAX_TRACKED} in all); past it an unproven one is evicted, else the new one is refused.",
+              **_env("MAX_TRIGGERS_PER_NAMESPACE"))
 @click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes fitting forecasts in the background.", **_env("FIT_WORKERS"))
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True,
@@ -96,8 +101,9 @@ def _env(name: str) -> dict:
 def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
           credentials_dir: str | None,
           tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, events_dir: tuple[str, ...],
-          fit_workers: int, log_level: str, log_format: str) -> None:
+          max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
+    from ..serve.registry import RegistryConfig
     from ..serve.server import ServerConfig, run
     from .options import fail
 
@@ -110,6 +116,7 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
                          state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
                          tls_client_ca=tls_client_ca, events_dirs=tuple(events_dir), fit_workers=fit_workers,
+                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
                          log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:

@@ -114,9 +114,11 @@ def cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[t
 
 def inherit(wl, siblings, tuning) -> None:
     """A new trigger of a tracked ScaledObject (an edit) starts from what a sibling already knows about the
-    same inputs: its observation (same Prometheus and query), its tuned choice (when ``tuning`` says it still
-    applies) and its forecast (same forecast key). Copied, never shared: the sibling keeps serving its own
-    metadata until it is retired. The registry calls this under its lock, before ``wl`` is visible."""
+    same inputs: its observation (same Prometheus and query) and its tuned choice (when ``tuning`` says it still
+    applies). Copied, never shared: the sibling keeps serving its own metadata until it is retired. Never its
+    forecast: a curve is fitted for its own map (the lead, the quantile, the events it learned), and another
+    caller's map must not hand a trigger its forecast (issue 40, item 6). The registry calls this under its
+    lock, before ``wl`` is visible."""
     for other in siblings:
         if (other.namespace, other.name) != (wl.namespace, wl.name):
             continue
@@ -128,6 +130,4 @@ def inherit(wl, siblings, tuning) -> None:
         if (wl.tuned is None and other.tuned is not None and tuning is not None
                 and tuning.applies(other.tuned, wl.declared)):
             wl.tuned, wl.spec = other.tuned, other.tuned.apply(wl.declared)  # a choice the edit does not concern
-        if (wl.forecast.forecast is None and other.forecast.forecast is not None
-                and other.forecast.key == wl.spec.forecast_key()):
-            wl.forecast = other.forecast
+

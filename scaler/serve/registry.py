@@ -43,6 +43,7 @@ from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
 from ..events import FILES
+from .admission import PROVEN_POLLS, evictable, no_room  # noqa: F401 - PROVEN_POLLS: re-exported
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -112,14 +113,18 @@ class Registry:
         spec, digest = self.identify(namespace, name, metadata)
         now = self.clock()
         key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
+        evicted, last = None, False
         with self._lock:
             wl = self._workloads.get(key)
             if wl is None:
-                if len(self._workloads) >= self.config.max_tracked:
-                    raise ScalerError("RESOURCE_EXHAUSTED",
-                                      f"ScaledObject {namespace}/{name}: this scaler tracks {len(self._workloads)} "
-                                      f"triggers, its limit (MAX_TRACKED {self.config.max_tracked}); run another "
-                                      "scaler for more ScaledObjects, or wait until unused ones are forgotten")
+                full = no_room(self._workloads, namespace, self.config)
+                if full is not None:  # the cap or the namespace's quota: the least recently polled unproven goes
+                    evicted = evictable(self._workloads.values(), namespace, name, full)
+                    if evicted is None:
+                        raise ScalerError("RESOURCE_EXHAUSTED", f"ScaledObject {namespace}/{name}: {full}, and every "
+                                          "trigger in it is in use; run another scaler for more ScaledObjects, or "
+                                          "wait until unused ones are forgotten")
+                    last = self._unlink(evicted)
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
                 inherit(wl, self._workloads.values(), self.tuning)  # an edit starts from what its sibling knows
@@ -135,6 +140,8 @@ class Registry:
                 created = False
                 if poll:
                     wl.learn_poll(now)
+            if poll:
+                wl.polls += 1
             wl.last_polled = now
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
@@ -144,6 +151,9 @@ class Registry:
             fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
             if fs is not None:
                 self.adopt_forecast(wl, fs, fs.key)
+        if evicted is not None:
+            self._cleanup(evicted, last, f"evicted for a new trigger: polled fewer than {PROVEN_POLLS} times while the "
+                                         "scaler was at its limit")
         if wait and created and spec.events_file:  # its events read off this thread: waited for once, bounded
             FILES.wait(spec.events_file, self.config.first_wait_seconds)
         if wait and not wl.first_done.is_set():
@@ -381,8 +391,12 @@ class Registry:
                     log.warning("cannot remove state of %s/%s: %s", k[0], k[1], e.strerror)
 
     def retire_after(self, wl: Workload) -> float:
-        """Silence after which a trigger whose ScaledObject has a more recently polled one is retired."""
-        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * self.refresh_interval(wl)))
+        """Silence after which a trigger whose ScaledObject has a more recently polled one (an edit) is retired:
+        three of its own learned polls, at least ``retire_seconds``; with no cadence learned yet, ``forget_seconds``
+        (issue 40, item 6: a sibling polled by another caller never makes a trigger silent)."""
+        if wl.poll_interval is None:
+            return self.config.forget_seconds
+        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * wl.poll_interval))
 
     def stale_after(self, wl: Workload) -> float:
         """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
@@ -406,10 +420,18 @@ class Registry:
         with self._lock:
             if self._workloads.get(wl.key) is not wl:
                 return
-            del self._workloads[wl.key]
-            self._unswept[wl.key] = self.clock()
-            self.metrics.workloads.set(len(self._workloads))
-            last = not any(k[:2] == (wl.namespace, wl.name) for k in self._workloads)
+            last = self._unlink(wl)
+        self._cleanup(wl, last, why)
+
+    def _unlink(self, wl: Workload) -> bool:
+        """Caller holds the lock: ``wl`` out of the table; True when it was its ScaledObject's last trigger."""
+        del self._workloads[wl.key]
+        self._unswept[wl.key] = self.clock()
+        self.metrics.workloads.set(len(self._workloads))
+        return not any(k[:2] == (wl.namespace, wl.name) for k in self._workloads)
+
+    def _cleanup(self, wl: Workload, last: bool, why: str) -> None:
+        """The rest of forgetting an unlinked workload: its cached spec, series, services' state, log."""
         self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
         self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
         self.limiter.forget(lambda k: k[:3] == wl.labels)

@@ -25,7 +25,6 @@ import signal
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -47,6 +46,7 @@ from .registry import Registry, RegistryConfig
 from .decisionlog import DecisionLog
 from .files import load_key
 from .state import JsonStore
+from .threads import ReapingExecutor
 from .view import StatusView
 from .watch import Watch, WatchCollector
 
@@ -68,6 +68,8 @@ class ServerConfig:
     tls_key: str | None = None
     tls_client_ca: str | None = None  # given: clients must present a certificate (mTLS)
     max_streams: int = 1000  # open StreamIsActive/StreamMetricSpec at most; more are RESOURCE_EXHAUSTED
+    max_streams_per_namespace: int = 100  # ... per namespace (one caller cannot take KEDA's slots)
+    rpc_idle_seconds: float = 30.0  # an RPC thread idle this long exits (cancelled streams give theirs back)
     grpc_workers: int = 1064  # each open stream holds one; max_streams + 64 are left for unary RPCs
     prom_connections_per_target: int = 8  # shared by every ScaledObject querying that Prometheus
     prom_max_in_flight: int = 256  # all targets together (32 hung targets of 8 before a healthy one queues)
@@ -122,10 +124,13 @@ class Server:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
                              f"({config.grpc_workers}) to unary RPCs and the health check")
         # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
-        self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
+        # threads made on demand and given back after 30 s idle (1,000 cancelled streams must not leave 1,000)
+        self.rpc_pool = ReapingExecutor(config.grpc_workers, config.rpc_idle_seconds, thread_name_prefix="rpc")
+        self.grpc = grpc.server(self.rpc_pool,
                                 handlers=list(extra_handlers), options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_ExternalScalerServicer_to_server(
-            ExternalScalerServicer(self.registry, max_streams=config.max_streams), self.grpc)
+            ExternalScalerServicer(self.registry, max_streams=config.max_streams,
+                                   max_streams_per_namespace=config.max_streams_per_namespace), self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)

@@ -129,6 +129,7 @@ class Workload:
     cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum
     cluster_cold: ClusterReading | None = None  # coldStartFrom: cluster (scaler.serve.coldstart), adopted by the registry
     poll_interval: float | None = None  # KEDA's polling cadence, learned from its calls (seconds)
+    polls: int = 0  # calls that were polls (the registry's eviction keeps those polled PROVEN_POLLS times)
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
     changed: threading.Condition | None = field(default=None, repr=False)  # notified after each refresh (registry)
