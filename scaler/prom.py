@@ -334,12 +334,13 @@ class PrometheusClient:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} sent an unreadable answer: "
                             f"{type(e).__name__}") from None
 
-    def instant(self, query: str, at: float | None = None, *, one_series: bool = False) -> list[dict]:
-        """An instant query (at Prometheus' now unless ``at``); the answer capped at ``MAX_INSTANT_BODY_BYTES``."""
+    def instant(self, query: str, at: float | None = None, *, one_series: bool = False,
+                max_bytes: int = MAX_INSTANT_BODY_BYTES) -> list[dict]:
+        """An instant query (at Prometheus' now unless ``at``); the answer capped at ``max_bytes``."""
         params = {"query": query}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return self._api("/api/v1/query", params, max_bytes=MAX_INSTANT_BODY_BYTES, one_series=one_series)
+        return self._api("/api/v1/query", params, max_bytes=max_bytes, one_series=one_series)
 
     def scalar(self, query: str, at: float | None = None, *, ignore_null: bool = True) -> float:
         """The single value of an instant query, with KEDA's Prometheus-scaler semantics.

@@ -1,4 +1,4 @@
-"""``coldStartFrom: cluster`` in the server: one kube-state-metrics range query per ScaledObject per refit.
+"""``coldStartFrom: cluster`` in the server: one kube-state-metrics instant query per ScaledObject per refit.
 
 ``ColdStartService.maybe_refresh`` is called by the registry's scheduler tick
 for every workload. For a trigger with ``coldStartFrom: cluster`` it starts
@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Callable
 from prometheus_client import Gauge
 
 from ..coldstart import ClusterReading, ColdStartEstimate, cross_check, estimate
-from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
-from ..limits import MAX_LEAD_SECONDS
-from ..prom import PromError
+from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_vector, pods_instant_query, step_for
+from ..limits import MAX_LEAD_SECONDS, MAX_RANGE_BODY_BYTES
+from ..prom import PromError, PromErrorKind
 from .gate import Gate
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import attached, ops_metrics
@@ -128,9 +128,16 @@ class ColdStartService:
         try:
             self.ops.queries.labels("cold_start_cluster").inc()
             step = step_for(source.window_seconds)
-            end = at
-            result = wl.client.range(pods_query(wl.namespace, source, step), end - source.window_seconds, end, step)
-            pods = pods_from_matrix(result, source)
+            try:  # one point per pod and term (issue 40, item 10): ~1.2 MB for 1,000 pods, under the 8 MiB cap
+                result = wl.client.instant(pods_instant_query(wl.namespace, source, step), at,
+                                           max_bytes=MAX_RANGE_BODY_BYTES)
+            except PromError as e:
+                if e.kind is not PromErrorKind.TOO_LARGE:
+                    raise
+                raise PromError(e.kind, f"the kube-state-metrics answer for {source.describe()} is over "
+                                        f"{MAX_RANGE_BODY_BYTES >> 20} MiB (about 50,000 pods in the window): a "
+                                        "shorter coldStartWindow or a narrower coldStartSelector") from None
+            pods = pods_from_vector(result, source)
             est = estimate(pods, source, at)
             if est.seconds is None and est.reason:
                 est = ColdStartEstimate(None, est.quantile, est.samples, est.phases, est.skipped,

@@ -221,6 +221,12 @@ def test_tarpit_fits_and_cold_start_queries_leave_other_triggers_refits_running(
                 return FakePrometheus.range(prom, query, start, end, step, one_series=one_series)
 
             range_series = FakePrometheus.range_series
+
+            def instant(self, query, at=None, *, one_series=False, max_bytes=0):  # the cold-start query
+                if "tarpit" in target.server_address:
+                    hung.append(query)
+                    release.wait(20)
+                return []
         return Client()
 
     metrics = ScalerMetrics()

@@ -29,6 +29,7 @@ class FakePrometheus:
     def __init__(self) -> None:
         self._scalars: dict[str, object] = {}
         self._ranges: dict[str, object] = {}
+        self._instants: dict[str, object] = {}
         self.calls: list[tuple] = []
         self.targets: list = []  # the PrometheusTarget of every client the factory built
         self.gate: threading.Event | None = None
@@ -89,6 +90,21 @@ class FakePrometheus:
         return [{"metric": {}, "values": values}] if values else []
 
     range_series = PrometheusClient.range_series
+
+    def instant(self, query: str, at: float | None = None, *, one_series: bool = False,
+                max_bytes: int = 0) -> list[dict]:
+        """The scripted vector of ``set_instant`` (default: none), recorded."""
+        with self._lock:
+            self.calls.append(("instant", query, at))
+            answer = self._instants.get(query, [])
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def set_instant(self, query: str, answer) -> None:
+        """``answer``: a vector (list of ``{"metric", "value"}``) or a PromError (raised) for ``instant``."""
+        with self._lock:
+            self._instants[query] = answer
 
 
 class InlineExecutor(Executor):
