@@ -85,6 +85,12 @@ def _env(name: str) -> dict:
               **_env("TLS_KEY"))
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False), default=None,
               help="PEM CA bundle: require client certificates signed by it (mTLS).", **_env("TLS_CLIENT_CA"))
+@click.option("--http-token-file", type=click.Path(dir_okay=False), default=None,
+              help="A file holding a bearer token (a mounted Secret): every HTTP path but /healthz wants "
+              "Authorization: Bearer <token>; re-read when it changes.", **_env("HTTP_TOKEN_FILE"))
+@click.option("--http-hide-queries", is_flag=True, default=False,
+              help="Leave the triggers' PromQL out of the status page and the decisions API.",
+              **_env("HTTP_HIDE_QUERIES"))
 @click.option("--events-dir", multiple=True, default=("/etc/forescale",), show_default=True,
               type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
               "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
@@ -100,7 +106,8 @@ def _env(name: str) -> dict:
               help="json: one JSON object per line (time, level, logger, message).", **_env("LOG_FORMAT"))
 def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
           credentials_dir: str | None,
-          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, events_dir: tuple[str, ...],
+          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, http_token_file: str | None,
+          http_hide_queries: bool, events_dir: tuple[str, ...],
           max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from ..serve.registry import RegistryConfig
@@ -115,7 +122,8 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
                          state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
-                         tls_client_ca=tls_client_ca, events_dirs=tuple(events_dir), fit_workers=fit_workers,
+                         tls_client_ca=tls_client_ca, http_token_file=http_token_file,
+                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), fit_workers=fit_workers,
                          registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
                          log_level=log_level,
                          log_format=log_format))

@@ -22,8 +22,10 @@ behind a slow ``/status.json`` or scrape.
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import os
 import platform
 import threading
 import time
@@ -70,9 +72,41 @@ HTTP_REQUEST_SECONDS = 10  # a request not complete this long after its first by
 HTTP_SWEEP_SECONDS = 1
 
 
-def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float], view=None):
+class TokenFile:
+    """A bearer token in a file (a mounted Secret), read again when the file changes (``--http-token-file``)."""
+
+    def __init__(self, path: str):
+        self.path, self._stamp, self._token = path, None, b""
+        self.get()
+        if not self._token:
+            raise ValueError(f"--http-token-file {path}: empty; accepted a file holding the token (16+ characters)")
+
+    def get(self) -> bytes:
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if stamp != self._stamp:
+                with open(self.path, "rb") as f:
+                    self._token, self._stamp = f.read(4096).strip(), stamp
+        except OSError as e:
+            if self._stamp is None:
+                raise OSError(f"--http-token-file: cannot read {self.path}: {e.strerror}") from None
+        return self._token  # a file gone after start keeps the last token
+
+
+def authorized(environ, token: TokenFile | None) -> bool:
+    if token is None:
+        return True
+    given = environ.get("HTTP_AUTHORIZATION", "")
+    scheme, _, value = given.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.get())
+
+
+def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float], view=None,
+             token: TokenFile | None = None):
     """The WSGI app of the HTTP port. ``view``: a ``scaler.serve.view.StatusView`` (per-trigger detail on the
-    status page, ``/api/scaledobjects/{namespace}/{name}/decisions``)."""
+    status page, ``/api/scaledobjects/{namespace}/{name}/decisions``). ``token``: every path but ``/healthz``
+    wants ``Authorization: Bearer <token>`` (401 otherwise)."""
     metrics_app = make_wsgi_app(registry)
 
     def app(environ, start_response):
@@ -82,6 +116,10 @@ def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Ca
         if method not in ("GET", "HEAD"):
             return _send(start_response, "405 Method Not Allowed", "text/plain; charset=utf-8",
                          f"{method} not allowed: use GET or HEAD\n".encode(), head, [("Allow", "GET, HEAD")])
+        if path != "/healthz" and not authorized(environ, token):
+            return _send(start_response, "401 Unauthorized", "text/plain; charset=utf-8",
+                         b"a bearer token is needed (--http-token-file): Authorization: Bearer <token>\n", head,
+                         [("WWW-Authenticate", 'Bearer realm="forescale"')])
         if path == "/metrics":
             got: dict = {}
 

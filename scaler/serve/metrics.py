@@ -72,7 +72,7 @@ class ScalerMetrics:
                                  SO, registry=r)
         self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "The cutoff of the current choice (its history's end)", SO,
                                  registry=r)
-        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet)",
+        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet, gave_up: past its time or memory bound)",
                                    SO + ("outcome",), registry=r)
 
     def export_decision(self, labels: tuple[str, str, str], d, lead, quantile: float) -> None:

@@ -17,6 +17,7 @@ on the next handshake; plaintext gRPC logs a warning at start and exports
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import json
 import logging
@@ -35,7 +36,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
-from .http import HttpEndpoint, add_runtime_collectors, make_app
+from .http import HttpEndpoint, TokenFile, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
 from ..events import DEFAULT_DIRS as DEFAULT_EVENTS_DIRS, FILES as EVENTS_FILES
 from ..prom import CredentialStore, PrometheusClient, PromPool
@@ -79,6 +80,8 @@ class ServerConfig:
     grace_seconds: float = 10.0
     events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
     liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
+    http_token_file: str | None = None  # every HTTP path but /healthz wants this bearer token (--http-token-file)
+    http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
 
 
 class Server:
@@ -144,9 +147,11 @@ class Server:
         if self.grpc_port == 0:
             raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
         self._stopping = threading.Event()
+        token = TokenFile(config.http_token_file) if config.http_token_file else None
         self.http = HttpEndpoint(config.host, config.http_port,
                                  make_app(self.metrics.registry, self.healthy, clock,
-                                          StatusView(self.registry, self.watch)), monotonic=time.monotonic)
+                                          StatusView(self.registry, self.watch, config.http_hide_queries), token),
+                                 monotonic=time.monotonic)
         self.http_port = self.http.port
         self._serving = True
         self._stalled_rounds = 0  # supervisor rounds (1 s) since the scheduler last ticked
@@ -349,6 +354,20 @@ def setup_logging(level: str, fmt: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
+def handle_other_signals() -> None:
+    """Signals that used to kill the server at once (issue 40, item 11): SIGUSR1 writes every thread's stack to
+    stderr (faulthandler: a hung server's state, as ``kill -USR1`` asks of many daemons); SIGHUP and SIGUSR2 are
+    ignored and logged (nothing needs reloading: TLS, events and credential files are re-read when they change)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    def ignored(signum, _frame) -> None:
+        log.info("received %s: ignored (TLS, events and credential files are re-read when they change; "
+                 "SIGUSR1 dumps the threads' stacks, SIGTERM stops)", signal.Signals(signum).name)
+
+    for sig in (signal.SIGHUP, signal.SIGUSR2):
+        signal.signal(sig, ignored)
+
+
 def run(config: ServerConfig) -> None:
     setup_logging(config.log_level, config.log_format)
     if config.credentials_dir is None and os.environ.get("FORESCALE_CREDENTIALS_DIR"):
@@ -362,6 +381,7 @@ def run(config: ServerConfig) -> None:
     # before start: a SIGTERM that lands once "serving" is logged (or during start) stops gracefully too
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    handle_other_signals()
     server = Server(config).start()
     done.wait()
     server.stop(grace=min(config.grace_seconds, 5.0))  # the whole stop within 10 s (kubelet's grace is 30 s)

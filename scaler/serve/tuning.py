@@ -52,7 +52,7 @@ from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
-from .worker import SETTLE_SECONDS, Worker, cutoff, last_boundary, phase
+from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
 MIN_WAIT_SECONDS = 600.0  # at least between two looks at a history still too short
+MAX_RUN_SECONDS = 300.0  # a tuning run past this gives up (issue 40, item 14: a pathological trace ran past 420 s)
+MAX_RUN_RSS_BYTES = 1 << 30  # ... as does one whose worker process (and its CmdStan children) holds more
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor needs
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
@@ -229,6 +231,8 @@ class TuningConfig:
     min_wait_seconds: float = MIN_WAIT_SECONDS
     nice: bool = True
     families: tuple[str, ...] = field(default=SERVER_FAMILIES)
+    max_seconds: float = MAX_RUN_SECONDS  # a run past this is stopped (its process killed): outcome gave_up
+    max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its process over this resident memory
 
 
 class TuningService:
@@ -337,6 +341,12 @@ class TuningService:
                     "" if declared.max_cost_ratio is None else f", cap {declared.max_cost_ratio:g}x",
                     tuned.cost_ratio or float("nan"), out["violation_minutes"], out["simulated_days"], out["points"],
                     out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
+        except GaveUp as e:  # bounded: the run is stopped, its process killed; tried again after retry_seconds
+            self.metrics.tuning_runs.labels(ns, name, "gave_up").inc()
+            self.worker.failed(key, now, lambda _: min(declared.tuning_interval_seconds, self.config.retry_seconds))
+            log.warning("ScaledObject %s/%s: tuning %s (keeping %s)", ns, name, e,
+                        wl.tuned.label if wl.tuned is not None else "the declared configuration")
+            self._note(wl, at, "gave_up", str(e))
         except NotEnoughHistory as e:  # the normal first week: not a failure
             self.metrics.tuning_runs.labels(ns, name, "waiting").inc()
             self.worker.retry_at(key, now + min(max(e.wait_seconds, self.config.min_wait_seconds),
@@ -415,7 +425,7 @@ class TuningService:
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
                         holiday_window=spec.holiday_window, holiday_as=spec.holiday_as, timezone=spec.timezone,
                         events=FILES.get(spec.events_file).events if spec.events_file else ())
-        return self.worker.run(run_job, job), at
+        return self.worker.run(run_job, job, seconds=self.config.max_seconds, max_rss=self.config.max_rss_bytes), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name

@@ -16,6 +16,7 @@ import numpy as np
 from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
+from ..prom import short
 from .registry import Registry, missing_why
 from .watch import Watch, clean
 from .workload import Workload
@@ -92,15 +93,34 @@ def _floats(a) -> list:
     return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
 
 
+HIDDEN = "<query hidden>"
+
+
+def scrub(wl: Workload, value):
+    """``value`` (a message, or a log entry's strings) without the trigger's PromQL (``--http-hide-queries``)."""
+    if isinstance(value, dict):
+        return {k: scrub(wl, v) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+    for q in (wl.spec.query, wl.spec.cold_start_query):
+        if q:
+            value = value.replace(clean(short(q)), HIDDEN).replace(short(q), HIDDEN).replace(q, HIDDEN)
+    return value
+
+
 class StatusView:
-    def __init__(self, registry: Registry, watch: Watch | None):
-        self.registry, self.watch = registry, watch
+    def __init__(self, registry: Registry, watch: Watch | None, hide_queries: bool = False):
+        """``hide_queries``: the triggers' PromQL is left out of every message and log entry shown."""
+        self.registry, self.watch, self.hide_queries = registry, watch, hide_queries
+
+    def _shown(self, wl: Workload, value):
+        return scrub(wl, value) if self.hide_queries else value
 
     def details(self, now: float) -> dict[tuple[str, str, str], dict]:
         """Per trigger (namespace, name, trigger): last error, tuned choice, scores, drift, the forecast band."""
         out = {}
         for wl in self.registry.workloads():
-            d = {"last_error": last_error(wl), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
+            d = {"last_error": self._shown(wl, last_error(wl)), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
                  "fitted_at": wl.forecast.fitted_at,  # the fit's data cutoff (the same in every replica)
                  "tuned": None if wl.tuned is None else {
                      "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
@@ -151,15 +171,20 @@ class StatusView:
             logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": [],
                                                                          "events_file": []}
             history = self.watch.history(wl.key, since) if self.watch is not None else []
+            logged = {k: [self._shown(wl, e) for e in v] for k, v in logged.items()}
             triggers.append({"trigger": wl.trigger, "metric": wl.spec.metric_name, "mode": wl.spec.mode,
-                             "last_error": last_error(wl), **logged, "history": history})
+                             "last_error": self._shown(wl, last_error(wl)), **logged,
+                             "history": [self._shown(wl, e) for e in history]})
         if journal is not None:
             tracked = {w.key for w in wls}
             for key3 in journal.triggers(namespace, name):
                 if key3 not in tracked:  # not polled since a restart (or forgotten, files not yet swept)
                     digest = key3[2].rsplit(".", 1)[-1]
+                    history = self.watch.history(key3, since)  # no spec here: the messages' PromQL, if hidden, goes
+                    if self.hide_queries:
+                        history = [{k: v for k, v in e.items() if k not in ("detail", "why", "error")} for e in history]
                     triggers.append({"trigger": digest[:8], "metric": key3[2].rsplit(".", 1)[0], "tracked": False,
-                                     "history": self.watch.history(key3, since)})
+                                     "history": history})
         if not triggers:
             return None
         return {"namespace": namespace, "name": name, "triggers": triggers}

@@ -351,3 +351,25 @@ def test_runs_that_choose_nothing_are_in_the_decision_log_with_why(tmp_path):
     t = first_run_logged(Env(state_dir=tmp_path / "short", prom=scripted(FakePrometheus(), hours=20.0)))
     assert t["outcome"] == "waiting" and t["chosen"] is None
     assert "h of history, the first selection needs 24.0 h" in t["why"]
+
+
+def test_a_run_past_its_bound_gives_up_and_says_so(tmp_path):
+    """Issue 40, item 14: a run the worker stopped (GaveUp: past max_seconds, or over max_rss_bytes) keeps the
+    declared knobs, is counted outcome=gave_up, noted in the decision log with why, and tried again later."""
+    from scaler.serve.tuning import MAX_RUN_RSS_BYTES, MAX_RUN_SECONDS
+    from scaler.serve.watch import Watch
+    from scaler.serve.worker import GaveUp
+
+    assert (MAX_RUN_SECONDS, MAX_RUN_RSS_BYTES) == (300.0, 1 << 30)
+    e = Env(state_dir=tmp_path, answer=GaveUp("ran past 300s", 301.0, 250 << 20), prom=scripted(FakePrometheus()))
+    watch = Watch()
+    e.tuning.on_run = watch.note_tuning_run
+    try:
+        wl = e.workload()
+        e.reg.tick()
+        assert wl.tuned is None and wl.spec.headroom == 1.4
+        assert e.sample("forescale_tuning_runs_total", outcome="gave_up") == 1
+        (run,) = watch.log(wl)["tuning"]
+        assert run["outcome"] == "gave_up" and run["why"] == "gave up after 301s: ran past 300s"
+    finally:
+        e.close()
