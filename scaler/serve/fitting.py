@@ -101,9 +101,12 @@ def worker_init(parent_pid: int) -> None:
             time.sleep(1.0)
             try:
                 os.kill(parent_pid, 0)
+                with open(f"/proc/{parent_pid}/stat", "rb") as f:  # a killed server not yet reaped is a zombie: gone
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        os._exit(0)
             except ProcessLookupError:
                 os._exit(0)
-            except PermissionError:
+            except (PermissionError, OSError, IndexError):
                 pass
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 

@@ -48,6 +48,7 @@ from .decisionlog import DecisionLog
 from .files import load_key
 from .state import JsonStore
 from .threads import ReapingExecutor
+from .tuning import MAX_RUN_RSS_BYTES, MAX_RUN_SECONDS
 from .view import StatusView
 from .watch import Watch, WatchCollector
 
@@ -82,6 +83,8 @@ class ServerConfig:
     liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
     http_token_file: str | None = None  # every HTTP path but /healthz wants this bearer token (--http-token-file)
     http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
+    tuning_max_seconds: float = MAX_RUN_SECONDS  # a tuning run past this gives up (outcome gave_up)
+    tuning_max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its worker over this resident memory
 
 
 class Server:
@@ -107,7 +110,7 @@ class Server:
         forecast_store = JsonStore(config.state_dir, self.metrics, key) if config.state_dir else None
         tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics, key) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
-        self.tuning = _tuning_service(clock, self.metrics, tuning_store)
+        self.tuning = _tuning_service(config, clock, self.metrics, tuning_store)
         self.journal = DecisionLog(Path(config.state_dir) / "decisions", self.metrics) \
             if config.state_dir and config.self_watch else None  # the durable decision log (scaler.serve.decisionlog)
         self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None,
@@ -313,11 +316,13 @@ def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics:
     return FitService(clock, metrics, store=store, workers=config.fit_workers)
 
 
-def _tuning_service(clock: Callable[[], float], metrics: ScalerMetrics, store: JsonStore | None):
-    """``tuning: auto``: one background sweep at a time, in a low-priority worker process."""
-    from .tuning import TuningService
+def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics, store: JsonStore | None):
+    """``tuning: auto``: one background sweep at a time, in a low-priority worker process, bounded in time and
+    memory."""
+    from .tuning import TuningConfig, TuningService
 
-    return TuningService(clock, metrics, store=store)
+    return TuningService(clock, metrics, store=store, config=TuningConfig(max_seconds=config.tuning_max_seconds,
+                                                                          max_rss_bytes=config.tuning_max_rss_bytes))
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c not in (9,)}

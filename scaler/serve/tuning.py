@@ -80,6 +80,10 @@ class NotEnoughHistory(Exception):
         self.wait_seconds = need - covered
 
 
+class NoHistory(ValueError):
+    """The query returned no history up to the cutoff."""
+
+
 def covered(series: Series) -> float:
     """Seconds from the first to the last finite point of ``series``, one step included (0 when none)."""
     finite = np.isfinite(series.y)
@@ -194,11 +198,16 @@ def run_job(job: TuningJob, fits=None) -> dict:
     }
 
 
-def _lower_priority() -> None:
-    try:
-        os.nice(10)
-    except OSError:  # pragma: no cover
-        pass
+def _tuning_worker_init(parent_pid: int, nice: bool) -> None:
+    """The tuning worker dies with the server, as a fit worker does (``fitting.worker_init``), at a lower priority."""
+    from .fitting import worker_init
+
+    worker_init(parent_pid)
+    if nice:
+        try:
+            os.nice(10)
+        except OSError:  # pragma: no cover
+            pass
 
 
 # --------------------------------------------------------------------------- persistence
@@ -258,8 +267,8 @@ class TuningService:
 
     def _new_pool(self) -> Executor:
         ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
-        return ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                   initializer=_lower_priority if self.config.nice else None)
+        return ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_tuning_worker_init,
+                                   initargs=(os.getpid(), self.config.nice))
 
     def start(self) -> None:
         self.worker.start()
@@ -379,7 +388,7 @@ class TuningService:
             series, _ = wl.client.range_series(spec.query, start, end, step)
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA:
-                raise ValueError("no history returned by the query") from None
+                raise NoHistory("no history returned by the query") from None
             raise
         return series, covered(series)
 
@@ -409,7 +418,10 @@ class TuningService:
         """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
         step = spec.step_seconds
         need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        series, have = self._history(wl, spec, at)
+        try:
+            series, have = self._history(wl, spec, at)
+        except NoHistory:  # the data began after this cutoff (a young workload): the first window's grid below
+            have = 0.0
         if have < need:
             series, at, have = self._first_window(wl, spec, now, at, need)
         if have < need:

@@ -373,3 +373,21 @@ def test_a_run_past_its_bound_gives_up_and_says_so(tmp_path):
         assert run["outcome"] == "gave_up" and run["why"] == "gave up after 301s: ran past 300s"
     finally:
         e.close()
+
+
+def test_history_that_began_after_the_cutoff_is_waiting_not_a_failure(tmp_path):
+    """A young workload whose data begins after its tuning cutoff: the query up to the cutoff is empty. That was
+    'failed: no history returned by the query' (retried an hour later, a day's first choice lost); it is the first
+    window's case: waiting while the history is short."""
+    prom = FakePrometheus()
+    e = Env(state_dir=tmp_path, prom=prom)
+    try:
+        wl = e.workload()
+        begin = tc(wl) + 600.0  # after the cutoff
+        prom.set_scalar(Q, 12.0)
+        prom.set_range(Q, lambda t: np.where(t > begin, 30.0, np.nan))
+        e.reg.tick()
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
+        assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 1
+    finally:
+        e.close()
