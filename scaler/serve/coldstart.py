@@ -84,6 +84,7 @@ class ColdStartService:
         self._busy: set[tuple] = set()
         self._attempt: dict[tuple, tuple[float, bool]] = {}  # key -> (when, succeeded)
         self._warned: dict[tuple, str] = {}
+        self._exported: dict[tuple, tuple] = {}  # key -> what its gauges show (T_cold, source, probe; the reading)
         self._io = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coldstart")
         self.gate = Gate(max(1, workers // 2), max(1, workers // 2))  # a hung host or namespace: half the threads
 
@@ -186,6 +187,12 @@ class ColdStartService:
     def export(self, wl: "Workload") -> None:
         lb = wl.labels
         t = wl.t_cold()
+        shown, reading = (t.seconds, t.source, wl.cold_start), wl.cluster_cold
+        with self._lock:  # every tick asks for every trigger: the gauges are set only when what they show changed
+            prev = self._exported.get(wl.key)
+            if prev is not None and prev[0] == shown and prev[1] is reading:  # a new reading is a new object
+                return
+            self._exported[wl.key] = (shown, reading)
         self.seconds.labels(*lb, "in_force", "total").set(t.seconds)
         for s in IN_FORCE:
             self.in_force.labels(*lb, s).set(1.0 if s == t.source else 0.0)
@@ -214,6 +221,7 @@ class ColdStartService:
         with self._lock:
             self._attempt.pop(wl.key, None)
             self._warned.pop(wl.key, None)
+            self._exported.pop(wl.key, None)
 
     def stop(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)

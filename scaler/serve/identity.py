@@ -31,6 +31,7 @@ class SpecCache:
         # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
         self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
         self._spec_bytes = 0
+        self._by_so: dict[tuple[str, str], set[tuple]] = {}  # (namespace, name) -> its cache keys
         self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def identify(self, namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[ScalerSpec, str]:
@@ -54,9 +55,12 @@ class SpecCache:
                 if ck not in self._specs:
                     self._specs[ck] = (hit, size)
                     self._spec_bytes += size
+                    self._by_so.setdefault(ck[:2], set()).add(ck)
                 while self._specs and (len(self._specs) > self.max_specs
                                        or self._spec_bytes > self.max_bytes):
-                    self._spec_bytes -= self._specs.popitem(last=False)[1][1]
+                    old, (_, n) = self._specs.popitem(last=False)
+                    self._spec_bytes -= n
+                    self._unindex(old)
         else:
             hit = got[0]
         if isinstance(hit, MetadataError):
@@ -76,8 +80,16 @@ class SpecCache:
         with self._lock:
             if digest is None:
                 self._warned_unknown.pop((namespace, name), None)
-            for k in [k for k in self._specs if k[:2] == (namespace, name) and (digest is None or k[2] == digest)]:
+            for k in [k for k in self._by_so.get((namespace, name), ()) if digest is None or k[2] == digest]:
                 self._spec_bytes -= self._specs.pop(k)[1]
+                self._unindex(k)
+
+    def _unindex(self, ck: tuple) -> None:
+        keys = self._by_so.get(ck[:2])
+        if keys is not None:
+            keys.discard(ck)
+            if not keys:
+                del self._by_so[ck[:2]]
 
     def __len__(self) -> int:
         return len(self._specs)

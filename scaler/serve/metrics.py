@@ -14,8 +14,11 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ..policy import Reason
+
 SO = ("namespace", "scaledobject")
 TRIGGER = SO + ("trigger",)
+LEAD_PARTS = ("total", "cold_start", "buffer")  # forescale_lead_seconds' part label
 
 
 
@@ -85,7 +88,7 @@ class ScalerMetrics:
         drop_series(self.event, lambda k: k[:3] == labels and k[3] != d.event)  # at most the event in force
         if d.event is not None:
             self.event.labels(*labels, d.event).set(1.0)
-        for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
+        for part, v in zip(LEAD_PARTS, (lead.seconds, lead.cold_start_seconds, lead.buffer_seconds)):
             self.lead.labels(*labels, part).set(v)
         if d.forecast_peak is None:  # no forecast acted on (reactive, a fallback): no stale forecast series
             self.clear_forecast(labels, model=d.reason.value == "mode_reactive")
@@ -103,10 +106,21 @@ class ScalerMetrics:
 
     def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
-        last trigger) the ScaledObject's tuning series too (bounded memory)."""
+        last trigger) the ScaledObject's tuning series too (bounded memory). A trigger's series whose extra
+        label takes known values are removed by key (a forget costs the same at 2,000 triggers as at 10); the
+        others are looked for."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
                        self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
+        reasons = [(r.value,) for r in Reason]
+        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS]}
         for metric in per_trigger + (tuning if whole else ()):
+            if trigger is not None and metric in per_trigger and (metric._labelnames == TRIGGER or metric in known):
+                for extra in known.get(metric, ((),)):
+                    try:
+                        metric.remove(namespace, name, trigger, *extra)
+                    except KeyError:
+                        pass
+                continue
             drop_series(metric, lambda k: k[:2] == (namespace, name)
                         and (trigger is None or metric not in per_trigger or k[2] == trigger))

@@ -43,7 +43,7 @@ from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
 from ..events import FILES
-from .admission import PROVEN_POLLS, evictable, no_room  # noqa: F401 - PROVEN_POLLS: re-exported
+from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -81,7 +81,7 @@ class Registry:
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
-        self._workloads: dict[tuple[str, str, str], Workload] = {}
+        self._workloads = Table()  # by key, indexed by ScaledObject and namespace (scaler.serve.admission)
         self.specs = SpecCache(config.max_specs_cached, config.max_spec_cache_bytes)
         self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
         self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
@@ -117,9 +117,9 @@ class Registry:
         with self._lock:
             wl = self._workloads.get(key)
             if wl is None:
-                full = no_room(self._workloads, namespace, self.config)
+                full = self._workloads.no_room(namespace, self.config)
                 if full is not None:  # the cap or the namespace's quota: the least recently polled unproven goes
-                    evicted = evictable(self._workloads.values(), namespace, name, full)
+                    evicted = self._workloads.evictable(namespace, name, full)
                     if evicted is None:
                         raise ScalerError("RESOURCE_EXHAUSTED", f"ScaledObject {namespace}/{name}: {full}, and every "
                                           "trigger in it is in use; run another scaler for more ScaledObjects, or "
@@ -127,8 +127,8 @@ class Registry:
                     last = self._unlink(evicted)
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
-                inherit(wl, self._workloads.values(), self.tuning)  # an edit starts from what its sibling knows
-                self._workloads[key] = wl
+                inherit(wl, self._workloads.of(namespace, name), self.tuning)  # an edit starts from its sibling
+                self._workloads.add(wl)
                 self._unswept.pop(key, None)  # back before the sweep: its files serve it again
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
@@ -143,6 +143,7 @@ class Registry:
             if poll:
                 wl.polls += 1
             wl.last_polled = now
+            self._workloads.polled(wl)
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
             if tuned is not None:
@@ -425,16 +426,17 @@ class Registry:
 
     def _unlink(self, wl: Workload) -> bool:
         """Caller holds the lock: ``wl`` out of the table; True when it was its ScaledObject's last trigger."""
-        del self._workloads[wl.key]
+        last = self._workloads.remove(wl)
         self._unswept[wl.key] = self.clock()
         self.metrics.workloads.set(len(self._workloads))
-        return not any(k[:2] == (wl.namespace, wl.name) for k in self._workloads)
+        return last
 
     def _cleanup(self, wl: Workload, last: bool, why: str) -> None:
         """The rest of forgetting an unlinked workload: its cached spec, series, services' state, log."""
         self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
         self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
-        self.limiter.forget(lambda k: k[:3] == wl.labels)
+        labels = wl.labels
+        self.limiter.forget(lambda k: k[:3] == labels)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
@@ -442,9 +444,11 @@ class Registry:
         self.coldstarts.forget(wl)
         if self.watch is not None:
             self.watch.forget(wl)
-        log.info("forgot ScaledObject %s/%s trigger %s (%s)", wl.namespace, wl.name, wl.trigger, why)
+        # at most one line a minute per namespace (a caller churning one-shot triggers must not flood the log)
+        self.limiter.log(log, logging.INFO, (wl.namespace, "forgot"), "forgot ScaledObject %s/%s trigger %s (%s)",
+                         wl.namespace, wl.name, wl.trigger, why)
 
     def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
         """The tracked workloads (of one ScaledObject, given its namespace and name)."""
         with self._lock:
-            return [w for w in self._workloads.values() if namespace is None or (w.namespace, w.name) == (namespace, name)]
+            return list(self._workloads.values()) if namespace is None else self._workloads.of(namespace, name)

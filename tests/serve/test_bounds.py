@@ -251,3 +251,36 @@ def test_a_changed_quantile_leaves_no_series_of_the_old_one():
     got = {s.labels["quantile"]: s.value for fam in metrics.registry.collect() for s in fam.samples
            if s.name == "forescale_forecast_qps"}
     assert got == {"0.9": 40.0, "mean": 35.0}  # before: 0.8 stayed, frozen at its last value
+
+
+def _series(metrics: ScalerMetrics) -> set[tuple[str, tuple]]:
+    return {(s.name, tuple(sorted(s.labels.items()))) for fam in metrics.registry.collect() for s in fam.samples
+            if s.labels.get("namespace") is not None}
+
+
+def test_forgetting_a_trigger_removes_every_series_of_it_and_none_of_its_siblings():
+    """``ScalerMetrics.forget`` removes the series whose extra label takes known values (reason, lead part) by key,
+    and looks for the others (event, model, kind): a forgotten trigger leaves no series, its sibling keeps all."""
+    from scaler.policy import Decision, Reason
+    from scaler.spec import parse_metadata
+
+    metrics = ScalerMetrics()
+    spec, _ = parse_metadata(md(mode="forecastAndScale"), name="llm", namespace="serving")
+    mine, sibling, other = ("serving", "llm", "aaaa0000"), ("serving", "llm", "bbbb1111"), ("serving", "web", "cccc2222")
+    for labels, reason in ((mine, Reason.EVENT), (sibling, Reason.FORECAST), (other, Reason.MISSING_DATA)):
+        d = Decision(planned=40.0, reason=reason, observed=30.0, forecast_peak=40.0, base=40.0, forecast_mean_peak=35.0,
+                     event="launch")
+        metrics.export_decision(labels, d, spec.lead, 0.9)
+        metrics.prom_errors.labels(*labels, "timeout").inc()
+        metrics.model_info.labels(*labels, "prophet").set(1)
+        metrics.events_file_ok.labels(*labels).set(1)
+    before = _series(metrics)
+    keep = {s for s in before if ("trigger", mine[2]) not in s[1]}
+    # 27 samples per trigger: 13 reason gauges, 3 lead parts, 2 forecast quantiles, observed, planned, the decisions
+    # and errors counters' _total and _created, the event, events_file_ok, the model
+    assert len(before) - len(keep) == len(keep) // 2 == 27
+    metrics.forget(*mine, whole=False)
+    assert _series(metrics) == keep
+    metrics.forget("serving", "llm")  # the ScaledObject's every trigger: the other ScaledObject's stay
+    assert {s for s in _series(metrics) if ("scaledobject", "llm") in s[1]} == set()
+    assert any(("trigger", other[2]) in s[1] for s in _series(metrics))
