@@ -75,7 +75,11 @@ class Refresher:
         if why is None:
             return True
         wl.queued = True
-        self._waiting.setdefault(host_port(wl.spec.prometheus.server_address), deque()).append(wl)
+        waiting = self._waiting.setdefault(host_port(wl.spec.prometheus.server_address), deque())
+        if wl.attempted_at is None:  # a new trigger's first refresh (its first call waits for it): at the front
+            waiting.appendleft(wl)
+        else:
+            waiting.append(wl)
         return False
 
     def _start(self, wl: Workload, now: float) -> str | None:

@@ -252,3 +252,42 @@ def test_tarpit_fits_and_cold_start_queries_leave_other_triggers_refits_running(
         release.set()
         reg.stop()
         fits.stop()
+
+
+def test_a_new_triggers_first_refresh_goes_ahead_of_the_queue():
+    """A host:port at its 8 slots with 20 refreshes in line: a new trigger's first refresh (its first call waits for
+    it, at most first_wait_seconds) goes to the front of the line, not behind the 20: it starts with the first slot
+    that frees (before the change it was the 29th)."""
+    clock = FakeClock(T0)
+    release = threading.Event()
+    prom = FakePrometheus()
+    prom.set_scalar(Q, 4.0)
+    order: list[str] = []
+
+    def factory(target, credentials=None):
+        who = dict(target.query_parameters)["who"]
+
+        class Client:
+            def scalar(self, query, at=None, *, ignore_null=True):
+                order.append(who)
+                release.wait(10)
+                return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
+        return Client()
+
+    reg = Registry(clock, CredentialStore(None), ScalerMetrics(), RegistryConfig(first_wait_seconds=0.0),
+                   client_factory=factory)
+    try:
+        for i in range(28):
+            reg.workload("serving", f"so-{i}", md(f"so{i}"), wait=False)
+        wait_for(lambda: len(order) == 8)
+        with reg.changed:
+            assert reg.refresher.waiting() == 20
+        reg.workload("serving", "new", md("new"), wait=False)
+        release.set()
+        wait_for(lambda: len(order) == 29)
+        # the 8 held, then whatever the first freed slots start: "new" first of them (threads may enter the fake
+        # in a slightly different order than they were started: within the next 8)
+        assert 8 <= order.index("new") < 16
+    finally:
+        release.set()
+        reg.stop()
