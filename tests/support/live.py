@@ -141,8 +141,8 @@ class Switchable:
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c: socket.socket) -> None:
-        c.settimeout(0.5)
         try:
+            c.settimeout(0.5)  # inside: ``close`` may have closed it already
             while not self._stop.is_set():
                 try:
                     req = c.recv(65536)

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -52,6 +53,10 @@ class Serve:
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.stub = pb_grpc.ExternalScalerStub(self.channel)
         self.output: str | None = None
+        # drained all along: a server whose stdout pipe fills blocks in its logging (a container runtime drains it)
+        self._lines: list[str] = []
+        self._drain = threading.Thread(target=lambda: self._lines.extend(self.proc.stdout), daemon=True)
+        self._drain.start()
 
     def ready(self) -> Serve:
         grpc.channel_ready_future(self.channel).result(timeout=30)
@@ -82,5 +87,7 @@ class Serve:
             self.channel.close()
             if self.proc.poll() is None:
                 self.proc.kill()
-            self.output, _ = self.proc.communicate(timeout=10)
+            self.proc.wait(10)
+            self._drain.join(10)
+            self.output = "".join(self._lines)
         return self.output
