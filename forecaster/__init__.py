@@ -2,8 +2,9 @@
 
 * ``forecaster.base``      the contract: ``Series``, ``Forecast``, ``Fitted``, ``Forecaster``
 * ``forecaster.series``    hygiene and readers: ``regularize``, ``from_csv``, ``from_prometheus_matrix``
-* ``forecaster.models``    ``make(name, **options)``, ``NAMES``, ``to_state``/``from_state``
+* ``forecaster.models``    ``make(name, **options)``, ``NAMES`` (built-ins and plugins), ``to_state``/``from_state``
 * ``forecaster.level``     level correction, as the policy applies it
 * ``forecaster.metrics``   ``mase``, ``wape``, ``pinball``, ``coverage``
 * ``forecaster.evaluate``  rolling-origin ``historical_forecasts`` and ``score``
+* ``forecaster.calendar``  public holidays and a user's events file
 """

@@ -28,7 +28,7 @@ import io
 import math
 import os
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from functools import lru_cache
 from typing import Iterable, Sequence
 

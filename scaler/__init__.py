@@ -1,13 +1,21 @@
 """forescale: a predictive KEDA external scaler for GPU inference services.
 
-Imports run one way (a test walks them): ``cli`` -> ``serve`` | ``replay`` -> core -> ``forecaster``.
+Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` -> ``serve`` | ``fleet`` ->
+``replay`` -> core -> ``forecaster``; ``loadtest`` and ``probe`` stand alone; only ``serve.tuning`` reaches ``replay``.
 
-* core    ``spec`` (metadata -> ``ScalerSpec``, every default once), ``policy`` (``decide``, the HPA
-          tolerance), ``prom`` (the one Prometheus adapter)
-* ``serve``   ONLINE: the gRPC server KEDA calls, background fits and tuning; only ``serve.tuning``
-              imports ``replay``
-* ``replay``  OFFLINE ENGINE, pure: a trace through KEDA/HPA with cold starts, per policy
-* ``cli``     VERBS: ``forescale serve|backtest|tune|probe``; the only place for click, tqdm,
-              matplotlib and files
-* ``probe``   ``forescale probe``: T_cold of a real torch model, phase by phase
+* core      ``spec`` (metadata -> ``ScalerSpec``) and ``specwrite`` (the way back), ``keys`` (the vocabulary, every
+            default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
+            (``decide``), ``scaledobject`` (KEDA's and the HPA's defaults, the manifest writer), ``durations``,
+            ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
+            (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom`` and ``promerror`` (Prometheus),
+            ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
+            ``formula`` (KEDA's scalingModifiers formula)
+* ``serve``     ONLINE: the gRPC server KEDA calls, background fits and tuning
+* ``replay``    OFFLINE ENGINE, pure: a trace through KEDA/HPA with cold starts, per policy family
+* ``fleet``     many workloads of one query tuned as ``forescale tune`` tunes one
+* ``cli``       VERBS: ``forescale serve|backtest|tune|check|probe|loadtest``; click, tqdm, matplotlib and files
+* ``probe``     ``forescale probe``: T_cold of a real torch model, phase by phase
+* ``loadtest``  ``forescale loadtest``: what one replica serves at a latency SLO
+* ``drill``     ``forescale drill``: the real KEDA, HPA and kube-apiserver drive forescale and judge the replay
+* ``_proto`` (generated gRPC stubs) and ``protogen`` (the one script that generates them)
 """

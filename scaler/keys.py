@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from forecaster.models import BUILTINS, DEFAULT as DEFAULT_MODEL, NAMES
+
 from .policy import KUBERNETES_TOLERANCE
+from .scaledobject import GRPC_PORT  # noqa: F401 (re-exported: the vocabulary's callers import it from here)
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")
-MODELS = ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
-
-GRPC_PORT = 6000  # the scaler's gRPC port: serve --port, the chart, the printed scalerAddress (not 9090: Prometheus')
+MODELS = NAMES  # the forecaster's registry (forecaster.models.NAMES: the built-ins and the plugins accepted), no copy
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ KEYS: tuple[Key, ...] = (
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
                                                 "L = T_cold + T_buffer is at most 1d"),
     Key("mode", "forecastAndScale", "forecastAndScale | forecastOnly (shadow: act on observed) | reactive"),
-    Key("model", "prophet", "prophet | seasonal_naive | naive | linear_trend | auto | envelope | mstl | ets"),
+    Key("model", DEFAULT_MODEL, " | ".join(BUILTINS) + " | an installed model plugin's name (entry point group "
+                                     "forescale.models)"),
     Key("levelCorrection", "4h", "half-life of the current forecast residual carried over the horizon (duration, at most 30d; 0 = off)"),
     Key("quantile", "0.8", "forecast quantile to provision for, in (0, 1)"),
     Key("history", "14d", "history window fitted (duration: 90s, 15m, 6h, 14d, 2w; at most 90d and 100,000 steps)"),

@@ -27,6 +27,8 @@ import numpy as np
 from forecaster.base import Forecast, blend, window_max_rows
 from forecaster.level import corrector, residual_rows
 
+from .scaledobject import HPA_TOLERANCE
+
 
 class Reason(str, Enum):
     """Why the planned value is what it is (a metric label: keep the set small)."""
@@ -73,7 +75,7 @@ class Tolerance:
         return 1.0 - self.down <= ratio <= 1.0 + self.up
 
 
-KUBERNETES_TOLERANCE = Tolerance(up=0.1, down=0.1)  # --horizontal-pod-autoscaler-tolerance default
+KUBERNETES_TOLERANCE = Tolerance(up=HPA_TOLERANCE, down=HPA_TOLERANCE)  # --horizontal-pod-autoscaler-tolerance
 
 
 @functools.lru_cache(maxsize=64)
@@ -162,6 +164,15 @@ class Decisions:
 
 
 MILLI_MAX = float(2 ** 50)  # milli-quantities are held here (rates above ~1.1e12 req/s): integers stay exact
+MIN_TARGET = 0.001  # the smallest HPA target (qpsPerReplica): KEDA hands it over in thousandths, below it is 0
+
+
+def target_refusal(target: float) -> str:
+    """Why the HPA cannot take ``target`` as KEDA hands it over (a milli-quantity); "" when it can."""
+    if target >= MIN_TARGET:
+        return ""
+    return (f"{target:g}: below {MIN_TARGET:g} req/s the HPA target is 0 (KEDA hands it over in thousandths); "
+            f"accepted: >= {MIN_TARGET:g} (--qps-per-replica)")
 
 
 def to_milli(value: float) -> int:

@@ -302,7 +302,7 @@ class PrometheusClient:
         self._tls = (target.unsafe_ssl, ca, cert, key)
         self._params = dict(target.query_parameters)
 
-    def _api(self, path: str, params: dict[str, str], *, max_bytes: int = MAX_BODY_BYTES,
+    def _api(self, path: str, params: dict[str, str], *, want: str, max_bytes: int = MAX_BODY_BYTES,
              one_series: bool = False) -> Any:
         where, timeout = self.where, self.target.timeout_seconds
         url = self.target.server_address.rstrip("/") + path
@@ -329,10 +329,15 @@ class PrometheusClient:
             doc = json.loads(body)
             if doc["status"] != "success":
                 raise KeyError("status")
-            return doc["data"]["result"]
-        except (ValueError, KeyError, TypeError) as e:
+            kind, result = doc["data"].get("resultType"), doc["data"]["result"]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} sent an unreadable answer: "
                             f"{type(e).__name__}") from None
+        if kind != want or not isinstance(result, list) or not all(isinstance(x, dict) for x in result):
+            raise PromError(PromErrorKind.BAD_VALUE, f"the query's result is a {short(str(kind), 20)}, not an "
+                            f"{'instant vector' if want == 'vector' else 'range vector'}; accepted: a query whose "
+                            f"result is one series, e.g. sum(rate(x[2m])) (drop scalar() or wrap it: vector(...))")
+        return result
 
     def instant(self, query: str, at: float | None = None, *, one_series: bool = False,
                 max_bytes: int = MAX_INSTANT_BODY_BYTES) -> list[dict]:
@@ -340,7 +345,7 @@ class PrometheusClient:
         params = {"query": query}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return self._api("/api/v1/query", params, max_bytes=max_bytes, one_series=one_series)
+        return self._api("/api/v1/query", params, want="vector", max_bytes=max_bytes, one_series=one_series)
 
     def scalar(self, query: str, at: float | None = None, *, ignore_null: bool = True) -> float:
         """The single value of an instant query, with KEDA's Prometheus-scaler semantics.
@@ -386,7 +391,7 @@ class PrometheusClient:
         while t0 <= end:
             t1 = min(end, t0 + chunk)
             part = self._api("/api/v1/query_range", {"query": query, "start": f"{round(t0)}", "end": f"{round(t1)}",
-                                                     "step": f"{step:g}s"}, one_series=one_series)
+                                                     "step": f"{step:g}s"}, want="matrix", one_series=one_series)
             lo, hi = round(t0) - step, round(t1) + step
             for s in part:
                 key = tuple(sorted(s.get("metric", {}).items()))

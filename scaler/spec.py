@@ -6,7 +6,8 @@ KEDA's Prometheus scaler it has the same name and form. Every error names the
 key, the value received and the accepted form; unknown keys are returned so the
 caller can log them once, they are never fatal.
 
-The vocabulary itself (``KEYS``, each key's default and meaning) is ``scaler.keys``, re-exported here.
+The vocabulary itself (``KEYS``, each key's default and meaning) is ``scaler.keys``, re-exported here; the way
+back, a spec as metadata, is ``scaler.specwrite.to_metadata``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urlparse
 
-from forecaster.calendar import (DEFAULT_HOLIDAY_AS_CODE, check_timezone, holiday_as_name, parse_holidays_spec,
-                                 parse_weekday)
-from .coldstart import ClusterSource, ColdStartKeyError, parse_source, to_metadata as cold_metadata
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
+from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
 # typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
 from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
-from .policy import KUBERNETES_TOLERANCE
+from .policy import KUBERNETES_TOLERANCE, MIN_TARGET
 # the vocabulary (scaler.keys), re-exported: callers import it from here
 from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
 
@@ -157,6 +157,19 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     r = _Reader(md)
     for key in sorted(k for k in md if k in KNOWN):  # a control character is refused in any key, read or not
         r.raw(key)
+    fields = _target_fields(r, name, namespace)
+    fields.update(_lead_fields(r))
+    fields.update(_forecast_fields(r))
+    fields.update(_tuning_fields(r, fields["history_seconds"]))
+    fields.update(_calendar_fields(r))
+    _check_horizon(r, fields["lead"], fields["refit_interval_seconds"], fields["step_seconds"])
+    spec = ScalerSpec(**fields)
+    unknown = tuple(sorted(k for k in md if k not in KNOWN))
+    return spec, unknown
+
+
+def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
+    """The Prometheus target, the query, the HPA target and activation, the metric name."""
     server = r.get("serverAddress", _server_address,
                    "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090",
                    show=_redacted_url)
@@ -168,9 +181,9 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
         raise MetadataError("qpsPerReplica", None, qps_form + " (or its alias 'threshold')")
     qps = thr = None
     if qps_raw is not None:
-        qps = r.number("qpsPerReplica", lo=0.001, hi=1e9, accepted=qps_form)
+        qps = r.number("qpsPerReplica", lo=MIN_TARGET, hi=1e9, accepted=qps_form)
     if thr_raw is not None:
-        thr = r.number("threshold", lo=0.001, hi=1e9, accepted=qps_form)
+        thr = r.number("threshold", lo=MIN_TARGET, hi=1e9, accepted=qps_form)
     if qps is not None and thr is not None and qps != thr:
         raise MetadataError("threshold", thr_raw, f"the same value as qpsPerReplica ({qps_raw}) or absent")
     qps_per_replica = qps if qps is not None else thr
@@ -187,6 +200,13 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)",
                         default=_metric_name(namespace, name))
 
+    return dict(prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds), query=query,
+                qps_per_replica=qps_per_replica, activation_threshold=activation, ignore_null_values=ignore_null,
+                metric_name=metric_name)
+
+
+def _lead_fields(r: "_Reader") -> dict:
+    """The lead L = T_cold + T_buffer (its parts), coldStartQuery and coldStartFrom."""
     secs = "a number of seconds in [0, 86400]"
     cold = r.number("coldStartSeconds", lo=0, hi=86400, accepted=secs + ", e.g. \"180\"")
     cold_query = r.raw("coldStartQuery") or ""
@@ -201,7 +221,16 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     sched = r.number("schedulingSeconds", lo=0, hi=86400, accepted=secs)
     ready = r.number("readinessSeconds", lo=0, hi=86400, accepted=secs)
 
+    return dict(lead=LeadTime(cold, fe, sched, ready, buffer_override), cold_start_query=cold_query,
+                cold_start_cluster=cluster)
+
+
+def _forecast_fields(r: "_Reader") -> dict:
+    """The decision's and the forecast's knobs: mode, model, quantile, the series' window, the corrections."""
     mode = r.choice("mode", MODES)
+    refused = model_refusal(r.raw("model"))
+    if refused is not None:
+        raise MetadataError("model", r.raw("model"), f"{' | '.join(MODELS)}; this model plugin was refused: {refused}")
     model = r.choice("model", MODELS)
     if model in ("mstl", "ets"):  # statsforecast's models: the forescale[models] extra may not be installed
         from forecaster.models.statsf import missing_models_message, statsforecast_available
@@ -224,6 +253,13 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     floor = r.get("floorReplicas", _replicas, "a whole number of replicas in [0, 10000], e.g. \"2\"")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
+    return dict(mode=mode, model=model, quantile=quantile, history_seconds=history, step_seconds=step,
+                refit_interval_seconds=refit, min_history_seconds=min_history, level_correction_seconds=level,
+                headroom=headroom, floor_replicas=floor, hpa_tolerance=tol)
+
+
+def _tuning_fields(r: "_Reader", history: float) -> dict:
+    """``tuning: auto`` and its target, cost cap and schedule (``history``: its limit)."""
     explicit = any(r.raw(k) is not None for k in TUNED_KEYS)  # a user's own policy is not tuned unless asked
     tuning = r.choice("tuning", TUNING) if r.raw("tuning") is not None or not explicit else "off"
     target_miss = r.get("targetMiss", parse_miss_target, TARGET_FORM)
@@ -235,6 +271,12 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     elif tuning_history > history:
         raise MetadataError("tuningMinHistory", r.raw("tuningMinHistory"),
                             f"a duration of at least 4h and no longer than history ({history:g}s)")
+    return dict(tuning=tuning, target_miss=target_miss, max_cost_ratio=max_cost, tuning_interval_seconds=tuning_interval,
+                tuning_min_history_seconds=tuning_history)
+
+
+def _calendar_fields(r: "_Reader") -> dict:
+    """The holidays, the timezone, the events file and the refresh cadence."""
     holidays = r.get("holidays", _holidays, "a country code with an optional subdivision, e.g. US or US-CA, or empty")
     hwindow = r.get("holidayWindow", _holiday_window, "a whole number of days in [0, 7], e.g. \"1\"")
     holiday_as = r.get("holidayAs", parse_weekday, "a weekday name (monday ... sunday), learned or ordinary")
@@ -243,7 +285,12 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     refresh = None
     if r.raw("refreshInterval") is not None:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
-    lead = LeadTime(cold, fe, sched, ready, buffer_override)
+    return dict(holidays=holidays, holiday_window=hwindow, holiday_as=holiday_as, timezone=tz, events_file=events_file,
+                refresh_seconds=refresh)
+
+
+def _check_horizon(r: "_Reader", lead: LeadTime, refit: float, step: float) -> None:
+    """The lead and the forecast horizon (2 x refitInterval + the lead) within their limits."""
     if lead.seconds > MAX_LEAD_SECONDS:
         raise MetadataError("coldStartSeconds", r.raw("coldStartSeconds"),
                             f"a lead time L = T_cold + T_buffer of at most {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS); "
@@ -253,41 +300,12 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
                             f"a forecast horizon (2 x refitInterval + lead) of at most {MAX_HORIZON_STEPS} steps of "
                             f"{step:g}s (MAX_HORIZON_STEPS): a shorter refitInterval or a longer step")
 
-    spec = ScalerSpec(
-        prometheus=PrometheusTarget(server, qparams, headers, unsafe, timeout, creds),
-        query=query,
-        qps_per_replica=qps_per_replica,
-        activation_threshold=activation,
-        ignore_null_values=ignore_null,
-        metric_name=metric_name,
-        lead=lead,
-        cold_start_query=cold_query,
-        mode=mode,
-        model=model,
-        quantile=quantile,
-        history_seconds=history,
-        step_seconds=step,
-        refit_interval_seconds=refit,
-        min_history_seconds=min_history,
-        level_correction_seconds=level,
-        headroom=headroom,
-        hpa_tolerance=tol,
-        tuning=tuning,
-        target_miss=target_miss,
-        max_cost_ratio=max_cost,
-        tuning_interval_seconds=tuning_interval,
-        tuning_min_history_seconds=tuning_history,
-        refresh_seconds=refresh,
-        cold_start_cluster=cluster,
-        floor_replicas=floor,
-        holidays=holidays,
-        holiday_window=hwindow,
-        holiday_as=holiday_as,
-        timezone=tz,
-        events_file=events_file,
-    )
-    unknown = tuple(sorted(k for k in md if k not in KNOWN))
-    return spec, unknown
+
+def model_refusal(name: str | None) -> str | None:
+    """Why the model plugin ``name`` was refused (``forecaster.models.refused``), None when it was not."""
+    from forecaster.models import refused
+
+    return None if name is None else refused().get(name.strip().lower())
 
 
 def _redacted_url(v: str) -> str:
@@ -342,61 +360,3 @@ def _metric_name_conv(v: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,199}", low):
         raise ValueError(v)
     return low
-
-
-def _number(x: float) -> str:
-    """A float as metadata: the short form when it reads back exactly, else every digit."""
-    short = f"{x:g}"
-    return short if float(short) == x else repr(float(x))
-
-
-def _seconds(x: float) -> str:
-    short = format_duration(x)
-    return short if parse_duration(short) == x else _number(x)
-
-
-def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaults: bool = False) -> dict[str, str]:
-    """Trigger metadata (all strings) that ``parse_metadata`` reads back as ``spec``.
-
-    Keys at their default are left out unless ``defaults`` (a key is left out
-    only when parsing without it gives the same spec, so a documented default
-    is never assumed). ``customHeaders`` are included: they are part of the
-    trigger; print the result only where the trigger itself could be shown.
-    """
-    p, lead = spec.prometheus, spec.lead
-    md = {
-        "serverAddress": p.server_address, "query": spec.query, "qpsPerReplica": _number(spec.qps_per_replica),
-        "activationThreshold": _number(spec.activation_threshold),
-        "ignoreNullValues": "true" if spec.ignore_null_values else "false",
-        "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),
-        "customHeaders": ",".join(f"{k}={v}" for k, v in p.custom_headers),
-        "unsafeSsl": "true" if p.unsafe_ssl else "false", "timeout": _number(p.timeout_seconds * 1000.0),
-        "credentials": p.credentials, "metricName": spec.metric_name,
-        "coldStartSeconds": _number(lead.cold_start_seconds), "coldStartQuery": spec.cold_start_query,
-        "bufferSeconds": "" if lead.buffer_override is None else _number(lead.buffer_override),
-        "forecastErrorSeconds": _number(lead.forecast_error_seconds),
-        "schedulingSeconds": _number(lead.scheduling_seconds), "readinessSeconds": _number(lead.readiness_seconds),
-        "mode": spec.mode, "model": spec.model, "levelCorrection": _seconds(spec.level_correction_seconds),
-        "quantile": _number(spec.quantile), "history": _seconds(spec.history_seconds),
-        "step": _seconds(spec.step_seconds), "refitInterval": _seconds(spec.refit_interval_seconds),
-        "minHistory": _seconds(spec.min_history_seconds), "headroom": _number(spec.headroom),
-        "floorReplicas": str(int(spec.floor_replicas)),
-        "holidays": spec.holidays, "holidayWindow": str(spec.holiday_window),
-        "holidayAs": holiday_as_name(spec.holiday_as), "timezone": spec.timezone, "eventsFile": spec.events_file,
-        "hpaTolerance": _number(spec.hpa_tolerance), "tuning": spec.tuning, "targetMiss": str(spec.target_miss),
-        "maxCostRatio": "none" if spec.max_cost_ratio is None else _number(spec.max_cost_ratio),
-        "tuningInterval": _seconds(spec.tuning_interval_seconds),
-        "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
-        "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
-        **cold_metadata(spec.cold_start_cluster),
-    }
-    md = {k: v for k, v in md.items() if v != ""}
-    if defaults:
-        return md
-    for key in [k for k in md if k not in ("serverAddress", "query", "qpsPerReplica")]:
-        trial = {k: v for k, v in md.items() if k != key}
-        try:  # a key another one needs (coldStartWorkload with coldStartFrom: cluster) cannot go
-            md = trial if parse_metadata(trial, name=name, namespace=namespace)[0] == spec else md
-        except MetadataError:
-            pass
-    return md

@@ -8,13 +8,18 @@ relative imports are resolved against the file's package.
    * ``forecaster.*`` never imports ``scaler`` (anything under it);
    * ``scaler.replay.*`` never imports ``scaler.serve`` or ``scaler.cli``;
    * ``scaler.serve.*`` never imports ``scaler.cli``; only ``scaler.serve.tuning`` imports ``scaler.replay``;
-   * the core (``scaler.spec``, ``scaler.policy``, ``scaler.prom``) never imports
+   * the core (``scaler.spec``, ``scaler.keys``, ``scaler.params``, ``scaler.scaledobject``, ``scaler.policy``,
+     ``scaler.prom``) never imports
      ``scaler.serve``, ``scaler.replay``, ``scaler.cli`` or ``scaler.probe``;
    * ``click``, ``tqdm``, ``matplotlib`` are imported only by ``scaler.cli.*`` and ``scaler.probe.*``.
 2. No module-private name of another project module: neither ``from x import _name`` nor
    ``alias._name`` with ``alias`` bound to an imported project module. Dunders are fine, and
    so is a package importing its own private submodule (``from . import _common``).
-3. No production module over 500 lines.
+3. No production module over 500 lines; no function over 100 lines, none over 80 in ``scaler/replay/``
+   (``LONG_FUNCTIONS`` lists the exceptions, each with its reason).
+5. No import circle among production modules: the graph of their imports (module-level, function-local and
+   ``TYPE_CHECKING`` ones alike; ``from a import b`` is an import of ``a.b`` when that is a module, else of ``a``)
+   has no cycle. ``tests/test_import_cycles.py`` checks the same with an independent tool (grimp).
 4. Test files never import test files: outside ``tests/support/`` and ``conftest.py``, nothing
    under ``tests/`` imports a ``test_*`` module or any module of ``tests/`` but ``support.*``.
 """
@@ -30,7 +35,11 @@ TESTS = REPO / "tests"
 PACKAGES = ("scaler", "forecaster")
 MAX_LINES = 500
 UI_LIBS = ("click", "tqdm", "matplotlib")
-CORE = ("scaler.spec", "scaler.policy", "scaler.prom")
+MAX_FUNCTION = 100
+MAX_REPLAY_FUNCTION = 80
+# functions allowed over their limit, and why
+LONG_FUNCTIONS: dict[tuple[str, str], str] = {}  # (file, function) -> why; none today
+CORE = ("scaler.spec", "scaler.policy", "scaler.prom", "scaler.keys", "scaler.params", "scaler.scaledobject")
 
 
 # ----------------------------------------------------------------------------- walking
@@ -169,6 +178,77 @@ def private_violations(rel: str, tree: ast.AST, modules: frozenset[str]) -> list
     return out
 
 
+def import_edges(rel: str, tree: ast.AST, modules: frozenset[str]) -> set[str]:
+    """The project modules ``rel`` imports (any import statement anywhere in it)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = from_base(node, rel)
+            for a in node.names:
+                target = f"{base}.{a.name}"
+                if target in modules:
+                    out.add(target)
+                elif base in modules:
+                    out.add(base)
+    out.discard(module_name(rel))
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def function_violations(rel: str, tree: ast.AST) -> list[str]:
+    limit = MAX_REPLAY_FUNCTION if rel.startswith("scaler/replay/") else MAX_FUNCTION
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit and (rel, node.name) not in LONG_FUNCTIONS:
+                out.append(f"{rel}:{node.lineno}: function {node.name} is {n} lines > {limit}")
+    return out
+
+
 def size_violations(rel: str, text: str) -> list[str]:
     n = len(text.splitlines())
     return [f"{rel}:{n}: size: {n} lines > {MAX_LINES}"] if n > MAX_LINES else []
@@ -215,6 +295,21 @@ def test_no_private_names_of_other_modules():
 def test_module_size():
     v = [x for f in production_files() for x in size_violations(f, parsed(f)[0])]
     assert not v, report(v)
+
+
+def test_no_import_cycle():
+    modules = project_modules()
+    graph = {module_name(f): import_edges(f, parsed(f)[1], modules) for f in production_files()}
+    found = cycles(graph)
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_function_size():
+    v = [x for f in production_files() for x in function_violations(f, parsed(f)[1])]
+    assert not v, report(v)
+    long = {(f, n.name) for f in production_files() for n in ast.walk(parsed(f)[1])
+            if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > MAX_REPLAY_FUNCTION}
+    assert set(LONG_FUNCTIONS) <= long, "an exception no longer needed: " + repr(set(LONG_FUNCTIONS) - long)
 
 
 def test_tests_never_import_test_files():
@@ -272,6 +367,14 @@ def test_checker_flags_synthetic_sources():
              "bt.run(self._x, np._private, bt.__name__, bt.Settings._fields)")
     assert private("scaler/replay/x.py", clean) == []
     assert private("forecaster/models/x.py", "from . import _common\nfrom ._common import grid") == []
+
+    mods = frozenset({"scaler.a", "scaler.b", "scaler.c", "scaler.pkg", "scaler.pkg.m"})
+    edges = import_edges("scaler/a.py", ast.parse("def f():\n    from . import b\nfrom .pkg import m, name"), mods)
+    assert edges == {"scaler.b", "scaler.pkg.m", "scaler.pkg"}
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    assert function_violations("scaler/replay/x.py", ast.parse("def f():\n" + "    x = 1\n" * 80))
+    assert not function_violations("scaler/serve/x.py", ast.parse("def f():\n" + "    x = 1\n" * 80))
 
     assert size_violations("scaler/x.py", "x = 1\n" * (MAX_LINES + 1))
     assert not size_violations("scaler/x.py", "x = 1\n" * MAX_LINES)

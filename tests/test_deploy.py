@@ -36,6 +36,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from scaler.replay.manifest import POLLING_SECONDS
+from support.helm import helm, render as helm_chart_render
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 DEPLOY_DOC = ROOT / "docs" / "deploying.md"  # the deploy instructions (deploy/README.md points there)
@@ -569,7 +572,7 @@ def test_probe_thresholds_follow_the_documented_cold_start():
     # warm-up done -> Ready within startup period + readiness period: the trigger's readinessSeconds
     assert spec.lead.readiness_seconds >= startup["periodSeconds"] + ready["periodSeconds"]
     # KEDA poll + HPA sync fit in schedulingSeconds
-    assert spec.lead.scheduling_seconds >= so["spec"]["pollingInterval"] + HPA_SYNC_SECONDS
+    assert spec.lead.scheduling_seconds >= so["spec"].get("pollingInterval", POLLING_SECONDS) + HPA_SYNC_SECONDS
     # the lead time stated in scaledobject.yaml is the one the parser computes
     assert f"L = T_cold + T_buffer = {t_cold:g} + " in (DEPLOY / "example" / "scaledobject.yaml").read_text()
     assert f"= {spec.lead.seconds:g} s" in (DEPLOY / "example" / "scaledobject.yaml").read_text()
@@ -1069,10 +1072,10 @@ CHART = DEPLOY / "helm" / "forescale"
 ALERTS = CHART / "files" / "forescale-alerts.yml"
 ALERTS_TEST = FIXTURES / "promrules" / "forescale-alerts.test.yml"
 PROMETHEUS_OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+CERT_MANAGER_KINDS = {"Certificate", "ClusterIssuer", "Issuer"}
 EVERYTHING = {
     "networkPolicy": {"enabled": True},
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-    "podMonitor": {"enabled": True},
     "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "ml"}},
     "dashboard": {"enabled": True, "namespace": "monitoring"},
     "credentials": {"existingSecret": "forescale-credentials",
@@ -1082,25 +1085,11 @@ EVERYTHING = {
 
 
 def _helm():
-    try:
-        import helm_python
-    except ImportError:
-        pytest.fail("helm-python-sdk is not installed: `pip install -e '.[test]'` (the Helm engine of the chart "
-                    "tests; never skipped)", pytrace=False)
-    return helm_python
+    return helm()
 
 
 def helm_render(values: dict | None = None, name: str = "forescale", namespace: str = "forescale") -> list[dict]:
-    helm = _helm()
-    with helm.Chart.load(str(CHART)) as chart:
-        out = chart.render(values or {}, name=name, namespace=namespace)
-    objs = []
-    for path, text in sorted(out.items()):
-        if path.endswith(".yaml"):
-            objs += [o for o in yaml.safe_load_all(text) if o]
-    for o in objs:  # helm template leaves metadata.namespace to the client: set it as `helm install -n` does
-        o["metadata"].setdefault("namespace", namespace)
-    return objs
+    return helm_chart_render(values, name=name, namespace=namespace)
 
 
 @lru_cache(maxsize=None)
@@ -1124,12 +1113,13 @@ def test_helm_chart_lints_and_follows_the_package_version():
 def test_helm_default_render_is_the_scaler_with_mtls_without_crds():
     objs = helm_objs()
     kinds = sorted(o["kind"] for o in objs)
-    # mTLS by default: the chart-generated server and client Secrets and KEDA's ClusterTriggerAuthentication;
-    # the NetworkPolicy is opt-in
-    assert kinds == ["ClusterTriggerAuthentication", "Deployment", "PodDisruptionBudget", "Secret", "Secret",
-                     "Service", "ServiceAccount"]
+    # mTLS by default, from cert-manager: the chart's CA (self-signed ClusterIssuer, CA Certificate, CA
+    # ClusterIssuer), the server's and KEDA's Certificates, and KEDA's ClusterTriggerAuthentication; the
+    # NetworkPolicy is opt-in
+    assert kinds == ["Certificate", "Certificate", "Certificate", "ClusterIssuer", "ClusterIssuer",
+                     "ClusterTriggerAuthentication", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
     dep = one(objs, "Deployment")
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.1.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/forescale/forescale:0.2.0"
     # without TLS, the same scaler as the kustomize base: same args, ports, probes, hardening
     objs = helm_objs({"tls": {"enabled": False}})
     assert sorted(o["kind"] for o in objs) == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
@@ -1152,6 +1142,9 @@ def test_helm_objects_validate_and_pods_are_hardened(variant):
     for obj in objs:
         if obj["kind"] in PROMETHEUS_OPERATOR_KINDS:  # no CRD schema offline: checked field by field below
             assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        if obj["kind"] in CERT_MANAGER_KINDS:  # no CRD schema offline: test_helm_cert_manager_* check the fields
+            assert obj["apiVersion"] == "cert-manager.io/v1"
             continue
         if obj["kind"] in KEDA_CRDS:
             validate_custom({k: v for k, v in obj.items() if k != "metadata"} | {
@@ -1186,7 +1179,11 @@ def test_helm_objects_validate_and_pods_are_hardened(variant):
 def test_helm_monitors_keep_the_scalers_labels_and_match_the_service():
     objs = helm_objs(EVERYTHING)
     dep, svc = one(objs, "Deployment"), one(objs, "Service")
-    sm, pm = one(objs, "ServiceMonitor"), one(objs, "PodMonitor")
+    # one of the two monitors at a time (values.schema.json refuses both: the same scrape twice)
+    pm = one(helm_objs({**EVERYTHING, "serviceMonitor": {"enabled": False}, "podMonitor": {"enabled": True}}),
+             "PodMonitor")
+    sm = one(objs, "ServiceMonitor")
+    assert not [o for o in objs if o["kind"] == "PodMonitor"]
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels(dep).items()
@@ -1268,7 +1265,7 @@ def _pem(secret: dict, key: str) -> bytes:
     return base64.b64decode(secret["data"][key])
 
 
-def test_helm_default_mtls_certificates_chain_name_the_service_and_shake_hands(tmp_path):
+def test_helm_chart_generated_mtls_certificates_chain_name_the_service_and_shake_hands(tmp_path):
     import socket
     import ssl
     import threading
@@ -1276,7 +1273,7 @@ def test_helm_default_mtls_certificates_chain_name_the_service_and_shake_hands(t
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    objs = helm_objs()
+    objs = helm_objs({"tls": {"source": "chart"}})  # generated by Helm (the default is cert-manager)
     server, client = one(objs, "Secret", "forescale-grpc-tls"), one(objs, "Secret", "forescale-keda-client-tls")
     assert server["metadata"]["namespace"] == "forescale" and client["metadata"]["namespace"] == "keda"
     ca = x509.load_pem_x509_certificate(_pem(server, "ca.crt"))
@@ -1328,9 +1325,10 @@ def test_helm_default_mtls_certificates_chain_name_the_service_and_shake_hands(t
     assert seen == ["keda"]
 
 
-def test_helm_cert_manager_certificates_and_a_clear_error_without_an_issuer():
+def test_helm_cert_manager_certificates_from_a_given_issuer():
     values = {"tls": {"source": "cert-manager", "certManager": {"issuerRef": {"name": "internal-ca"}}}}
     objs = helm_objs(values)
+    assert not [o for o in objs if o["kind"] == "ClusterIssuer"]  # the given issuer, not the chart's own CA
     assert not [o for o in objs if o["kind"] == "Secret"]  # cert-manager writes them
     srv, cli = one(objs, "Certificate", "forescale-grpc"), one(objs, "Certificate", "forescale-keda-client")
     assert srv["apiVersion"] == cli["apiVersion"] == "cert-manager.io/v1"
@@ -1346,9 +1344,6 @@ def test_helm_cert_manager_certificates_and_a_clear_error_without_an_issuer():
     vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
     assert vols["grpc-tls"]["secret"]["secretName"] == "forescale-grpc-tls"
     one(objs, "ClusterTriggerAuthentication", "forescale-mtls")
-    with pytest.raises(Exception) as e:
-        helm_render({"tls": {"source": "cert-manager"}})
-    assert "tls.certManager.issuerRef.name" in str(e.value)
 
 
 @pytest.mark.parametrize("values", [{}, EVERYTHING, {"tls": {"enabled": False}}])
@@ -1404,7 +1399,7 @@ def test_service_monitor_labels_are_documented_with_the_kube_prometheus_stack_ex
 
 def test_the_grpc_port_is_6000_everywhere():
     from scaler.cli import main
-    from scaler.cli.tune import DEFAULT_SCALER_ADDRESS
+    from scaler.scaledobject import DEFAULT_SCALER_ADDRESS
     from scaler.serve.server import ServerConfig
     from scaler.spec import GRPC_PORT
 

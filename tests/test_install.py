@@ -104,3 +104,37 @@ def test_the_lock_pins_every_requirement_of_pyproject():
     assert missing == [], f"not in constraints.txt (run `make lock`): {missing}"
     # torch stays the tested 2.13.0 (the probe extra's pin)
     assert re.search(r"^torch==2\.13\.0\b", (REPO / "constraints.txt").read_text(), flags=re.M)
+
+
+def test_what_users_install_is_bounded_to_what_the_lock_tests():
+    """`pip install .` (and its user-facing extras) without the lock resolves within the versions the suite ran:
+    every range has an upper bound, and admits the lock's pin (pandas: >= 2.1, < 3 holds the pinned 2.3.3)."""
+    import re
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    lock = {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2) for m in
+            re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\n]+)", (REPO / "constraints.txt").read_text(), re.M)}
+    user = list(project["dependencies"]) + [r for name, extra in project["optional-dependencies"].items()
+                                            if name not in ("test", "dev") for r in extra]
+    unbounded, outside = [], []
+    for text in user:
+        req = Requirement(text)
+        if not any(s.operator in ("<", "<=", "==", "~=") for s in req.specifier):
+            unbounded.append(text)
+        pin = lock[re.sub(r"[-_.]+", "-", req.name).lower()].split("+")[0]
+        if not req.specifier.contains(pin, prereleases=True):
+            outside.append(f"{text} (lock: {pin})")
+    assert unbounded == [] and outside == [], (unbounded, outside)
+    assert Requirement(next(r for r in project["dependencies"] if r.startswith("pandas"))).specifier.contains("2.3.3")
+    assert not Requirement(next(r for r in project["dependencies"] if r.startswith("pandas"))).specifier.contains("3.1.1")
+
+
+def test_the_package_says_what_users_look_at():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "Programming Language :: Python :: 3.11" in project["classifiers"]
+    assert project["requires-python"] == ">=3.11" and len(project["keywords"]) >= 5
+    assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(project["urls"])
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert f"## [{project['version']}]" in changelog  # the version's changes are said

@@ -114,7 +114,9 @@ def scenarios(draw):
     qs = draw(st.sampled_from([(0.9,), (0.1, 0.9), (0.2, 0.8), ()]))
     starts = [T0 + STEP * draw(st.integers(min_value=-6, max_value=3)) for _ in range(m)]
     t = np.vstack([s + STEP * np.arange(h) for s in starts])
-    band = lambda: np.array(draw(st.lists(value, min_size=m * h, max_size=m * h))).reshape(m, h)
+
+    def band():
+        return np.array(draw(st.lists(value, min_size=m * h, max_size=m * h))).reshape(m, h)
     curves = Curves(t, band(), {q: band() for q in qs})
     n = draw(st.integers(min_value=1, max_value=30))
     observed = draw(st.lists(value, min_size=n, max_size=n))

@@ -19,6 +19,8 @@ import yaml
 from support.paths import REPO
 
 WORKFLOW = REPO / ".github" / "workflows" / "release.yml"
+CI = REPO / ".github" / "workflows" / "ci.yml"
+WORKFLOWS = (WORKFLOW, CI)
 CHART = REPO / "deploy" / "helm" / "forescale"
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
@@ -31,8 +33,8 @@ def _bin(name: str) -> str:
     return path
 
 
-def test_the_release_workflow_has_no_zizmor_findings():
-    proc = subprocess.run([_bin("zizmor"), "--offline", "--format", "json", str(WORKFLOW)],
+def test_the_workflows_have_no_zizmor_findings():
+    proc = subprocess.run([_bin("zizmor"), "--offline", "--format", "json", *map(str, WORKFLOWS)],
                           capture_output=True, text=True, timeout=300)
     findings = json.loads(proc.stdout or "[]")
     assert findings == [], json.dumps(findings, indent=1)[:4000]
@@ -66,8 +68,8 @@ def _actionlint(*files: Path) -> tuple[int, list[dict]]:
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
-def test_the_release_workflow_has_no_actionlint_findings():
-    rc, findings = _actionlint(WORKFLOW)
+def test_the_workflows_have_no_actionlint_findings():
+    rc, findings = _actionlint(*WORKFLOWS)
     assert (rc, findings) == (0, []), json.dumps(findings, indent=1)[:4000]
 
 
@@ -98,12 +100,34 @@ def test_the_workflow_releases_what_the_issue_asks_for_on_a_version_tag():
     assert "--platform linux/amd64,linux/arm64" in img and "--sbom=true" in img and "--push" in img
     chart = " ".join(s.get("run", "") for s in jobs["chart"]["steps"])
     assert "helm package" in chart and 'helm push "chart/forescale-$VERSION.tgz" "oci://' in chart
-    assert set(jobs["release"]["needs"]) == {"version", "python", "images", "chart"}
+    assert set(jobs["release"]["needs"]) == {"version", "python", "images", "chart", "pypi"}
+    # nothing is built for publishing before the whole suite passed on the tagged commit
+    assert jobs["tests"]["uses"] == "./.github/workflows/ci.yml"
+    for name in ("python", "images", "chart", "pypi"):
+        assert "tests" in jobs[name]["needs"], name
+    # the wheel (and sdist) to PyPI by trusted publishing: an OIDC token, no password or API token anywhere
+    pypi = jobs["pypi"]
+    assert pypi["permissions"] == {"id-token": "write"} and pypi["environment"]["name"] == "pypi"
+    publish = next(s for s in pypi["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@"))
+    assert "password" not in publish.get("with", {}) and "PYPI" not in text
     for job in jobs.values():  # least privilege per job; checkouts keep no token
         assert "permissions" in job
-        for s in job["steps"]:
+        for s in job.get("steps", ()):  # the tests job calls ci.yml: its own steps are linted there
             if s.get("uses", "").startswith("actions/checkout@"):
                 assert s["with"]["persist-credentials"] is False
+
+
+def test_ci_runs_the_readmes_test_command_on_push_and_pull_request_with_a_cache():
+    wf = yaml.safe_load(CI.read_text())
+    on = wf[True] if True in wf else wf["on"]
+    assert {"push", "pull_request", "workflow_call"} <= set(on) and wf["permissions"] == {}
+    (job,) = wf["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert "bash .ci/run" in runs and "make test" in (REPO / ".ci" / "run").read_text()
+    assert "make test" in (REPO / "README.md").read_text()  # the README's test command is what CI runs
+    cache = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@"))
+    assert "constraints.txt" in cache["with"]["key"] and cache["with"]["path"] == "~/.cache/pip"
 
 
 def test_check_version_accepts_the_tag_of_the_version_and_refuses_another():

@@ -8,7 +8,8 @@ import pytest
 from forecaster.calendar import LEARNED
 from support.paths import REPO
 from scaler.misstarget import MissTarget
-from scaler.spec import DEFAULTS, KEYS, MetadataError, parse_duration, parse_metadata, to_metadata
+from scaler.spec import DEFAULTS, KEYS, MetadataError, parse_duration, parse_metadata
+from scaler.specwrite import to_metadata
 
 BASE = {"serverAddress": "http://prometheus.monitoring:9090", "query": "sum(rate(http_requests_total[2m]))",
         "qpsPerReplica": "10"}

@@ -4,11 +4,17 @@ Names: ``prophet`` (the default), ``seasonal_naive``, ``naive``,
 ``linear_trend``, ``auto`` (picks one of the others per series by a
 rolling-origin score: the provisioned quantile's pinball loss, ``make_for_policy``), ``envelope`` (the max around the same moment of past
 periods, Crane EHPA's idea), ``mstl`` and ``ets`` (Nixtla statsforecast).
-Every model accepts ``seed``.
+Every model accepts ``seed``. Other packages add models through the entry point group ``forescale.models``
+(``plugins``): ``BUILTINS`` are this package's, ``NAMES`` those and the plugins accepted, ``refused()`` the plugins
+refused and why.
 
 ``to_state(fitted) -> dict`` gives a JSON-able dict (``json.dumps`` works,
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
 server writes fitted models to its state directory to survive restarts.
+
+Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``; ``seasonal_naive``,
+``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday`` (the one holiday
+mechanism around any model), ``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ..base import Fitted, Forecaster
+from ..base import FitFailed, Fitted, Forecaster
 from ..calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
 from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
+from .plugins import Checked, CheckedFit, discover
 from .naive import NaiveFitted, NaiveForecaster
 from .prophet import ProphetForecaster
 from .prophet_curve import ProphetFitted
@@ -49,22 +56,40 @@ _FITTED = {
     "mstl": MstlFitted,
     "ets": EtsFitted,
 }
-NAMES: tuple[str, ...] = tuple(_FORECASTERS)
+BUILTINS: tuple[str, ...] = tuple(_FORECASTERS)
+_FOUND = discover(BUILTINS)  # the plugins (forescale.models entry points): loaded once, never raising
+_PLUGINS = dict(_FOUND.accepted)
+NAMES: tuple[str, ...] = BUILTINS + tuple(_PLUGINS)
 DEFAULT = "prophet"
+
+
+def refused() -> dict[str, str]:
+    """The plugins of the ``forescale.models`` group that were refused: name -> why (empty: none)."""
+    return dict(_FOUND.refused)
+
+
+def plugin_names() -> tuple[str, ...]:
+    """The plugins accepted, by name."""
+    return tuple(_PLUGINS)
 
 
 def make(name: str, **options: Any) -> Forecaster:
     """A model by name with its options (e.g. ``make("prophet", seed=1, fit_step=900)``)."""
-    cls = _FORECASTERS.get(str(name).strip().lower())
+    key = str(name).strip().lower()
+    cls = _FORECASTERS.get(key) or _PLUGINS.get(key)
     if cls is None:
-        raise ValueError(f"unknown model {name!r}; accepted: {', '.join(NAMES)}")
+        why = _FOUND.refused.get(key)
+        raise ValueError(f"unknown model {name!r}; accepted: {', '.join(NAMES)}" if why is None else
+                         f"model plugin {key!r} was refused: {why}")
     if cls.name in STATS_MODELS and not statsforecast_available():
         raise ValueError(missing_models_message(cls.name))
     accepted = [f.name for f in fields(cls)]
+    if "make" in accepted:  # a model built of others (auto) builds them through this registry
+        options.setdefault("make", make)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for model {name!r}; accepted: {', '.join(accepted)}")
-    return cls(**options)
+    return Checked(cls(**options)) if key in _PLUGINS else cls(**options)
 
 
 def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: float,
@@ -92,7 +117,7 @@ def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: f
 def takes_holidays(name: str) -> bool:
     """Whether the model named ``name`` has its own weekday holiday rule (``holiday_days``/``holiday_as`` options);
     every model gets holidays through ``make_for_policy``."""
-    cls = _FORECASTERS.get(str(name).strip().lower())
+    cls = _FORECASTERS.get(str(name).strip().lower())  # a plugin gets holidays through the holiday mechanism
     return cls is not None and "holiday_days" in {f.name for f in fields(cls)}
 
 
@@ -104,15 +129,17 @@ def to_state(fitted: Fitted) -> dict:
 def from_state(state: dict) -> Fitted:
     """The fitted model back from ``to_state``'s dict. ValueError on an unknown or malformed state."""
     name = state.get("model") if isinstance(state, dict) else None
-    cls = _FITTED.get(name)
+    cls = _FITTED.get(name) if name not in _PLUGINS else _PLUGINS[name].fitted
     if cls is None:
         raise ValueError(f"state names model {name!r}; accepted: {', '.join(NAMES)}")
     try:
         if "holiday_rule" in state:  # a fit wrapped by the holiday mechanism
             return HolidayFitted.from_state(state, from_state)
-        return cls.from_state(state)
-    except (KeyError, TypeError, IndexError) as e:
+        if name in _PLUGINS:
+            return CheckedFit(name, cls.from_state(state))
+        return cls.from_state(state, from_state) if getattr(cls, "nests", False) else cls.from_state(state)
+    except (KeyError, TypeError, IndexError, FitFailed) as e:
         raise ValueError(f"malformed {name} state: missing or bad field {e}") from None
 
 
-__all__ = ["DEFAULT", "NAMES", "from_state", "make", "to_state"] + [c.__name__ for c in _FORECASTERS.values()]
+__all__ = ["BUILTINS", "DEFAULT", "NAMES", "from_state", "make", "plugin_names", "refused", "to_state"] + [c.__name__ for c in _FORECASTERS.values()]

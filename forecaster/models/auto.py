@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..base import FitFailed, Forecast, InsufficientHistory, Series
+from ..base import FitFailed, Fitted, Forecast, Forecaster, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS, level_correct
 from ..metrics import mase, pinball
 from ._common import Wrapping
@@ -56,12 +56,16 @@ class AutoForecaster:
     min_cutoffs: int = 12
     level_half_life: float = DEFAULT_HALF_LIFE_SECONDS
     options: dict = field(default_factory=dict)  # per-candidate options, e.g. {"prophet": {"fit_step": 600}}
+    # the registry's ``make`` (``forecaster.models.make`` passes itself): the candidates are built through it, so this
+    # module never imports the registry that imports it
+    make: Callable[..., Forecaster] | None = field(default=None, repr=False, compare=False)
 
     name = NAME
 
     def _make(self, name: str):
-        from . import make
-
+        if self.make is None:
+            raise FitFailed("auto needs the registry's make to build its candidates: use forecaster.models.make('auto')")
+        make = self.make
         opts = {"seed": self.seed, **self.options.get(name, {})}
         if name in ("prophet", "seasonal_naive"):
             opts.setdefault("level_half_life", self.level_half_life)
@@ -155,12 +159,12 @@ class AutoFitted(Wrapping):
         return {"model": NAME, "version": 1, "chosen": self.chosen, "inner": self.inner.to_state(),
                 "scores": {k: (v if math.isfinite(v) else None) for k, v in self.scores.items()}}
 
-    @staticmethod
-    def from_state(d: dict) -> "AutoFitted":
-        from . import from_state
+    nests = True  # its state holds another model's: the registry passes its ``from_state`` (``restore``)
 
+    @staticmethod
+    def from_state(d: dict, restore: Callable[[dict], Fitted]) -> "AutoFitted":
         if d.get("model") != NAME:
             raise ValueError(f"state is for model {d.get('model')!r}, not {NAME!r}")
-        inner = from_state(d["inner"])
+        inner = restore(d["inner"])
         scores = {k: (math.nan if v is None else float(v)) for k, v in d.get("scores", {}).items()}
         return AutoFitted(inner=inner, scores=scores)

@@ -1,13 +1,17 @@
-"""VERBS: the ``forescale`` command line (click): serve, backtest, tune, probe, check.
+"""VERBS: the ``forescale`` command line (click): serve, backtest, tune, check, probe, loadtest.
 
-The only place for click, tqdm, matplotlib, files and "now-14d":
+The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is thin over ``scaler.replay``:
 
-* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files
-* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query
-* ``backtest`` / ``tune``  the verbs over ``scaler.replay``
-* ``render``   the table, the JSON contract, the frontier, trigger metadata, progress bars
-* ``report``   the interactive index.html (plotly, offline), the PNG plots, the per-tick series CSV
+* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files, and
+               ``replay_settings`` (the ``Settings`` tune and its fleet build alike)
+* ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
+* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
+* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
+* ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
+* ``loadtest`` ``forescale loadtest URL``; ``drill``: ``forescale drill``; ``docref``: the generated reference;
+               ``__main__``: ``python -m``
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..spec import GRPC_PORT
 # pays for its own imports only: `tune` does not import the load tester, the probe or the linter (issue 26)
 VERBS = {"probe": ("scaler.probe.cli", "probe_command"), "backtest": ("scaler.cli.backtest", "backtest_command"),
          "tune": ("scaler.cli.tune", "tune_command"), "check": ("scaler.cli.check", "check_command"),
-         "loadtest": ("scaler.cli.loadtest", "loadtest_command")}
+         "loadtest": ("scaler.cli.loadtest", "loadtest_command"), "drill": ("scaler.cli.drill", "drill_command")}
 
 
 class Commands(MutableMapping):
@@ -118,6 +122,10 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
         raise click.UsageError("--tls-cert and --tls-key go together (PEM files)")
     if tls_client_ca and not tls_cert:
         raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS plus client certificates)")
+    from forecaster.models import refused
+
+    for name, why in refused().items():  # said once at start; a trigger naming one gets INVALID_ARGUMENT with it
+        click.echo(f"forescale serve: model plugin {name!r} refused: {why}", err=True)
     try:
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
                          state_key_file=state_key_file,

@@ -87,16 +87,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     if sampled:
         cold, world, sample = sampled_world(cold_start, cold_start_from, world_opts, world, prometheus_url, now=now,
                                             echo=echo)
-    if world_opts["flat_load"] is not None:
-        if trace is not None or prometheus_url:
-            fail("give either TRACE, --prometheus or --flat-load, not more than one")
-        from ..replay.scenarios import flat
-
-        rate = world_opts["flat_load"]
-        tr = engine.Trace(f"flat {rate:g} req/s", flat(rate, history + span + 3600.0), "synthetic, no gaps",
-                          "--flat-load")
-    else:
-        tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
+    tr = _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, world_opts["flat_load"],
+                  history + span, now)
     start_at = None
     if sim_start is not None:
         try:
@@ -138,18 +130,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     echo(render.format_table(result))
     if world.active:
         echo("\n" + render.format_world(result))
-    adv = None
-    if world_opts["advise"]:
-        from ..replay.plan import plan
-
-        target = world_opts["target_miss"]
-        reactive = result.policies.get("reactive")
-        if target.relative and reactive is None:
-            fail(f"--target-miss {target} is relative to reactive's miss: add reactive to --policies, or give a "
-                 f"fraction such as 0.005")
-        miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
-        adv = plan(result, world, target_miss=miss)  # each option's knobs searched on this trace
-        echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
+    adv = _advice(result, world, world_opts["target_miss"], prometheus_url, query, echo) if world_opts["advise"] \
+        else None
     drifted = None
     if drift:
         from ..replay.drift import drift_summary, format_summary
@@ -163,35 +145,75 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     if tr.attribution:
         echo(f"\ndata: {tr.attribution}")
     if json_path is not None:
-        doc = render.to_json(result)
-        doc["timing"]["wall_seconds"] = round(time.perf_counter() - t0, 3)
-        if do_sweep:
-            doc["frontier"] = render.frontier_json(result)
-        render.add_world_json(result, doc)
-        if sample is not None:
-            doc["cold_starts"] = sample.summary()
-        if drifted is not None:
-            doc["drift"] = drifted
-        if adv is not None:
-            doc["advice"] = render.advice_json(adv, result, server_address=prometheus_url, query=query)
-        write_json(json_path, doc)
-        if not to_stdout(json_path):
-            echo(f"wrote {json_path}")
+        extra = {"frontier": render.frontier_json(result) if do_sweep else None,
+                 "cold_starts": sample.summary() if sample is not None else None, "drift": drifted,
+                 "advice": None if adv is None else render.advice_json(adv, result, server_address=prometheus_url,
+                                                                       query=query)}
+        _write_json(json_path, result, round(time.perf_counter() - t0, 3), extra, echo)
     if report_dir is not None:
-        from .report import write_report
-
-        pick = None
-        if adv is not None and adv.pick is not None:  # the advice's pick, as it deploys
-            doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
-            pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
-                                                                        f"({adv.pick.detail})"])
-        index = write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick, cold_starts=sample)
-        echo(f"wrote {index}")
+        _write_report(report_dir, result, adv, do_sweep, sample, prometheus_url, query, echo)
     if timeseries_path is not None:
         from .report_html import write_timeseries
 
         write_timeseries(result, timeseries_path)
         echo(f"wrote {timeseries_path}")
+
+
+def _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, flat_load, needed: float, now: float):
+    """The traffic replayed: --flat-load's constant rate (history + span + an hour of it), or the trace read."""
+    from ..replay import engine
+
+    if flat_load is None:
+        return load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=now)
+    if trace is not None or prometheus_url:
+        fail("give either TRACE, --prometheus or --flat-load, not more than one")
+    from ..replay.scenarios import flat
+
+    return engine.Trace(f"flat {flat_load:g} req/s", flat(flat_load, needed + 3600.0), "synthetic, no gaps",
+                        "--flat-load", counts=True)
+
+
+def _advice(result, world, target, prometheus_url, query, echo):
+    """--advise: each option's knobs searched on this trace for --target-miss, printed (``replay.plan``)."""
+    from ..replay.plan import plan
+    from . import render
+
+    reactive = result.policies.get("reactive")
+    if target.relative and reactive is None:
+        fail(f"--target-miss {target} is relative to reactive's miss: add reactive to --policies, or give a "
+             f"fraction such as 0.005")
+    miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
+    adv = plan(result, world, target_miss=miss)
+    echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
+    return adv
+
+
+def _write_json(json_path, result, wall: float, extra: dict, echo) -> None:
+    """--json: the contract, the wall time, the world's figures and what the options added (None: left out)."""
+    from . import render
+
+    doc = render.to_json(result)
+    doc["timing"]["wall_seconds"] = wall
+    if extra.get("frontier") is not None:
+        doc["frontier"] = extra["frontier"]
+    render.add_world_json(result, doc)  # after the frontier, before the rest: the keys in the documented order
+    doc.update({k: v for k, v in extra.items() if v is not None and k != "frontier"})
+    write_json(json_path, doc)
+    if not to_stdout(json_path):
+        echo(f"wrote {json_path}")
+
+
+def _write_report(report_dir, result, adv, do_sweep: bool, sample, prometheus_url, query, echo) -> None:
+    """--report: the page and the plots, with the advice's pick as it deploys."""
+    from . import render
+    from .report import write_report
+
+    pick = None
+    if adv is not None and adv.pick is not None:
+        doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
+        pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
+                                                                    f"({adv.pick.detail})"])
+    echo(f"wrote {write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick, cold_starts=sample)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

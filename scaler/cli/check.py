@@ -1,17 +1,19 @@
-"""``forescale check FILE.yaml...|-``: lint ScaledObjects offline with the scaler's own parser.
+"""``forescale check FILE.yaml...|-``: lint ScaledObjects offline as KEDA and the scaler check them.
 
-Every forescale trigger (an ``external``/``external-push`` trigger whose
-``scalerAddress`` names forescale or whose keys are forescale's; other
-scalers' triggers, ``prometheus``, ``cron``, another external scaler, are
-left alone) of every ScaledObject in the files or on stdin (``-``;
-multi-document YAML, ``kind: List`` too) goes through ``scaler.spec.parse_metadata``,
-the function the server runs on each KEDA call, so what passes here is what the
-scaler accepts. Every bad key is reported (the parser stops at the first; here a bad
+Every ScaledObject in the files or on stdin (``-``; multi-document YAML, ``kind: List`` too; read
+with the manifest loader's bounds, ``scaler.manifest_yaml``: no anchors or aliases, no repeated key)
+goes through ``scaler.kedacheck``: KEDA's CRD schema (strict, as ``kubectl apply``), its admission
+webhook's and operator's rules and the HPA's (``backtest --scaledobject`` refuses the same, with the
+same messages). Every forescale trigger (an ``external``/``external-push`` trigger whose
+``scalerAddress`` names forescale or whose keys are forescale's; other scalers' triggers,
+``prometheus``, ``cron``, another external scaler, are left alone) then goes through
+``scaler.spec.parse_metadata``, the function the server runs on each KEDA call, so what passes here is
+what the scaler accepts. Every bad key is reported (the parser stops at the first; here a bad
 optional key is dropped and a bad required one replaced by a valid stand-in, then the
-parse is repeated). Unknown keys are warnings, as in the server's log. Each problem
+parse is repeated). Unknown keys and KEDA's own warnings are warnings. Each problem
 names its file, its document (1-based, in the stream) and its path in it
-(``spec.triggers[1].metadata.quantile``). Exit 0 when every forescale trigger parses
-(a ScaledObject with none, only KEDA's own triggers, is said and accepted), 2
+(``spec.triggers[1].metadata.quantile``). Exit 0 when KEDA takes every ScaledObject and every
+forescale trigger parses (a ScaledObject with only KEDA's own triggers is said and accepted), 2
 otherwise (and for unreadable files or YAML, or input without a ScaledObject).
 """
 
@@ -30,10 +32,8 @@ SHARED_KEYS = ("scalerAddress", "serverAddress", "query", "threshold", "activati
 
 def _documents(path: Path) -> list[tuple[int, dict]]:
     """(1-based document number, document) for every mapping in ``path`` (``-``: stdin); a List's items
-    keep their list's number."""
-    import yaml
-
-    from .scaledobjects import MAX_MANIFEST_BYTES
+    keep their list's number. YAML is read with the manifest loader's bounds (``scaler.manifest_yaml``)."""
+    from ..manifest_yaml import MAX_MANIFEST_BYTES, YamlError, load_all
 
     try:
         with click.open_file(str(path), "r", encoding="utf-8") as fh:  # "-": stdin
@@ -41,16 +41,10 @@ def _documents(path: Path) -> list[tuple[int, dict]]:
     except (OSError, UnicodeDecodeError) as e:
         raise click.BadParameter(f"{_name(path)}: cannot read ({getattr(e, 'strerror', None) or e})",
                                  param_hint="FILE")
-    if len(text) > MAX_MANIFEST_BYTES:
-        raise click.BadParameter(f"{_name(path)}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; ScaledObject "
-                                 f"manifests are a few KiB each", param_hint="FILE")
     try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise click.BadParameter(f"{_name(path)}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})",
-                                 param_hint="FILE")
+        docs = load_all(text)
+    except YamlError as e:
+        raise click.BadParameter(f"{_name(path)}: {e}", param_hint="FILE")
     out = []
     for n, d in enumerate(docs, start=1):
         if isinstance(d, dict) and d.get("kind") == "List":
@@ -87,8 +81,7 @@ def trigger_errors(md, name: str, namespace: str) -> tuple[list[str], list[str]]
 
     if not isinstance(md, dict):
         return [f"metadata: expected a map of string keys to string values, got {type(md).__name__}"], []
-    errors = [f"metadata key '{k}': got {v!r} ({type(v).__name__}); accepted: a string (KEDA's metadata is "
-              f"map[string]string: quote numbers and booleans)" for k, v in md.items() if not isinstance(v, str)]
+    errors: list[str] = []  # a value that is not a string is KEDA's schema's to refuse (scaler.kedacheck)
     work = {str(k): v for k, v in md.items() if isinstance(v, str)}
     for _ in range(len(work) + len(STAND_IN) + 1):
         try:
@@ -125,13 +118,16 @@ def keda_metric_note(md: dict, name: str, namespace: str, index: int) -> str:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
 def check_command(files: tuple[Path, ...], quiet: bool) -> None:
-    """Lint the forescale triggers of ScaledObjects in FILE.yaml... (- reads stdin) offline, with the scaler's
-    own parser; other scalers' triggers are left alone.
+    """Lint ScaledObjects in FILE.yaml... (- reads stdin) offline: against KEDA's CRD schema and the rules of
+    KEDA's webhook, operator and the HPA, and their forescale triggers with the scaler's own parser (other
+    scalers' triggers are left alone).
 
-    Exit 0 when every forescale trigger is accepted, 2 when any is not (messages name the
-    file, the ScaledObject, the trigger, the key, the value and what is accepted, then the
-    document and the path in it).
+    Exit 0 when KEDA would take every ScaledObject and every forescale trigger is accepted, 2 when not
+    (messages name the file, the ScaledObject, the field or key, the value and what is accepted, then the
+    document and the path in it). YAML anchors, aliases and repeated keys are refused.
     """
+    from .. import kedacheck
+
     bad = checked = objects = 0
     for path in files:
         for n, doc in _documents(path):
@@ -139,16 +135,18 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                 continue
             objects += 1
             before = checked
-            meta = doc.get("metadata") or {}
+            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
             name, ns = str(meta.get("name", "")), str(meta.get("namespace", "default"))
             where = f"{_name(path)}: ScaledObject {ns}/{name}"
-            spec = doc.get("spec") or {}
-            lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
-            if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-                click.echo(f"{where}: minReplicaCount {lo} is greater than maxReplicaCount {hi} "
-                           f"-- document {n}, spec.minReplicaCount", err=True)
-                bad += 1
-            for i, trig in enumerate(spec.get("triggers") or []):
+            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            found = kedacheck.problems(doc)  # KEDA's schema, webhook and operator (backtest refuses the same)
+            for p in found:
+                if not (p.warning and quiet):
+                    click.echo(f"{where}: {'warning: ' if p.warning else ''}{p.message} -- document {n}, {p.path}",
+                               err=True)
+            bad += any(not p.warning for p in found)
+            triggers = spec.get("triggers") if isinstance(spec.get("triggers"), list) else []
+            for i, trig in enumerate(triggers):
                 if not is_forescale(trig):
                     if isinstance(trig, dict) and trig.get("type") in FORESCALE_TYPES and not quiet:
                         click.echo(f"{where}: trigger {i} ({trig.get('type')}): another external scaler's "
@@ -156,11 +154,9 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                                    f", no forescale key): left alone")
                     continue
                 checked += 1
-                label = f"{where}: trigger {i} ({trig.get('type')}{', ' + trig['name'] if trig.get('name') else ''})"
+                label = f"{where}: trigger {i} ({trig.get('type')}{_trigger_name(trig)})"
                 at = f"document {n}, spec.triggers[{i}]"
                 errors, warnings = trigger_errors(trig.get("metadata"), name, ns)
-                if spec.get("fallback") and trig.get("metricType", "AverageValue") != "AverageValue":
-                    errors.append(f"metricType '{trig.get('metricType')}': KEDA's fallback needs AverageValue")
                 for w in warnings:
                     if not quiet:
                         click.echo(f"{label}: warning: {w} -- {at}{_path(w)}", err=True)
@@ -170,7 +166,7 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                 if not errors and not quiet:
                     click.echo(f"{label}: ok{keda_metric_note(trig.get('metadata'), name, ns, i)}")
             if checked == before and not quiet:
-                kinds = sorted({str(t.get("type")) for t in spec.get("triggers") or [] if isinstance(t, dict)})
+                kinds = sorted({str(t.get("type")) for t in triggers if isinstance(t, dict)})
                 click.echo(f"{where}: no forescale trigger ({', '.join(kinds) or 'no triggers'}): KEDA's alone, "
                            f"nothing to check -- document {n}")
     if objects == 0:
@@ -180,6 +176,10 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
     if bad:
         click.echo(f"{bad} of {checked} trigger(s) or object(s) rejected", err=True)
         raise SystemExit(2)
+
+
+def _trigger_name(trig: dict) -> str:
+    return f", {trig['name']}" if isinstance(trig.get("name"), str) and trig["name"] else ""
 
 
 def _path(message: str) -> str:

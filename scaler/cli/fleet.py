@@ -21,7 +21,7 @@ import click
 import numpy as np
 
 from ..spec import DEFAULTS, parse_duration
-from .options import fail, write_json
+from .options import fail, replay_settings, write_json
 
 FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards")
 SCALED_OBJECT_NOTE = "replace: your Deployment"
@@ -64,18 +64,8 @@ def fleet_options(command):
     return dispatch
 
 
-def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
-              qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
-              hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, shards, calendar=None, **cluster) -> None:
-    from ..fleet import executor
-    from ..fleet.jobs import Cache, make_job, row, totals
-    from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
-    from ..replay import engine, variants
-    from . import render
-    from .options import cold_start_value
-
-    t0 = time.perf_counter()
+def _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address) -> None:
+    """What a fleet needs of the options (a message naming the accepted ones), and an --out it can write."""
     if out_dir is None:
         fail("a fleet needs --out DIR (one ScaledObject per workload, kustomization.yaml and fleet.json go there)")
     if report_dir is not None:
@@ -97,14 +87,26 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         (out_dir / ".write-test").unlink()
     except OSError as e:
         fail(f"--out {out_dir}: cannot write there ({e.strerror})")
-    from .options import CLUSTER_DEFAULTS, world_from_options
 
-    cold = cold_start_value(cold_start, cold_start_from)
-    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})  # ranked in it
-    settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+
+def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
+              qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
+              hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, calendar=None, **cluster) -> None:
+    from ..fleet import executor
+    from ..fleet.jobs import Cache, make_job, row, totals
+    from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
+    from ..replay import engine, variants
+    from . import render
+
+    t0 = time.perf_counter()
+    _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
+    # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
+    settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
+                               calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
-                               world=world, **(calendar or {}))
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+    cold = settings.cold_start_seconds
     try:
         settings.validate()
         if by:
@@ -188,7 +190,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
 
 
 def _placeholder_server() -> str:
-    from .tune import PLACEHOLDER_SERVER
+    from ..scaledobject import PLACEHOLDER_SERVER
 
     return PLACEHOLDER_SERVER
 
@@ -286,15 +288,16 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
     """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
     and the document."""
     from . import render
-    from .tune import PASTE_NOTE
+    from ..scaledobject import AUTHENTICATION_NOTE, PASTE_NOTE
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
-    comments = [f"forescale tune (fleet) for {t.result.trace.name}: {p.variant.label()}",
+    comments = [f"forescale tune (fleet) for {t.result.trace.name}: {p.label}",
                 f"{sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
-                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE]
+                f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE,
+                AUTHENTICATION_NOTE]
     notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
     doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
     lo = int(p.extra.get("minReplicaCount", min_replicas))

@@ -76,7 +76,7 @@ def _ms(v: float | None) -> str:
 def format_table(doc: dict) -> str:
     q = doc["slo"]["percentile"]
     head = (f"{'load':>10}{'offered':>9}{'achieved':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'TTFT p50':>9}"
-            f"{'errors':>7}{'timeouts':>9}{f'<=SLO %':>8}  verdict")
+            f"{'errors':>7}{'timeouts':>9}{'<=SLO %':>8}  verdict")
     lines = [head]
     for s in doc["steps"]:
         load = f"{s['concurrency']} wrk" if s["mode"] == "closed" else f"{s['target_rps']:.3g}/s"

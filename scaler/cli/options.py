@@ -463,3 +463,12 @@ def world_from_options(cold: float, cold_start_from: Path | None, o: dict):
                        placeholder_policy=o["placeholder_policy"], service_seconds=service,
                        timeout_seconds=o["timeout_seconds"], p95_target_seconds=o["p95_target"],
                        scenarios=tuple(o["scenario_specs"]))
+
+
+def replay_settings(*, cold_start: float | None, cold_start_from: Path | None, cluster: dict, calendar: dict | None,
+                    **knobs) -> Settings:
+    """The replay's ``Settings`` from the options ``tune`` and its fleet share: T_cold from --cold-start or the
+    cluster's start-ups (--cold-start-from), the world of the cluster options, the calendar, and ``knobs``."""
+    cold = cold_start_value(cold_start, cold_start_from)
+    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
+    return Settings(cold_start_seconds=cold, world=world, **knobs, **(calendar or {}))

@@ -18,8 +18,15 @@ from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families
 from ..replay.families import Family as F
-from .tune import DEFAULT_SCALER_ADDRESS
+from ..scaledobject import (AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
+                           PLACEHOLDER_SERVER, POLLING_SECONDS, scaled_object)
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
+
+
+# one colour per policy in every plot and page (report's PNGs, report_html's page)
+COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
+          "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c", "envelope": "#ff7f0e",
+          "aws_like": "#bcbd22", "mimir_like": "#aec7e8"}
 
 
 def _num(x: float) -> float | None:
@@ -76,7 +83,7 @@ def to_json(r: Result) -> dict:
             "min_replicas": s.min_replicas,
             "max_replicas": s.max_replicas,
             "tick_seconds": r.scenario.tick,
-            "polling_seconds": 30.0,
+            "polling_seconds": float(POLLING_SECONDS),
             "rate_window_seconds": 120.0,
             "simulated_start": iso(r.sim_start),
             "simulated_end": iso(r.sim_end),
@@ -172,7 +179,7 @@ def frontier_json(r: Result) -> list[dict]:
             "replica_hours": o.replica_hours,
             "cost_ratio": p.cost_ratio,
             "pareto": p.pareto,
-            "label": p.variant.label(),
+            "label": p.label,
             "selectable": p.selectable,
             "default": p.default,
             "reference": p.policy == F.ORACLE,
@@ -188,7 +195,7 @@ def selection_json(sel: Selection, r: Result, md: Mapping[str, str] | None = Non
     d: dict = {"target_miss": sel.target_miss, "reactive_miss": r.reactive_miss, "max_cost_ratio": sel.max_cost_ratio,
                "met": sel.met, "message": sel.message}
     if p is not None:
-        d.update(policy=p.policy, label=p.variant.label(), knobs=p.knobs(r.tolerance),
+        d.update(policy=p.policy, label=p.label, knobs=p.knobs(r.tolerance),
                  underprovisioned_fraction=p.miss, violation_minutes=p.outcome.violation_minutes,
                  replica_hours=p.cost, cost_ratio=p.cost_ratio, pareto=p.pareto)
     if md is not None:
@@ -209,7 +216,7 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
             continue
         mark = "*" if p.pareto else ("o" if p.policy == F.ORACLE else " ")
         ratio = "-" if p.cost_ratio is None else f"{p.cost_ratio:.3f}"
-        lines.append(f"{mark:<2}{p.variant.label()[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
+        lines.append(f"{mark:<2}{p.label[:w - 1]:<{w}}{100 * p.miss:>10.3f}{p.outcome.violation_minutes:>9d}"
                      f"{p.cost:>11.1f}{ratio:>9}")
     n_p = sum(p.pareto for p in r.points)
     lines.append(f"(* Pareto-optimal: no other configuration misses less for the same cost or less; {n_p} of "
@@ -246,10 +253,18 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
 
 
 def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
-    """The whole ScaledObject running ``p`` (``families.scaled_object``): hybrid's floor as minReplicaCount too."""
+    """The whole ScaledObject running ``p`` (``scaledobject.scaled_object``): hybrid's floor as minReplicaCount too."""
     lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
-    return families.scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
-                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance)
+    return with_mtls(scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
+                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance))
+
+
+def with_mtls(doc: dict) -> dict:
+    """``doc`` with its forescale trigger using the Helm chart's default mTLS (``scaledobject.AUTHENTICATION_REF``)."""
+    for t in doc["spec"]["triggers"]:
+        if t["type"] == "external":
+            t["authenticationRef"] = dict(AUTHENTICATION_REF)
+    return doc
 
 
 def _scalar(v, quote: bool = True) -> str:
@@ -394,8 +409,6 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                     name: str | None = None) -> dict | None:
     """The ScaledObject that runs an advice option as it was replayed (``advice.Deploy``): a forescale trigger
     through the family table, or KEDA cron windows; None for an option without one."""
-    from .tune import PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER
-
     d = o.deploy
     if d is None:
         return None
@@ -405,9 +418,9 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                                                     query=query or PLACEHOLDER_QUERY),
                                tolerance=r.tolerance, extra=dict(d.extra))
         md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
-        return families.scaled_object(md, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
-                                      tolerance=r.tolerance)
-    doc = families.scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
+        return with_mtls(scaled_object(md, name=name, min_replicas=d.min_replicas,
+                                                max_replicas=d.max_replicas, tolerance=r.tolerance))
+    doc = scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
                                  tolerance=r.tolerance)
     doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
                                                              "desiredReplicas": str(n)}} for a, b, n in d.cron]

@@ -20,11 +20,8 @@ import numpy as np
 
 from ..replay.engine import Result
 from ..replay.frontier import pareto_flags
-from .render import format_table, format_world, frontier_json, pool, to_json
+from .render import COLORS, format_table, format_world, frontier_json, pool, to_json
 
-COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77b4", "hybrid": "#17becf",
-          "scheduled": "#8c564b", "keep_alive": "#7f7f7f", "oracle": "#2ca02c", "envelope": "#ff7f0e",
-          "aws_like": "#bcbd22", "mimir_like": "#aec7e8"}
 MAX_POINTS = 3000  # per line in the overview plots
 
 
@@ -203,6 +200,23 @@ def _frontier_plot(r: Result, path: Path) -> None:
 FAMILY_COLORS = {**COLORS, "seasonal_naive": "#e377c2", "oracle": "#000000"}
 
 
+def _selection_marks(ax, selection) -> None:
+    """The target (and the cost cap) as lines, the chosen configuration as a star with its label."""
+    ax.axhline(100 * selection.target_miss, color="#d62728", ls="--", lw=1.0, zorder=1)
+    ax.text(0.995, 100 * selection.target_miss, f"target {100 * selection.target_miss:g} % ", color="#d62728",
+            transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=9)
+    if selection.max_cost_ratio is not None:
+        ax.axvline(selection.max_cost_ratio, color="#d62728", ls=":", lw=1.0, zorder=1)
+    p = selection.point
+    if p is not None and p.cost_ratio is not None:
+        ax.scatter([p.cost_ratio], [100 * p.miss], marker="*", s=380, color="gold", edgecolors="black",
+                   lw=0.8, zorder=6)
+        ax.annotate(f"chosen: {p.label}\n{100 * p.miss:.3f} % missed, {p.cost_ratio:.3f}x oracle",
+                    (p.cost_ratio, 100 * p.miss), textcoords="offset points", xytext=(18, 28), fontsize=9,
+                    weight="bold", arrowprops=dict(arrowstyle="-", color="#555555", lw=0.7),
+                    bbox=dict(facecolor="white", alpha=0.85, lw=0, pad=1.5))
+
+
 def _sweep_plot(r: Result, path: Path, selection=None) -> None:
     """The swept configurations on the miss-vs-cost plane: one colour per family, Pareto points joined."""
     plt, _ = _plt()
@@ -240,19 +254,7 @@ def _sweep_plot(r: Result, path: Path, selection=None) -> None:
         ax.step([p.cost_ratio for p in front], [100 * p.miss for p in front], where="post", color="#444444",
                 lw=0.9, alpha=0.6, zorder=3)
     if selection is not None:
-        ax.axhline(100 * selection.target_miss, color="#d62728", ls="--", lw=1.0, zorder=1)
-        ax.text(0.995, 100 * selection.target_miss, f"target {100 * selection.target_miss:g} % ", color="#d62728",
-                transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=9)
-        if selection.max_cost_ratio is not None:
-            ax.axvline(selection.max_cost_ratio, color="#d62728", ls=":", lw=1.0, zorder=1)
-        p = selection.point
-        if p is not None and p.cost_ratio is not None:
-            ax.scatter([p.cost_ratio], [100 * p.miss], marker="*", s=380, color="gold", edgecolors="black",
-                       lw=0.8, zorder=6)
-            ax.annotate(f"chosen: {p.variant.label()}\n{100 * p.miss:.3f} % missed, {p.cost_ratio:.3f}x oracle",
-                        (p.cost_ratio, 100 * p.miss), textcoords="offset points", xytext=(18, 28), fontsize=9,
-                        weight="bold", arrowprops=dict(arrowstyle="-", color="#555555", lw=0.7),
-                        bbox=dict(facecolor="white", alpha=0.85, lw=0, pad=1.5))
+        _selection_marks(ax, selection)
     for p in pts:  # name each family's default configuration (what `forescale backtest` runs)
         if p.default and p.policy != "oracle" and (selection is None or p is not selection.point):
             ax.annotate(p.policy, (p.cost_ratio, 100 * p.miss), textcoords="offset points", xytext=(5, -11),
@@ -273,7 +275,7 @@ def _sweep_plot(r: Result, path: Path, selection=None) -> None:
                    zorder=3, clip_on=False)
     if beyond:
         ax.text(0.99, 0.09, "beyond the axis (>):\n" + "\n".join(
-                f"{p.variant.label()}: {p.cost_ratio:.2f}x, {100 * p.miss:.3g} %" for p in beyond[:8])
+                f"{p.label}: {p.cost_ratio:.2f}x, {100 * p.miss:.3g} %" for p in beyond[:8])
                 + (f"\n... {len(beyond) - 8} more" if len(beyond) > 8 else ""),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5, color="#444444",
                 bbox=dict(facecolor="white", alpha=0.85, lw=0, pad=2))
@@ -317,7 +319,7 @@ def _sweep_html(r: Result, selection) -> str:
     chosen = ""
     if selection is not None and selection.point is not None:
         chosen = (f"<p><b>{'Chosen' if selection.met else 'Target NOT met; closest'}:</b> "
-                  f"{html.escape(selection.point.variant.label())} -- {html.escape(selection.message)}.</p>")
+                  f"{html.escape(selection.point.label)} -- {html.escape(selection.message)}.</p>")
     return f"""<h2>Frontier ({len(r.points)} configurations)</h2>
 {chosen}<table><tr><th>Pareto-optimal configuration</th><th>missed %</th><th>violation min</th><th>replica-h</th>
 <th>x oracle</th></tr>

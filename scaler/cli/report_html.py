@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..replay.engine import Result
+from .render import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 from .render import pool
 
 MAX_POINTS = 4000  # per line: keeps the page small on long spans (max/min pooling keeps the peaks)
@@ -63,7 +64,6 @@ def _shade(fig, periods) -> None:
 def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, str, object]]:
     import plotly.graph_objects as go
 
-    from .report import COLORS as colors  # the PNGs' colours: one colour per policy everywhere
 
     sc = r.scenario
     periods = calendar_periods(r)
@@ -102,7 +102,7 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
                 x=[p.cost_ratio for p in sel], y=[100 * p.miss for p in sel], mode="markers",
                 name="Pareto-optimal" if pareto else "dominated",
                 marker=dict(size=11 if pareto else 7, symbol="circle" if pareto else "circle-open"),
-                text=[f"{p.variant.label()}<br>missed {100 * p.miss:.3f} %<br>{p.cost_ratio:.3f}x oracle<br>"
+                text=[f"{p.label}<br>missed {100 * p.miss:.3f} %<br>{p.cost_ratio:.3f}x oracle<br>"
                       f"{p.outcome.violation_minutes} violation min" for p in sel], hoverinfo="text"))
     for name, p in r.policies.items():
         o = p.outcome
@@ -116,7 +116,7 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
         p = selection.point
         fr.add_trace(go.Scatter(x=[p.cost_ratio], y=[100 * p.miss], mode="markers", name="chosen",
                                 marker=dict(size=20, symbol="star", color="gold", line=dict(width=1, color="black")),
-                                hovertext=[f"chosen: {p.variant.label()}"], hoverinfo="text"))
+                                hovertext=[f"chosen: {p.label}"], hoverinfo="text"))
     fr.update_layout(title="Miss vs cost: lower-left is better (hover for details)", height=520,
                      xaxis=dict(title="replica-hours / oracle's", type="log"), yaxis=dict(title="% of requests missed"))
     figs.append(("chart-frontier", "Miss vs cost", fr))

@@ -10,7 +10,7 @@ import numpy as np
 
 from .options import fail
 
-MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a ScaledObject file is a few KiB; refuse megabytes of YAML
+from ..manifest_yaml import MAX_MANIFEST_BYTES
 
 
 def scaledobject_options(f):
@@ -37,8 +37,7 @@ def scaledobject_options(f):
 
 def load_plans(files: tuple[str, ...]) -> list:
     """The ScaledObjects of the files as ``manifest.Plan``s; exits 2 naming the file, document and field."""
-    import yaml
-
+    from ..manifest_yaml import YamlError, load_all
     from ..replay.manifest import ManifestError, plans
 
     docs = []
@@ -55,14 +54,10 @@ def load_plans(files: tuple[str, ...]) -> list:
                     fail(f"--scaledobject {name}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; a "
                          f"ScaledObject manifest is a few KiB")
                 text, label = p.read_text(encoding="utf-8", errors="replace"), name
-            if len(text) > MAX_MANIFEST_BYTES:
-                fail(f"--scaledobject {name}: larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB")
-            for i, doc in enumerate(yaml.safe_load_all(text)):
+            for i, doc in enumerate(load_all(text)):
                 docs.append((f"{label} document {i + 1}", doc))
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            fail(f"--scaledobject {name}:{where}: not valid YAML ({getattr(e, 'problem', None) or 'parse error'})")
+        except YamlError as e:
+            fail(f"--scaledobject {name}: {e}")
     try:
         out = plans(docs)
     except ManifestError as e:

@@ -67,7 +67,7 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
         native = series.step
         series = resample(series, step)
         hygiene = f"{hygiene}; resampled from {native:g} s to {step:g} s (mean)"
-    return Trace(label, series, hygiene, str(p))
+    return Trace(label, series, hygiene, str(p), counts=True)
 
 
 def refuse_several_series(path: Path, shown: Path) -> None:

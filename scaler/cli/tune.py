@@ -17,18 +17,14 @@ from pathlib import Path
 
 import click
 
-from ..spec import DEFAULTS, GRPC_PORT, MODELS
+from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
+                           PLACEHOLDER_SERVER)
+from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
-from .options import (CLUSTER_DEFAULTS, Duration, calendar_options, check_output, cluster_options, cold_start_value, fail, hpa_options,
-                      load_trace, model_option, replica_options, require_length, source_options, target_options,
-                      to_stdout, world_from_options, write_json)
+from .options import (Duration, calendar_options, check_output, cluster_options, fail, hpa_options, load_trace,
+                      model_option, replay_settings, replica_options, require_length, source_options, target_options,
+                      to_stdout, write_json)
 
-DEFAULT_SCALER_ADDRESS = f"forescale.forescale.svc.cluster.local:{GRPC_PORT}"  # the scalerAddress printed: the one place
-PLACEHOLDER_SERVER = "http://prometheus-server.monitoring.svc.cluster.local:80"
-PLACEHOLDER_QUERY = "sum(rate(http_requests_total[2m]))"
-PLACEHOLDER_NAME = "my-model"  # the ScaledObject's and its Deployment's name when none is given
-PASTE_NOTE = ("tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
-              "history after tuningMinHistory (these run until then)")
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool) -> tuple[str, str]:
@@ -46,7 +42,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     if r.reactive_miss is not None:
         lines.append(f"target    missed requests <= {100 * r.target_miss:.3f} %: the asked multiple of reactive KEDA's "
                      f"{100 * r.reactive_miss:.3f} % on this span")
-    lines.append(f"chosen    {p.variant.label()}: {sel.message} ({verdict})")
+    lines.append(f"chosen    {p.label}: {sel.message} ({verdict})")
     lines.append(f"expected  missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation minutes "
                  f"in {days:.2f} d, {p.cost:.1f} replica-h = {p.cost_ratio:.3f}x oracle, peak {p.outcome.peak_replicas} "
                  f"replicas")
@@ -58,13 +54,13 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
             refs.append(("forescale's default", pt))
     for what, pt in refs:
         if pt is not p:
-            lines.append(f"compare   {what} ({pt.variant.label()}): missed {100 * pt.miss:.3f} %, "
+            lines.append(f"compare   {what} ({pt.label}): missed {100 * pt.miss:.3f} %, "
                          f"{pt.cost_ratio:.3f}x oracle")
     beats = [q for q in r.points if not q.selectable and q.policy in ANCHORS and q.miss <= p.miss and q.cost <= p.cost
              and (q.miss < p.miss or q.cost < p.cost)]
     if beats:
         q = min(beats, key=lambda q: (q.cost, q.miss))
-        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.variant.label()} misses "
+        lines.append(f"beaten    by a published autoscaler's policy forescale cannot run: {q.label} misses "
                      f"{100 * q.miss:.3f} % at {q.cost_ratio:.3f}x oracle")
     hol = holidays_line(r, sel)
     if hol:
@@ -77,7 +73,8 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
-                f"{p.variant.label()}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}"]
+                f"{p.label}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}",
+                AUTHENTICATION_NOTE]
     if hol:
         comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):
@@ -98,7 +95,7 @@ def holidays_line(r, sel) -> str:
     kept = p.variant.calendar
     other = select([q for q in r.points if q.variant.calendar is (not kept)], sel.target_miss, sel.max_cost_ratio)
     vs = "" if other.point is None else (
-        f"; the best {'without' if kept else 'with'} them: {other.point.variant.label()}, missed "
+        f"; the best {'without' if kept else 'with'} them: {other.point.label}, missed "
         f"{100 * other.point.miss:.3f} % at {other.point.cost_ratio:.3f}x oracle"
         + ("" if other.met else " (target not met)"))
     return (f"holidays  {r.settings.holidays} {'kept: the holiday handling pays off' if kept else 'dropped: the forecast without the holiday handling is as good or better'}"
@@ -156,13 +153,11 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     check_output(timeseries_path, "--timeseries")
     check_output(report_dir, "--report", directory=True)
     echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
-    cold = cold_start_value(cold_start, cold_start_from)
-    cold, world = world_from_options(cold, cold_start_from, {**CLUSTER_DEFAULTS, **cluster})
+    settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
+                               calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
+                               model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
-    settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
-                           model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                           hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
-                           world=world, **(calendar or {}))
     require_length(tr, settings)
     tick, close = render.progress_bar("sweep", progress)
     try:

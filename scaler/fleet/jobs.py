@@ -38,7 +38,7 @@ from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 5  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 6  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:
@@ -63,6 +63,7 @@ class Job:
     grid: variants.Grid
     target_miss: MissTarget
     max_cost_ratio: float | None = None
+    counts: bool = False  # the workload's series is requests as they arrived (engine.Trace.counts)
 
     @property
     def title(self) -> str:
@@ -71,14 +72,15 @@ class Job:
 
 def make_job(w: Workload, settings: engine.Settings, grid: variants.Grid, target_miss: MissTarget,
              max_cost_ratio: float | None) -> Job:
-    return Job(w.key, w.series.t, w.series.y, w.series.step, w.hygiene, settings, grid, target_miss, max_cost_ratio)
+    return Job(w.key, w.series.t, w.series.y, w.series.step, w.hygiene, settings, grid, target_miss, max_cost_ratio,
+               counts=w.counts)
 
 
 def input_hash(job: Job) -> str:
     """A digest of every input of the job's result (sha256, 32 hex digits)."""
     h = hashlib.sha256()
-    h.update(repr((CACHE_VERSION, _package_version(), job.key, job.step, job.settings, job.grid, job.target_miss,
-                   job.max_cost_ratio)).encode())
+    h.update(repr((CACHE_VERSION, _package_version(), job.key, job.step, job.counts, job.settings, job.grid,
+                   job.target_miss, job.max_cost_ratio)).encode())
     h.update(np.ascontiguousarray(job.t, dtype=np.float64).tobytes())
     h.update(np.ascontiguousarray(job.y, dtype=np.float64).tobytes())
     return h.hexdigest()[:32]
@@ -102,7 +104,7 @@ def tune_one(job: Job) -> Tuned:
     """``forescale tune`` on one workload, in this process. A bad input comes back as ``error``, not raised
     (it would fail again on a retry); anything else raises (and Ray retries it)."""
     t0 = time.perf_counter()
-    trace = engine.Trace(job.title, Series(job.t, job.y, job.step), job.hygiene, "fleet")
+    trace = engine.Trace(job.title, Series(job.t, job.y, job.step), job.hygiene, "fleet", counts=job.counts)
     try:
         tuning = tune(trace, job.settings, job.target_miss, job.max_cost_ratio, grid=job.grid, jobs=1)
     except engine.ReplayError as e:
@@ -182,8 +184,8 @@ def row(t: Tuned) -> Row:
     best = min(same, key=lambda q: (q.cost, q.miss)) if same else None
     keda = next((q for q in reactive if q.variant.headroom == 1.0 and not q.variant.compensation), None)
     keep = next((q for q in r.points if q.policy == F.KEEP_ALIVE), None)
-    return Row(t.key, p.policy, p.variant.label(), sel.met, p.miss, p.cost_ratio, p.cost,
-               None if best is None else best.cost, "" if best is None else best.variant.label(),
+    return Row(t.key, p.policy, p.label, sel.met, p.miss, p.cost_ratio, p.cost,
+               None if best is None else best.cost, "" if best is None else best.label,
                None if keep is None else keep.cost, None if keda is None else keda.miss,
                None if keda is None else keda.cost, (r.sim_end - r.sim_start) / DAY,
                p.outcome.missed_requests, p.outcome.requests)

@@ -48,6 +48,7 @@ class Workload:
     key: Key
     series: Series
     hygiene: str
+    counts: bool = False  # requests as they arrived (a CSV), not a query's answers (engine.Trace.counts)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -145,7 +146,7 @@ def from_columns(t: np.ndarray, y: np.ndarray, keys: Sequence[Key], step: float)
     for key in sorted(index):
         rows = np.asarray(index[key])
         series, rep = regularize(t[rows], y[rows], step)
-        out.append(Workload(key, series, rep.message))
+        out.append(Workload(key, series, rep.message, counts=True))
     return out
 
 

@@ -15,6 +15,12 @@ measured T_cold from Prometheus, e.g.
 ``max(forescale_cold_start_seconds{phase="total",model="my-model"})``; the
 backtest reads it from the JSON report with ``read_cold_start(path)``.
 See README.md in this package.
+
+Modules: ``runner`` (the timed cold start, phase by phase), ``plan`` (what it runs, resolved first), ``config``
+(settings), ``builtin`` (the built-in transformer), ``weights`` (weights files), ``pagecache``, ``inputs`` (warm-up
+inputs), ``completions`` (the inference endpoint), ``server`` (health and metrics endpoints), ``metrics``,
+``report`` and ``facts`` (the report), ``errors``, ``cli`` (``forescale probe``), ``watch`` (``probe --watch``),
+``exits`` (how the command ends and writes its report).
 """
 
 from .config import LoadSpec, ModelSpec, ProbeConfig, WarmupSpec, parse_model_size

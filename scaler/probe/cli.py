@@ -13,14 +13,7 @@ from click.core import ParameterSource
 from .config import (DEFAULT_CACHE_DIR, DTYPE_CHOICES, LoadSpec, ModelSpec, ProbeConfig, WarmupSpec,
                      parse_device, parse_model_size)
 from .errors import ProbeError
-
-
-class ProbeFailed(click.ClickException):
-    """Exit 2 for a bad input or a failed probe (1 for an internal error)."""
-
-    def __init__(self, exc: ProbeError | str) -> None:
-        super().__init__(str(exc))
-        self.exit_code = getattr(exc, "exit_code", 2)
+from .exits import ProbeFailed, write_json
 
 
 def _size(ctx, param, value):
@@ -62,23 +55,6 @@ def _json_path(ctx, param, value):
         raise click.BadParameter(f"{value} is a directory; accepted: a file path, or - for stdout", ctx=ctx,
                                  param=param)
     return value
-
-
-def write_json(path: str, report: dict) -> None:
-    text = json.dumps(report, indent=2, sort_keys=False) + "\n"
-    if path == "-":
-        click.echo(text, nl=False)
-        return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ProbeFailed(f"--json {path}: cannot write the report ({exc.strerror or exc})")
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @click.command("probe")
@@ -233,6 +209,14 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         raise ProbeFailed(exc)
     if capacity is not None:
         probe.metrics.set_capacity(capacity)
+    code = _serve_until_stopped(probe, server, json_path, exit_after_warmup)
+    if code:
+        ctx.exit(code)
+
+
+def _serve_until_stopped(probe, server, json_path: str | None, exit_after_warmup: bool) -> int:
+    """--serve: run the probe behind its health endpoints until SIGTERM/SIGINT (or warm-up, with
+    --exit-after-warmup); the exit code (0, or the probe's error's with --exit-after-warmup)."""
     click.echo(f"forescale probe: serving {server.url} (/health/startup, /health/ready, /health/live, /metrics, "
                "/report, POST /v1/completions)", err=True)
     stop = threading.Event()
@@ -266,8 +250,7 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         probe.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if code:
-        ctx.exit(code)
+    return code
 
 
 def _output(probe, report: dict, json_path: str | None, keep_model: bool = False) -> None:

@@ -278,59 +278,14 @@ class Probe:
             if is_cuda:
                 torch.cuda.synchronize(device)
 
-        # runtime_import: a fresh interpreter starting and importing torch
-        self._set_state("runtime_import", "runtime_import")
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([sys.executable, "-c", _IMPORT_SNIPPET], capture_output=True, text=True,
-                                  timeout=900)
-        except subprocess.TimeoutExpired:
-            raise ProbeError(f"runtime_import: `{sys.executable} -c 'import torch'` took over 900 s")
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise ProbeError(f"runtime_import: `{sys.executable} -c 'import torch'` failed: "
-                             f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
-        inner = json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
-        self._record("runtime_import", wall, import_seconds=inner, interpreter_seconds=wall - inner,
-                     python=sys.executable)
+        self._runtime_import()
 
-        # device_init: context creation + first allocation
-        try:
-            with self._timed("device_init", sync) as d:
-                if is_cuda:
-                    torch.cuda.init()
-                    torch.cuda.set_device(device)
-                first = torch.empty(1 << 20, dtype=torch.uint8, device=device)
-                first.fill_(1)
-                d["first_allocation_bytes"] = first.numel()
-        except RuntimeError as exc:
-            raise ProbeError(f"--device {self.config.device}: initialising {device} failed ({exc})", param="--device")
-        del first
+        self._device_init(torch, device, is_cuda, sync)
         device_facts = describe_device(torch, device)
         self.metrics.set_info(device.type, device_facts["name"], plan.dtype_name, torch.__version__,
                               plan.model_facts.get("parameters") or 0)
 
-        # weights_read: disk -> host (cold when the eviction took)
-        eviction = pagecache.evict(plan.info.path, requested=self.config.load.evict)
-        flag = "--weights" if not self.config.model.builtin else "--cache-dir"
-        with self._timed("weights_read", sync) as d:
-            host = weights.load(plan.info, flag=flag)
-            d["bytes"] = plan.info.file_bytes
-            d["format"] = plan.info.format
-            d["page_cache"] = eviction.as_dict()
-        found = {k: (str(t.dtype).removeprefix("torch."), tuple(t.shape)) for k, t in host.items()}
-        nbytes = weights.tensor_bytes(host)
-        module_dtype = plan.dtype_name if plan.dtype_name != "auto" else main_dtype(found)
-
-        # weights_to_device: host -> device and module assembly
-        with self._timed("weights_to_device", sync) as d:
-            model, how = assemble(plan, host, found, self.config.load.h2d)
-            d["bytes"] = nbytes
-            d["mode"] = (self.config.load.h2d if how.startswith("built on meta") else "pageable") if is_cuda \
-                else "copy (host memory)"
-            d["assembly"] = how
-            d["tensors"] = len(host)
-        del host
+        eviction, found, nbytes, module_dtype, model = self._load_weights(plan, sync, is_cuda)
         params = sum(p.numel() for p in model.parameters())
 
         # inference phases
@@ -366,29 +321,8 @@ class Probe:
                                  "accepted: a module whose forward takes a LongTensor of token ids shaped "
                                  "[batch, tokens]", param="--module")
 
-        with self._timed("first_inference", sync) as d:
-            t0 = time.perf_counter()
-            user_call(lambda: infer(request))
-            first_seconds = time.perf_counter() - t0
-            d["tokens"] = req_tokens
-
-        with self._timed("warmup_shallow", sync) as d:
-            for i in range(w.shallow_requests):
-                ids = torch.tensor([inputs_mod.synthetic(shallow_tokens, plan.vocab_size, seed=100 + i)])
-                user_call(lambda: infer(ids))
-            d.update(requests=w.shallow_requests, tokens=shallow_tokens)
-
-        with self._timed("warmup_deep", sync) as d:
-            if w.delay_seconds:
-                time.sleep(w.delay_seconds)
-            for req in plan.deep.requests:
-                ids = torch.tensor([req], dtype=torch.long)
-                user_call(lambda: infer(ids))
-            d.update(plan.deep.describe())
-
-        with self._timed("warmup_concurrent", sync) as d:
-            self._concurrent(torch, infer, user_call, w.concurrency, req_tokens, plan.vocab_size, is_cuda, device)
-            d.update(threads=w.concurrency, tokens=req_tokens)
+        first_seconds = self._warm_up(torch, plan, request, req_tokens, shallow_tokens, infer, user_call, sync,
+                                      is_cuda, device)
 
         model_facts = dict(plan.model_facts, parameters=params, dtype=module_dtype, weights_tensor_bytes=nbytes,
                            tensors=len(found))
@@ -429,6 +363,91 @@ class Probe:
             report["after_ready_error"] = f"{type(exc).__name__}: {exc}"
         report["finished_at"] = now_iso()
         self.metrics.publish_report(report)
+
+    def _warm_up(self, torch, plan: Plan, request, req_tokens: int, shallow_tokens: int, infer, user_call,
+                 sync: Callable[[], None], is_cuda: bool, device) -> float:
+        """first_inference, then the tiered warm-up (shallow, deep, concurrent); the first request's seconds."""
+        w = self.config.warmup
+        with self._timed("first_inference", sync) as d:
+            t0 = time.perf_counter()
+            user_call(lambda: infer(request))
+            first_seconds = time.perf_counter() - t0
+            d["tokens"] = req_tokens
+
+        with self._timed("warmup_shallow", sync) as d:
+            for i in range(w.shallow_requests):
+                ids = torch.tensor([inputs_mod.synthetic(shallow_tokens, plan.vocab_size, seed=100 + i)])
+                user_call(lambda: infer(ids))
+            d.update(requests=w.shallow_requests, tokens=shallow_tokens)
+
+        with self._timed("warmup_deep", sync) as d:
+            if w.delay_seconds:
+                time.sleep(w.delay_seconds)
+            for req in plan.deep.requests:
+                ids = torch.tensor([req], dtype=torch.long)
+                user_call(lambda: infer(ids))
+            d.update(plan.deep.describe())
+
+        with self._timed("warmup_concurrent", sync) as d:
+            self._concurrent(torch, infer, user_call, w.concurrency, req_tokens, plan.vocab_size, is_cuda, device)
+            d.update(threads=w.concurrency, tokens=req_tokens)
+        return first_seconds
+
+    def _runtime_import(self) -> None:
+        """runtime_import: a fresh interpreter starting and importing torch."""
+        self._set_state("runtime_import", "runtime_import")
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-c", _IMPORT_SNIPPET], capture_output=True, text=True,
+                                  timeout=900)
+        except subprocess.TimeoutExpired:
+            raise ProbeError(f"runtime_import: `{sys.executable} -c 'import torch'` took over 900 s")
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise ProbeError(f"runtime_import: `{sys.executable} -c 'import torch'` failed: "
+                             f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+        inner = json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
+        self._record("runtime_import", wall, import_seconds=inner, interpreter_seconds=wall - inner,
+                     python=sys.executable)
+
+    def _device_init(self, torch, device, is_cuda: bool, sync: Callable[[], None]) -> None:
+        """device_init: context creation + first allocation."""
+        try:
+            with self._timed("device_init", sync) as d:
+                if is_cuda:
+                    torch.cuda.init()
+                    torch.cuda.set_device(device)
+                first = torch.empty(1 << 20, dtype=torch.uint8, device=device)
+                first.fill_(1)
+                d["first_allocation_bytes"] = first.numel()
+        except RuntimeError as exc:
+            raise ProbeError(f"--device {self.config.device}: initialising {device} failed ({exc})", param="--device")
+        del first
+
+    def _load_weights(self, plan: Plan, sync: Callable[[], None], is_cuda: bool):
+        """weights_read (disk -> host, cold when the eviction took), then weights_to_device (host -> device and the
+        module's assembly): the eviction, the tensors found, their bytes, the module's dtype and the module."""
+        eviction = pagecache.evict(plan.info.path, requested=self.config.load.evict)
+        flag = "--weights" if not self.config.model.builtin else "--cache-dir"
+        with self._timed("weights_read", sync) as d:
+            host = weights.load(plan.info, flag=flag)
+            d["bytes"] = plan.info.file_bytes
+            d["format"] = plan.info.format
+            d["page_cache"] = eviction.as_dict()
+        found = {k: (str(t.dtype).removeprefix("torch."), tuple(t.shape)) for k, t in host.items()}
+        nbytes = weights.tensor_bytes(host)
+        module_dtype = plan.dtype_name if plan.dtype_name != "auto" else main_dtype(found)
+
+        # weights_to_device: host -> device and module assembly
+        with self._timed("weights_to_device", sync) as d:
+            model, how = assemble(plan, host, found, self.config.load.h2d)
+            d["bytes"] = nbytes
+            d["mode"] = (self.config.load.h2d if how.startswith("built on meta") else "pageable") if is_cuda \
+                else "copy (host memory)"
+            d["assembly"] = how
+            d["tensors"] = len(host)
+        del host
+        return eviction, found, nbytes, module_dtype, model
 
     def _concurrent(self, torch, infer, user_call, n: int, tokens: int, vocab: int, is_cuda: bool, device) -> None:
         barrier = threading.Barrier(n)

@@ -26,15 +26,26 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from .completions import Overloaded, Rejected, decode, encode
 from .errors import ProbeError
+from .metrics import ProbeMetrics
 
-if TYPE_CHECKING:
-    from .runner import Probe
+
+class Served(Protocol):
+    """What the server answers for: a ``runner.Probe`` (it times a model it runs) or a ``watch.Watcher`` (it times
+    a model server it watches; ``watching`` true, ``url`` the server's, ``completions`` None)."""
+
+    metrics: ProbeMetrics
+
+    def state(self) -> Any: ...  # a ``runner.ProbeState``
+
+    def report(self) -> dict | None: ...
+
+    def completions(self, max_batch: int, max_queue: int, step_delay: float) -> Any: ...  # an Engine, or None
 
 log = logging.getLogger("forescale.probe")
 MAX_BODY = 1 << 20
@@ -253,7 +264,7 @@ class ProbeServer(ThreadingHTTPServer):
 
     request_queue_size = 128  # listen backlog: a load test opens many connections at once
 
-    def __init__(self, probe: "Probe", host: str, port: int, *, max_batch: int = 8, max_queue: int = 256,
+    def __init__(self, probe: Served, host: str, port: int, *, max_batch: int = 8, max_queue: int = 256,
                  step_delay: float = 0.0) -> None:
         self.probe = probe
         self.max_batch, self.max_queue, self.step_delay = max_batch, max_queue, step_delay

@@ -241,7 +241,7 @@ def watch_main(ctx, url, health_path, served_model, interval, label, image_pull,
 
     import click
 
-    from .cli import ProbeFailed, write_json
+    from .exits import ProbeFailed, write_json
 
     started = process_started()  # the container's start: this process's own (the sidecar's entrypoint)
     try:

@@ -1,16 +1,30 @@
 """OFFLINE ENGINE, pure (no click, tqdm, matplotlib or files): a trace through KEDA/HPA with cold starts.
 
+The engine and its inputs:
+
+* ``engine``     ``run(trace, settings, variants) -> Result``: behind backtest, sweep, tune and ``tuning: auto``;
+                 its steps in order, the work run by ``execution`` (fits in threads or a process pool)
+* ``settings``   ``Settings`` (every knob), ``Trace``, ``ReplayError``
+* ``variant``    ``Variant``: one configuration of one family (plain data); ``variants``: the defaults and the sweep
+* ``families``   THE family table: each policy family one module (knobs, metadata mapping, evaluation, label)
+* ``batches``    configurations evaluated in batches, stage 1 shared; ``policies``: the decision at every poll
+* ``search``     the targeted headroom search; ``frontier``: the miss-vs-cost plane and the selection; ``tune``: the
+                 sweep, the search and the selection of one series
+* ``anchors``    published autoscalers re-implemented; ``calibration``: the window-max band
+
+KEDA and the HPA:
+
 * ``scenario``   demand and its Prometheus view on 15 s ticks; ``Timeline`` -> ``Outcome`` (misses, cost)
-* ``hpa``        KEDA + the HPA, one function per rule (numba-compiled), ``run_hpa`` (one metric)
-* ``hpaloop``    the compiled sequential loop composing the rules tick by tick
-* ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas -> the loop
-* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan``; ``formula``: scalingModifiers
-* ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each poll, composed, replayed
-* ``forecasts``  historical forecasts over the simulated span, scored and packed
-* ``fitcache``   fits kept between replays in one process (the server's daily tuning), bounded
-* ``variants``   the policy families, their knobs, the default of each, the sweep grid
-* ``policies``   THE per-family code (one place per family), replayed through ``decide`` and ``hpa``
-* ``engine``     ``run(trace, settings, variants, progress=...) -> Result``: behind backtest, sweep, tune
-                 and the server's ``tuning: auto``
-* ``frontier``   the miss-vs-cost plane: Pareto flags and the selection
+* ``hpa``        the HPA's settings and rules (numba-compiled); ``hpaloop``: the compiled loop composing them
+* ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas; ``run_hpa`` (one metric)
+* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
+* ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
+* ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
+
+Forecasts and the world around the replicas:
+
+* ``forecasts``  historical forecasts over the simulated span, scored and packed; ``fitcache``: fits kept between
+                 replays in one process
+* ``world``      the cluster (``cluster``), the queue (``latency``) and the scenarios (``scenarios``)
+* ``advice``, ``plan``  ``backtest --advise``; ``drift``: the drift response replayed
 """

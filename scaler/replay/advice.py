@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .policies import fixed_pool
 from .scenario import DAY, Scenario
-from .variants import Variant
+from .variant import Variant
 from .world import World, live
 
 CANDIDATES = ("keep_alive", "scheduled", "hybrid", "reactive", "predictive")

@@ -29,18 +29,17 @@ import numpy as np
 
 from forecaster.models.envelope import detect_period, envelope_at, periods_in_week
 
-from .hpa import poll_ticks
+from .hpa import value_ticks
 
 WEEK = 7 * 86400.0
 AWS_BUFFER_SECONDS = 300.0  # AWS predictive scaling's default SchedulingBufferTime
 AWS_DAYS = 7
 MIMIR_WINDOW_SECONDS = 1800.0
-ANCHORS = ("envelope", "aws_like", "mimir_like")
 
 
 def _polls(ctx) -> tuple[np.ndarray, np.ndarray]:
     sc = ctx.scenario
-    idx = poll_ticks(sc.n, ctx.hpa, sc.tick)
+    idx = value_ticks(sc.n, ctx.hpa, sc.tick)
     return sc.t0 + sc.tick * idx, sc.observed[idx]
 
 
@@ -135,16 +134,6 @@ def mimir_values(ctx) -> tuple[np.ndarray, str]:
     vals = np.where(np.isfinite(past), np.maximum(obs, past), obs)
     return vals, (f"Mimir-style: max of last week's rate over the coming {_dur(MIMIR_WINDOW_SECONDS)} of one week ago, "
                   f"max with observed")
-
-
-def anchor_values(ctx, policy: str, window_seconds: float | None) -> tuple[np.ndarray, str]:
-    if policy == "envelope":
-        return envelope_values(ctx, float(window_seconds if window_seconds is not None else 3600.0))
-    if policy == "aws_like":
-        return aws_values(ctx)
-    if policy == "mimir_like":
-        return mimir_values(ctx)
-    raise ValueError(f"unknown anchor family {policy!r}; accepted: {', '.join(ANCHORS)}")
 
 
 def _dur(seconds: float) -> str:

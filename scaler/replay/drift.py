@@ -19,16 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..drift import DEFAULT, DriftConfig, Scorecard, safe_planned
-from ..policy import REASONS, PolicyParams, Reason
+from ..drift import DEFAULT, DriftConfig
+from ..policy import REASONS, PolicyParams
 from .forecasts import Curve, Packed
-from .hpa import Hpa, run_hpa
+from .hpa import Hpa
+from .keda import run_hpa
 from .policies import polled_decisions
 from .scenario import Outcome, Scenario, Timeline, evaluate
-
-_ACTED = (REASONS.index(Reason.FORECAST), REASONS.index(Reason.OBSERVED_FLOOR))
-_DRIFT = REASONS.index(Reason.FORECAST_DRIFT)
-
+from .selfwatch import DRIFT as _DRIFT, drift_response
 
 @dataclass
 class DriftReplay:
@@ -45,23 +43,11 @@ def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[
                  step: float = 60.0, config: DriftConfig = DEFAULT, respond: bool = True) -> DriftReplay:
     """The predictive policy with the drift response (``respond``; False: scored, never acted on)."""
     times, obs, d = polled_decisions(sc, hpa, params, curves)
-    provisioned = d.forecast_peak  # what the policy acted on: the corrected quantile's max over [now, now + L]
-    planned, reason = d.planned.copy(), d.reason.copy()
-    card = Scorecard(step, config)
-    alarm_times: list[float] = []
-    for i in range(len(times)):
-        t, y = float(times[i]), float(obs[i])
-        if respond and card.drifting and reason[i] in _ACTED:
-            planned[i] = safe_planned(planned[i], y, card.window_max(t), params.headroom)
-            reason[i] = _DRIFT
-        if "alarm" in card.observe(t, y):
-            alarm_times.append(t)
-        if np.isfinite(provisioned[i]) and reason[i] in _ACTED + (_DRIFT,):
-            card.provision(t + params.lead_seconds, float(provisioned[i]), params.quantile, float(planned[i]))
+    planned, reason, alarm_times = drift_response(times, obs, d, params, step=step, config=config, act=respond)
     codes, counts = np.unique(reason, return_counts=True)
     tl = run_hpa(sc, planned, hpa)
-    return DriftReplay(planned, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}, card.alarms,
-                       alarm_times, int((reason == _DRIFT).sum()), tl, evaluate(sc, tl))
+    return DriftReplay(planned, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)},
+                       len(alarm_times), alarm_times, int((reason == _DRIFT).sum()), tl, evaluate(sc, tl))
 
 
 def drift_summary(result, config: DriftConfig = DEFAULT) -> dict | None:

@@ -23,10 +23,9 @@ terminal; progress is reported through a callback.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
@@ -34,116 +33,27 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from forecaster.base import Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..misstarget import MissTarget, as_target
-from ..spec import DEFAULTS, LeadTime, parse_duration
+from ..policy import target_refusal
+from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
-from .forecasts import ModelRun, band, fit_task, fit_threaded, quiet_prophet_import, restore, slice_series
+from .execution import Job, Work, execute
+from .forecasts import ModelRun, band, slice_series
 from .frontier import Point, pareto_flags
 from .hpa import Hpa
-from .policies import Context, Evaluated, evaluate_batch, oracle
-from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, scenario
+from .batches import Evaluated, evaluate_batch
+from .families import TABLE, family
+from .families.oracle import oracle
+from .policies import Context
+from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, rate_view, scenario
+from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
+from .triggers import replay_scaled_objects
 from . import scenarios, world
-from .world import World
 
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
 Progress = Callable[[int, int], None]  # (units done since the last call, total units)
-
-
-class ReplayError(ValueError):
-    """Bad input for a replay: the message names what was wrong and what is accepted."""
-
-
-@dataclass(frozen=True)
-class Trace:
-    name: str
-    series: Series
-    hygiene: str  # the HygieneReport's one-line message
-    source: str  # path or URL
-    attribution: str = ""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Every knob of one backtest (defaults: the scaler's documented metadata defaults)."""
-
-    cold_start_seconds: float = float(DEFAULTS["coldStartSeconds"])
-    qps_per_replica: float | None = None  # None: derived from the simulated span's peak
-    buffer_seconds: float | None = None  # None: forecastErrorSeconds + schedulingSeconds + readinessSeconds
-    model: str = DEFAULTS["model"]
-    quantile: float = float(DEFAULTS["quantile"])
-    history_seconds: float = parse_duration(DEFAULTS["history"])
-    refit_seconds: float = parse_duration(DEFAULTS["refitInterval"])
-    span_seconds: float = 2 * DAY
-    sim_start: float | None = None
-    level_correction_seconds: float = parse_duration(DEFAULTS["levelCorrection"])
-    headroom: float = float(DEFAULTS["headroom"])
-    hpa_tolerance: float = float(DEFAULTS["hpaTolerance"])  # the emulated HPA's and the policy's
-    min_replicas: int = Hpa.min_replicas  # KEDA's minReplicaCount default
-    max_replicas: int = Hpa.max_replicas  # KEDA's maxReplicaCount default
-    activation_threshold: float = float(DEFAULTS["activationThreshold"])
-    hybrid_floor_percentile: float = 10.0
-    policies: tuple[str, ...] = POLICIES
-    seed: int = 0
-    holidays: str = ""  # holidays: "US", "US-CA" (forecaster.calendar); "" = off
-    holiday_window: int = 0  # holidayWindow, days
-    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
-    timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone whose calendar days the holidays are
-    events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
-    holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
-    world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
-    aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
-
-    def lead(self) -> LeadTime:
-        lt = LeadTime(self.cold_start_seconds, float(DEFAULTS["forecastErrorSeconds"]),
-                      float(DEFAULTS["schedulingSeconds"]), float(DEFAULTS["readinessSeconds"]),
-                      self.buffer_seconds)
-        return lt
-
-    def holiday_days(self, t_first: float, t_last: float) -> tuple[int, ...]:
-        """The days (local to ``timezone``) of ``holidays`` (with ``holiday_window``) between two times; () when off."""
-        if not self.holidays:
-            return ()
-        from forecaster.calendar import holiday_days
-
-        return tuple(holiday_days(self.holidays, t_first, t_last, self.holiday_window, self.timezone))
-
-    def validate(self) -> None:
-        if not (math.isfinite(self.cold_start_seconds) and self.cold_start_seconds >= 0):
-            raise ReplayError(f"cold start {self.cold_start_seconds:g} s: accepted is a finite number of seconds >= 0")
-        if self.qps_per_replica is not None and not (math.isfinite(self.qps_per_replica) and self.qps_per_replica > 0):
-            raise ReplayError(f"qps per replica {self.qps_per_replica:g}: accepted is a finite number > 0")
-        if not 0 < self.quantile < 1:
-            raise ReplayError(f"quantile {self.quantile:g}: accepted is a number strictly between 0 and 1")
-        unknown = [p for p in self.policies if p not in POLICIES]
-        if unknown or not self.policies:
-            raise ReplayError(f"unknown policy {', '.join(map(repr, unknown)) or '(none given)'}; "
-                                f"accepted: {', '.join(POLICIES)} (comma-separated)")
-        quiet_prophet_import()
-        from forecaster.models import NAMES
-
-        if self.model not in NAMES:
-            raise ReplayError(f"unknown model {self.model!r}; accepted: {', '.join(NAMES)}")
-        if self.holidays:
-            from forecaster.calendar import CalendarError, parse_holidays_spec
-
-            try:
-                parse_holidays_spec(self.holidays)
-            except CalendarError as e:
-                raise ReplayError(str(e)) from None
-        if not 0 <= self.hpa_tolerance < 1:
-            raise ReplayError(f"HPA tolerance {self.hpa_tolerance:g}: accepted is a fraction in [0, 1)")
-        if self.refit_seconds <= 0 or self.span_seconds <= 0 or self.history_seconds <= 0:
-            raise ReplayError("--refit, --span and --history must be positive durations")
-        if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
-            raise ReplayError(f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is "
-                                f"0 <= min <= max, max >= 1")
-        try:
-            self.world.validate(self.cold_start_seconds)
-        except ValueError as e:
-            raise ReplayError(str(e)) from None
 
 
 def nice_round(x: float) -> float:
@@ -156,8 +66,6 @@ def nice_round(x: float) -> float:
         if base <= m * 1.0000001:
             return float(m * 10 ** k)
     return float(10 ** (k + 1))
-
-
 
 
 @dataclass(frozen=True)
@@ -203,6 +111,8 @@ def setup(trace: Trace, settings: Settings) -> Setup:
                     f"rounded (--qps-per-replica to set it)")
     else:
         qps, qps_note = float(settings.qps_per_replica), "given"
+    if why := target_refusal(qps):
+        raise ReplayError(f"qpsPerReplica {why}; it was {qps_note}")
     sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
@@ -266,22 +176,6 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _chunks(batch: list, size: int) -> list[list]:
-    """``batch`` in chunks of about ``size``, never splitting the variants that share a stage-1 sequence."""
-    groups: dict[tuple, list] = {}
-    for item in batch:
-        v = item[0]
-        groups.setdefault((v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile,
-                           v.window_seconds, v.band), []).append(item)
-    out: list[list] = []
-    for g in groups.values():
-        if out and len(out[-1]) + len(g) <= size:
-            out[-1].extend(g)
-        else:
-            out.append(list(g))
-    return out
-
-
 def holiday_kw(settings: Settings, series, ahead: float) -> dict:
     """``run_model``'s holiday arguments for a trace: its holidays from its first point to ``ahead`` past its end,
     and the days the accuracy is split on (holidays and event days)."""
@@ -322,43 +216,90 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     """
     settings.validate()
     t_all = time.perf_counter()
+    trace, su = prepared(trace, settings)
     series = trace.series
-    step = series.step
+    if trace.counts:  # the history the server fits and predicts from is its query's view of these requests
+        series = Series(series.t, rate_view(series.t, series.y, series.step), series.step)
+    ctx = context(series, su, settings)
+    absolute, reactive_miss = resolved_target(ctx, settings, target_miss)
+    vs = checked(variants)
+    work = planned(series, su, settings, vs, score if accuracy else (), accuracy)
+    tick = (lambda n: progress(n, work.total)) if progress is not None else (lambda n: None)
+    done = execute(Job(ctx, series, su.start, su.end, work, absolute),
+                   jobs=default_jobs() if jobs is None else max(1, int(jobs)), executor=executor, fits=fits, tick=tick)
+    points = points_of(done.evaluated, vs, settings)
+    pol = table_of(done.evaluated, settings)
+    used = replace(settings, policies=tuple(pol) or settings.policies)
+    if scaled_objects:
+        pol.update(manifests_replayed(su, series, scaled_objects, trigger_series or {}, settings, work.fit_kw,
+                                      done.packs, taken=set(pol)))
+    checks = in_world(settings, su, pol, done.runs) if settings.world.active else []
+    timing = {**done.timing, "total_seconds": time.perf_counter() - t_all, "variants": float(len(vs))}
+    return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, su.start, su.end, done.runs, pol, su.notes,
+                  timing, points, settings.hpa_tolerance, checks, absolute, reactive_miss)
+
+
+# --------------------------------------------------------------------------- run's steps, in order
+
+
+def prepared(trace: Trace, settings: Settings) -> tuple[Trace, Setup]:
+    """The trace as replayed (the world's load scenarios added to it) and its ``Setup``."""
     su = setup(trace, settings)
     W = settings.world
     if W.active and any(sp.kind in scenarios.LOAD_KINDS for sp in W.specs()):  # the load scenarios on the trace
-        trace = replace(trace, series=scenarios.with_load(series, su.start, W.specs()))
-        series = trace.series
+        trace = replace(trace, series=scenarios.with_load(trace.series, su.start, W.specs()))
         su = replace(setup(trace, replace(settings, qps_per_replica=su.qps)), qps_note=su.qps_note)
-    start, end, L = su.start, su.end, su.lead.seconds
-    train = slice_series(series, start - settings.history_seconds, start)
+    return trace, su
+
+
+def context(series, su: Setup, settings: Settings) -> Context:
+    """What every variant's evaluation reads: the scenario, the HPA, the history before the span, the trace."""
+    step = series.step
+    train = slice_series(series, su.start - settings.history_seconds, su.start)
     ok = np.isfinite(train.y)
-    upto = slice_series(series, float(series.t[0]), end)
-    ctx = Context(su.scenario, su.hpa, su.qps, L, settings.hpa_tolerance, train.t[ok], train.y[ok],
-                  len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events))
+    upto = slice_series(series, float(series.t[0]), su.end)
+    return Context(su.scenario, su.hpa, su.qps, su.lead.seconds, settings.hpa_tolerance, train.t[ok], train.y[ok],
+                   len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events))
 
+
+def resolved_target(ctx: Context, settings: Settings,
+                    target_miss: float | MissTarget | None) -> tuple[float | None, float | None]:
+    """The search's target as a fraction, and reactive KEDA's miss when a relative target (``0.5x``) needed it."""
     target = as_target(target_miss)
-    reactive_miss = None
-    if target is not None and target.relative:
-        reactive_miss = reactive_missed(ctx, settings)
-    target_miss = None if target is None else target.absolute(reactive_miss or 0.0)
+    reactive_miss = reactive_missed(ctx, settings) if target is not None and target.relative else None
+    return (None if target is None else target.absolute(reactive_miss or 0.0)), reactive_miss
 
+
+def checked(variants: Sequence[Variant]) -> list[Variant]:
+    """The variants once each, every family known (``ReplayError`` naming the accepted ones), the oracle added."""
     vs = list(dict.fromkeys(variants))
+    for v in vs:
+        try:
+            family(v.policy)
+        except ValueError as e:
+            raise ReplayError(str(e)) from None
     if not any(v.policy == "oracle" for v in vs):
         vs.append(Variant("oracle"))  # the cost reference
-    n_cutoffs = int(round((end - start) / step))
-    horizon = int(math.ceil((L + W.extra_lead_seconds + step) / step)) + 1
+    return vs
+
+
+def planned(series, su: Setup, settings: Settings, vs: list[Variant], score: Sequence[str], accuracy: bool) -> Work:
+    """What to fit (each model once, every quantile a variant needs) and which variants wait for which curves."""
+    step, L = series.step, su.lead.seconds
+    n_cutoffs = int(round((su.end - su.start) / step))
+    horizon = int(math.ceil((L + settings.world.extra_lead_seconds + step) / step)) + 1
     score_points = max(1, int(math.ceil(L / step - 1e-9)))
     refit_every = max(1, int(round(settings.refit_seconds / step)))
     q = settings.quantile
     models: list[str] = []
-    for m in [v.model for v in vs if v.model is not None] + (list(score) if accuracy else []):
+    for m in [v.model for v in vs if v.model is not None] + list(score):
         if m not in models:
             models.append(m)
     models.sort(key=lambda m: m != settings.model)  # the slow default model first
     need_q: dict[str, set[float]] = {m: set(band(q)) for m in models}
     for v in vs:
         if v.model is not None:
+            assert v.quantile is not None  # a configuration with a model has its quantile
             need_q[v.model].add(float(v.quantile))
     fit_kw = {m: dict(horizon=horizon, score_points=score_points, refit_every=refit_every,
                       history_seconds=settings.history_seconds, quantiles=tuple(sorted(need_q[m])), q=q,
@@ -367,104 +308,55 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
     if not settings.holiday_handling:  # tune's no-holidays twin: the holidays still split the accuracy, no more
         for kw in fit_kw.values():
             kw["holiday_days"] = ()
-
     # batches: the model-free variants at once; a model's variants per quantile once its curves are there
     free = [(v, is_default(v, settings)) for v in vs if v.model is None]
     by_model: dict[str, dict[float, list[tuple[Variant, bool]]]] = {}
     for v in vs:
         if v.model is not None:
+            assert v.quantile is not None
             by_model.setdefault(v.model, {}).setdefault(float(v.quantile), []).append((v, is_default(v, settings)))
-    refits = -(-n_cutoffs // refit_every)  # a model's share of the progress, whether its fits succeed or not
-    total = len(models) * refits + len(vs)
-    tick = (lambda n: progress(n, total)) if progress is not None else (lambda n: None)
-    timing: dict[str, float] = {}
-    runs: dict[str, ModelRun] = {}
-    packs: dict[str, object] = {}  # each model's packed curves (the ScaledObjects' forescale triggers reuse them)
-    done: list[Evaluated] = []
-    jobs = default_jobs() if jobs is None else max(1, int(jobs))
-    if executor is None and jobs <= 1:
-        # one process; each model's fits in a thread (forecasts.fit_threaded) while this one replays
-        def meanwhile() -> None:
-            done.extend(evaluate_batch(ctx, free, None, target_miss))
-            tick(len(free))
+    refits = -(-n_cutoffs // refit_every)
+    return Work(models, fit_kw, free, by_model, refits, len(models) * refits + len(vs))
 
-        fitted = fit_threaded([(series, m, start, end, dict(fit_kw[m], fits=fits)) for m in models], meanwhile)
-        for m, (mr, packed) in zip(models, fitted):
-            tick(refits)
-            runs[m] = restore(mr, packed)
-            packs[m] = packed
-            timing[f"forecast_{m}_seconds"] = mr.seconds
-            for qq, batch in by_model.get(m, {}).items():
-                done += evaluate_batch(ctx, batch, packed.only([qq]), target_miss)
-                tick(len(batch))
-    else:
-        own = executor is None
-        pool = executor or ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))
-        try:
-            pending: dict[Future, tuple] = {}
-            for m in models:
-                pending[pool.submit(fit_task, series, m, start, end, fit_kw[m])] = ("fit", m)
-            for chunk in _chunks(free, 8):
-                pending[pool.submit(evaluate_batch, ctx, chunk, None, target_miss)] = ("var", len(chunk))
-            while pending:
-                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for f in finished:
-                    kind, what = pending.pop(f)
-                    if kind == "fit":
-                        mr, packed = f.result()
-                        tick(refits)
-                        runs[what] = restore(mr, packed)
-                        packs[what] = packed
-                        timing[f"forecast_{what}_seconds"] = mr.seconds
-                        for qq, batch in by_model.get(what, {}).items():
-                            part = packed.only([qq])
-                            for chunk in _chunks(batch, 6):
-                                pending[pool.submit(evaluate_batch, ctx, chunk, part, target_miss)] = ("var", len(chunk))
-                    else:
-                        done += f.result()
-                        tick(what)
-        finally:
-            if own:
-                pool.shutdown(wait=True, cancel_futures=True)
-    runs = {m: runs[m] for m in models}  # in the order asked for, whatever finished first
 
-    # ---- points, in the variants' order
+def points_of(done: list[Evaluated], vs: list[Variant], settings: Settings) -> list[Point]:
+    """Every evaluation on the miss-vs-cost plane, in the variants' order (searched points last), Pareto-flagged."""
     order = {v: i for i, v in enumerate(vs)}
-    done.sort(key=lambda e: (order.get(e.variant, len(vs)), e.variant.policy))  # searched points last
+    done.sort(key=lambda e: (order.get(e.variant, len(vs)), e.variant.policy))
     oracle_h = next(e.outcome.replica_hours for e in done if e.variant.policy == "oracle")
     ranked = [e for e in done if e.variant.policy != "oracle"]
     flags = pareto_flags([e.outcome.underprovisioned_fraction for e in ranked],
                          [e.outcome.replica_hours for e in ranked])
     is_pareto = {id(e): f for e, f in zip(ranked, flags)}
-    points = [Point(e.variant, e.outcome, (e.outcome.replica_hours / oracle_h) if oracle_h > 0 else None,
-                    is_pareto.get(id(e), False), is_default(e.variant, settings), e.extra) for e in done]
+    return [Point(e.variant, e.outcome, (e.outcome.replica_hours / oracle_h) if oracle_h > 0 else None,
+                  is_pareto.get(id(e), False), is_default(e.variant, settings), e.extra) for e in done]
 
-    # ---- the family defaults as the backtest table shows them
+
+def table_of(done: list[Evaluated], settings: Settings) -> dict[str, PolicyRun]:
+    """The family defaults as the backtest table shows them, in the table's order."""
     pol: dict[str, PolicyRun] = {}
     for e in done:
         p = e.variant.policy
         if e.timeline is not None and p in settings.policies and p not in pol:
             pol[p] = PolicyRun(p, e.timeline, e.outcome, e.note, e.reasons)
-    pol = {k: pol[k] for k in POLICIES if k in pol}
-    used = replace(settings, policies=tuple(pol) or settings.policies)
-    if scaled_objects:
-        from .triggers import replay_scaled_objects
+    return {k: pol[k] for k in TABLE if k in pol}
 
-        try:
-            replayed = replay_scaled_objects(su.scenario, series, start, end, scaled_objects, trigger_series or {},
-                                             settings, fit_kw, packs)
-        except KeyError as e:
-            raise ReplayError(str(e.args[0])) from None
-        for name, (tl, why, note) in replayed.items():
-            if name in pol or name in POLICIES or name == world.PLACEHOLDER:
-                raise ReplayError(f"ScaledObject {name!r} has the name of a policy of the table; rename it "
-                                  f"(metadata.name): {', '.join(POLICIES + (world.PLACEHOLDER,))} are taken")
-            pol[name] = PolicyRun(name, tl, evaluate(su.scenario, tl), note, why)
-    checks = in_world(settings, su, pol, runs) if W.active else []
-    timing["total_seconds"] = time.perf_counter() - t_all
-    timing["variants"] = float(len(vs))
-    return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, start, end, runs, pol, su.notes, timing,
-                  points, settings.hpa_tolerance, checks, target_miss, reactive_miss)
+
+def manifests_replayed(su: Setup, series, plans: Sequence, trigger_series: Mapping[str, object], settings: Settings,
+                       fit_kw: dict, packs: dict, *, taken: set[str]) -> dict[str, PolicyRun]:
+    """The ScaledObjects replayed as KEDA and the HPA run them (``triggers``), each a row named by its name."""
+    try:
+        replayed = replay_scaled_objects(su.scenario, series, su.start, su.end, plans, trigger_series, settings,
+                                         fit_kw, packs)
+    except KeyError as e:
+        raise ReplayError(str(e.args[0])) from None
+    out: dict[str, PolicyRun] = {}
+    for name, (tl, why, note) in replayed.items():
+        if name in taken or name in out or name in POLICIES or name == world.PLACEHOLDER:
+            raise ReplayError(f"ScaledObject {name!r} has the name of a policy of the table; rename it "
+                              f"(metadata.name): {', '.join(POLICIES + (world.PLACEHOLDER,))} are taken")
+        out[name] = PolicyRun(name, tl, evaluate(su.scenario, tl), note, why)
+    return out
 
 
 def reactive_missed(ctx: Context, settings: Settings) -> float:
@@ -479,6 +371,7 @@ def in_world(settings: Settings, su: Setup, pol: dict[str, PolicyRun], runs: dic
     held: dict[str, np.ndarray] = {}
     if W.placeholder_policy and "predictive" in pol and settings.model in runs:
         base = pol["predictive"]
+        assert base.timeline.value is not None  # a replayed policy's timeline holds the value KEDA got
         held[world.PLACEHOLDER] = world.placeholder_counts(
             sc, su.hpa, base.timeline.value, runs[settings.model].curves, lead_long=su.lead.seconds
             + W.extra_lead_seconds, quantile=settings.quantile,

@@ -315,7 +315,10 @@ class Packed:
             if c.forecast is not None:
                 index[i] = k
                 k += 1
-        stack = (lambda get: np.vstack([get(f) for f in fcs]) if fcs else np.zeros((0, h)))
+
+        def stack(get):
+            return np.vstack([get(f) for f in fcs]) if fcs else np.zeros((0, h))
+
         return Packed(
             model=model,
             since=np.array([c.since for c in curves], dtype=np.float64),

@@ -9,7 +9,8 @@ import numpy as np
 
 from .scenario import Outcome
 from . import families
-from .variants import SELECTABLE, Variant, is_selectable
+from .families import SELECTABLE, is_selectable
+from .variant import Variant
 
 COST_TIE = 0.005  # costs within 0.5 % count as equal in the selection
 
@@ -28,6 +29,11 @@ class Point:
     @property
     def policy(self) -> str:
         return self.variant.policy
+
+    @property
+    def label(self) -> str:
+        """The configuration as tables and reports name it (``families.label``)."""
+        return families.label(self.variant)
 
     @property
     def miss(self) -> float:
@@ -106,5 +112,6 @@ def select(points: Sequence[Point], target_miss: float, max_cost_ratio: float | 
 
 def _simplicity(p: Point) -> tuple:
     v = p.variant
-    return (SELECTABLE.index(v.policy), v.calendar is True, v.headroom, v.compensation, v.quantile or 0.0,
+    order = [n for n, f in families.TABLE.items() if f.selectable]  # the table's order: simplest first
+    return (order.index(v.policy), v.calendar is True, v.headroom, v.compensation, v.quantile or 0.0,
             v.level_correction_seconds or 0.0, v.floor_percentile or 0.0, v.window_seconds or 0.0)

@@ -5,7 +5,7 @@ scaling policies on SLO misses and GPU cost. Nothing here reads a clock, a
 file or the environment; every input is an argument. The sequential loop that
 composes the rules tick by tick is ``hpaloop.run_loop``; KEDA's layer over it
 (several triggers, activation, fallback, scalingModifiers, idle replicas) is
-``keda``; ``run_hpa`` below is the one-metric case every policy family uses.
+``keda``, with ``keda.run_hpa`` the one-metric case every policy family uses.
 
 Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
 
@@ -13,11 +13,19 @@ Time model (tick ``i`` covers ``[t0 + i*tick, t0 + (i+1)*tick)``):
   piecewise constant within one of its intervals).
 * ``observed[i]``: what Prometheus' ``rate(...[2m])`` shows at the start of
   tick ``i``: the mean demand over the preceding ``rate_window`` seconds.
-* KEDA polls the scaler every ``polling_seconds`` (ticks 0, 2, 4, ... at 30 s);
-  the value it gets is held until the next poll. ``values[k]`` is the value
-  returned at poll ``k``. IsActive at that poll is ``value > activation_threshold``.
-* The HPA syncs every ``sync_seconds`` right after the poll of the same tick
-  and changes the replica count at once (the pods exist from that tick on).
+* The HPA syncs every ``sync_seconds`` (every tick at 15 s) and changes the
+  replica count at once (the pods exist from that tick on). At each sync it asks
+  KEDA's metrics adapter for the value, and KEDA asks the scaler then and there
+  (``useCachedMetrics: false``, KEDA's default: ``GetScaledObjectMetrics`` calls
+  GetMetrics live on every HPA request). With ``useCachedMetrics: true``
+  (``Hpa.cached_metrics``) the HPA reads the value KEDA's loop cached at its last
+  poll instead, held until the next one. ``value_ticks`` are the ticks of
+  those calls; ``values[k]`` is the value returned at the k-th.
+* KEDA's own loop runs every ``polling_seconds`` (ticks 0, 2, 4, ... at 30 s),
+  after the HPA's sync of the same tick: IsActive there is ``value > activation_threshold``
+  of the latest value asked (activation 0 <-> 1, scale to zero, fallback scaling).
+  Both were checked against the real KEDA v2.21 and HPA (Kubernetes 1.35) by the
+  drill (``forescale drill``, docs/drill.md).
 * A pod created at tick ``c`` is ready from tick ``c + ceil(T_cold / tick)``.
 * Capacity during tick ``i`` = ready pods x ``qps_per_replica``.
 
@@ -89,8 +97,9 @@ try:  # the `fast` extra; without it the same functions run as plain Python (ide
 except ImportError:
     njit = None
 
+from .. import scaledobject as so
 from ..policy import KUBERNETES_TOLERANCE, Tolerance
-from .scenario import EPS, TICK_SECONDS, Scenario, Timeline
+from .scenario import EPS, TICK_SECONDS
 
 
 
@@ -134,7 +143,7 @@ class ScalingRules:
     """One direction of ``behavior`` (``HPAScalingRules``), all defaults filled in."""
 
     window_seconds: float
-    select: str = "Max"
+    select: str = so.SELECT_DEFAULT
     policies: tuple[ScalingPolicy, ...] = ()
     tolerance: float = KUBERNETES_TOLERANCE.up
 
@@ -157,27 +166,28 @@ class Hpa:
     """
 
     target: float  # qps per replica: the AverageValue target
-    min_replicas: int = 0  # KEDA minReplicaCount
-    max_replicas: int = 100  # KEDA maxReplicaCount
+    min_replicas: int = so.MIN_REPLICAS  # KEDA minReplicaCount
+    max_replicas: int = so.MAX_REPLICAS  # KEDA maxReplicaCount
     tolerance_up: float = KUBERNETES_TOLERANCE.up  # behavior.scaleUp.tolerance (Kubernetes >= 1.33)
     tolerance_down: float = KUBERNETES_TOLERANCE.down  # behavior.scaleDown.tolerance
-    scale_up_pods: int = 4  # scaleUp policy Pods/periodSeconds
-    scale_up_percent: float = 100.0  # scaleUp policy Percent/periodSeconds
-    scale_up_period_seconds: float = 15.0
-    scale_up_window_seconds: float = 0.0  # scaleUp stabilizationWindowSeconds
-    scale_down_window_seconds: float = 300.0  # scaleDown stabilizationWindowSeconds
-    scale_down_percent: float = 100.0  # scaleDown policy Percent/periodSeconds
-    scale_down_period_seconds: float = 15.0
-    sync_seconds: float = 15.0  # --horizontal-pod-autoscaler-sync-period
-    polling_seconds: float = 30.0  # KEDA pollingInterval
-    activation_threshold: float = 0.0  # IsActive = value > activation_threshold
-    cooldown_seconds: float = 300.0  # KEDA cooldownPeriod (scale to zero)
+    scale_up_pods: int = so.UP_PODS  # scaleUp policy Pods/periodSeconds
+    scale_up_percent: float = float(so.UP_PERCENT)  # scaleUp policy Percent/periodSeconds
+    scale_up_period_seconds: float = float(so.UP_PERIOD_SECONDS)
+    scale_up_window_seconds: float = float(so.UP_WINDOW_SECONDS)  # scaleUp stabilizationWindowSeconds
+    scale_down_window_seconds: float = float(so.DOWN_WINDOW_SECONDS)  # scaleDown stabilizationWindowSeconds
+    scale_down_percent: float = float(so.DOWN_PERCENT)  # scaleDown policy Percent/periodSeconds
+    scale_down_period_seconds: float = float(so.DOWN_PERIOD_SECONDS)
+    sync_seconds: float = float(so.SYNC_SECONDS)  # --horizontal-pod-autoscaler-sync-period
+    polling_seconds: float = float(so.POLLING_SECONDS)  # KEDA pollingInterval
+    activation_threshold: float = 0.0  # IsActive = value > activation_threshold (activationThreshold's default)
+    cooldown_seconds: float = float(so.COOLDOWN_SECONDS)  # KEDA cooldownPeriod (scale to zero)
     milli: bool = True  # KEDA's milli-quantity rounding of value and target
     idle_replicas: int | None = None  # KEDA idleReplicaCount (KEDA supports 0 only)
     initial_cooldown_seconds: float = 0.0  # KEDA initialCooldownPeriod: no scale to zero before it
     scale_up: ScalingRules | None = field(default=None)  # behavior.scaleUp in full
     scale_down: ScalingRules | None = field(default=None)  # behavior.scaleDown in full
     legacy: bool = False  # no behavior at all: the controller's legacy path (legacy_stabilize, legacy_limit)
+    cached_metrics: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached, not a fresh value
 
     def __post_init__(self) -> None:
         if not self.target > 0:
@@ -203,7 +213,7 @@ class Hpa:
     def down_rules(self) -> ScalingRules:
         if self.scale_down is not None:
             return self.scale_down
-        return ScalingRules(self.scale_down_window_seconds, "Max",
+        return ScalingRules(self.scale_down_window_seconds, so.SELECT_DEFAULT,
                             (ScalingPolicy("Percent", self.scale_down_percent, self.scale_down_period_seconds),),
                             self.tolerance_down)
 
@@ -321,8 +331,9 @@ def scale_up_rate_limit(desired, current, starts, kinds, values, select):
     """Kubernetes' ``calculateScaleUpLimitWithScalingRules`` and its cap: ``(replicas, reason code)``.
 
     ``starts[k]``: the count at the start of policy ``k``'s period. Pods:
-    start + value; Percent: ceil(start x (1 + value/100)) (less ``EPS`` of
-    float noise). Max: the largest proposal; Min: the smallest; Disabled: no
+    start + value; Percent: ceil(start x (1 + value/100)) in float64, exactly as
+    Go computes it (25 x 1.12 = 28.000000000000004 -> 29: the drill saw the real
+    HPA give 29). Max: the largest proposal; Min: the smallest; Disabled: no
     scale-up. Never below ``current``.
     """
     if select == 2:
@@ -333,7 +344,7 @@ def scale_up_rate_limit(desired, current, starts, kinds, values, select):
             if kinds[k] == 0:
                 p = starts[k] + int(values[k])
             else:
-                p = math.ceil(starts[k] * (1.0 + values[k] / 100.0) - EPS)
+                p = math.ceil(starts[k] * (1.0 + values[k] / 100.0))
             if (select == 0 and p > limit) or (select == 1 and p < limit):
                 limit = p
         if limit < current:
@@ -438,6 +449,25 @@ def poll_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray
     return np.arange(0, n_ticks, every_ticks(hpa.polling_seconds, tick))
 
 
+def sync_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    return np.arange(0, n_ticks, every_ticks(hpa.sync_seconds, tick))
+
+
+def value_ticks(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    """The ticks at which KEDA asks the scaler for the value the HPA then reads: every HPA sync (KEDA's
+    default, ``useCachedMetrics: false``: its metrics adapter calls GetMetrics on every HPA request), or every
+    poll with ``useCachedMetrics`` (the HPA reads what the polling loop cached)."""
+    every = hpa.polling_seconds if hpa.cached_metrics else hpa.sync_seconds
+    return np.arange(0, n_ticks, every_ticks(every, tick))
+
+
+def value_at_polls(n_ticks: int, hpa: Hpa, tick: float = TICK_SECONDS) -> np.ndarray:
+    """Per KEDA poll, the index into the values at ``value_ticks`` of the value KEDA's loop acts on then
+    (IsActive): the latest one asked at or before the poll."""
+    polls = poll_ticks(n_ticks, hpa, tick)
+    return np.searchsorted(value_ticks(n_ticks, hpa, tick), polls, side="right") - 1
+
+
 def every_ticks(seconds: float, tick: float) -> int:
     """A cadence of ``seconds`` in whole ticks (at least 1)."""
     return max(1, int(round(seconds / tick)))
@@ -450,20 +480,3 @@ def window_ticks(seconds: float, tick: float = TICK_SECONDS) -> float:
     ticks (0..285 s) old; one exactly 300 s old is out (Kubernetes' ``After(cutoff)``).
     """
     return seconds / tick - EPS
-
-
-def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
-    """Replay KEDA + HPA over the scenario with the value KEDA gets at each poll (one AverageValue metric).
-
-    ``values[k]`` is the value at poll ``k`` (length ``poll_count``). The
-    initial state is steady: ``initial_replicas`` (default: what the first
-    value asks for, within the bounds), all ready.
-    """
-    from .keda import Metric, replay
-
-    values = np.asarray(values, dtype=np.float64)
-    need = poll_count(sc.n, hpa, sc.tick)
-    if values.shape[0] < need:
-        raise ValueError(f"need {need} poll values for {sc.n} ticks, got {values.shape[0]}")
-    active = values[:need] > hpa.activation_threshold
-    return replay(sc, hpa, [Metric(values[:need], hpa.target)], active, initial_replicas=initial_replicas)

@@ -6,9 +6,10 @@ creation ticks), the HPA's recommendation records and its scale events (both
 in arrays read through a moving start index: nothing is ever copied). Per
 tick ``i``, in Kubernetes' and KEDA's order:
 
-1. an HPA sync (every ``sync_every`` ticks, only while pods exist): outside the
-   bounds the count is clamped; else each metric's recommendation (the value of
-   the last poll, or the fallback value), the largest wins; the sync is skipped
+1. an HPA sync (every ``sync_every`` ticks, only while pods exist; ``hpa_sync``):
+   outside the bounds the count is clamped; else each metric's recommendation (the
+   value KEDA asked for at this sync, with useCachedMetrics the one its last poll
+   cached, or the fallback value), the largest wins; the sync is skipped
    when every metric is unreadable or an unreadable one would let the others
    scale down; then stabilisation, the rate limits of the direction, the bounds;
 2. at a KEDA poll (every ``poll_every`` ticks), KEDA's ``RequestScale``:
@@ -20,11 +21,36 @@ tick ``i``, in Kubernetes' and KEDA's order:
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
                   scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
+
+
+def _drop_stale_cache() -> None:
+    """numba's disk cache of this module's functions holds the rules of ``hpa`` compiled into them, and numba
+    checks only this file's own stamp: a change to ``hpa.py`` alone would leave the loop running the old rules
+    (seen during the drill's Percent fix). So this module's cache files go when ``hpa.py`` changed since they
+    were written (a digest kept beside them). Best effort: an unwritable place changes nothing."""
+    here = Path(__file__).resolve()
+    cache = here.parent / "__pycache__"
+    try:
+        digest = hashlib.sha256((here.parent / "hpa.py").read_bytes()).hexdigest()
+        stamp = cache / "hpaloop.rules-digest"
+        if stamp.exists() and stamp.read_text() == digest:
+            return
+        for f in cache.glob("hpaloop.*.nb[ic]"):
+            f.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        pass
+
+
+_drop_stale_cache()
 
 
 _target_ready = False
@@ -105,14 +131,80 @@ def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
 
 
 @compiled
-def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_mode, fb_replicas, active,
-             fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
+def hpa_sync(i, cur, vm, fb, targets, per_pod, fb_mode, fb_replicas, hpa_min, hpa_max, milli, tol_up, tol_down,
+             up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
+             legacy, rec_t, rec_v, ev_t, ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts):
+    """One HPA reconcile at tick ``i`` with ``cur`` >= 1 replicas: the count it sets (``cur``: unchanged).
+
+    ``vm[j]``: metric ``j``'s value as the HPA reads it (NaN: it cannot); ``fb[j]``: KEDA serves the fallback
+    value for it instead. The HPA's memory is kept in the arrays: its recommendations ``rec_t/rec_v`` and its
+    scale events ``ev_t/ev_add/ev_rem``, live between the indices ``st = [rec_lo, rec_hi, ev_lo, ev_hi]``
+    (updated in place). Ticks are any unit the windows and periods are in (``hpa.window_ticks``).
+    """
+    if cur > hpa_max or cur < hpa_min:  # outside the bounds the calculator is skipped
+        new = clamp(cur, hpa_min, hpa_max)[0]
+    else:
+        m = vm.shape[0]
+        rec = -1
+        invalid = 0
+        for j in range(m):
+            v = vm[j]
+            if fb[j]:
+                v = targets[j] * fallback_count(fb_mode, fb_replicas, cur)
+            if v != v:
+                invalid += 1
+                continue
+            r = recommend(v, targets[j], cur, tol_up, tol_down, milli, per_pod[j])[0]
+            if r > rec:
+                rec = r
+        if invalid >= m or (invalid > 0 and rec < cur):
+            return cur
+        if st[1] == 0:  # maybeInitScaleDownStabilizationWindow
+            rec_t[0] = i
+            rec_v[0] = cur
+            st[1] = 1
+        while st[0] < st[1] and i - rec_t[st[0]] >= keep:
+            st[0] += 1
+        if legacy:  # no behavior: the controller's legacy normalisation
+            new = legacy_stabilize(rec, rec_t, rec_v, st[0], st[1], i, down_w)
+            new = legacy_limit(new, cur, hpa_min, hpa_max)[0]
+        elif rec != cur:  # (rec == cur: the stabilised value is always cur)
+            new = stabilize_records(rec, cur, rec_t, rec_v, st[0], st[1], i, up_w, down_w)[0]
+            if new != cur:
+                while st[2] < st[3] and i - ev_t[st[2]] >= keep_ev:
+                    st[2] += 1
+                if new > cur:
+                    for p in range(len(up_kinds)):
+                        up_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, st[2], st[3], i, up_periods[p])
+                    new = scale_up_rate_limit(new, cur, up_starts, up_kinds, up_values, up_select)[0]
+                else:
+                    for p in range(len(dn_kinds)):
+                        dn_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, st[2], st[3], i, dn_periods[p])
+                    new = scale_down_rate_limit(new, cur, dn_starts, dn_kinds, dn_values, dn_select)[0]
+                new = clamp(new, hpa_min, hpa_max)[0]
+        else:
+            new = cur
+        rec_t[st[1]] = i
+        rec_v[st[1]] = rec
+        st[1] += 1
+    if new != cur:
+        ev_t[st[3]] = i
+        ev_add[st[3]] = max(new - cur, 0)
+        ev_rem[st[3]] = max(cur - new, 0)
+        st[3] += 1
+    return new
+
+
+@compiled
+def run_loop(n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas,
+             active, fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
              up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
              initial, legacy):
     """Replay; returns ``born, died, ready_on, ready_off`` per tick (see the module docstring).
 
-    ``vals[j, k]``: metric ``j`` at poll ``k`` as the HPA reads it (NaN: it
-    cannot); ``fb_on[j, k]``: KEDA serves the fallback value for it instead;
+    ``vals[j, c]``: metric ``j`` as the HPA reads it (NaN: it cannot) at HPA sync ``c`` when
+    ``per_sync[j]`` (KEDA asks the scaler at every sync: ``useCachedMetrics`` false), else at KEDA poll ``c``
+    (the value its polling loop cached); ``fb_on[j, c]``: KEDA serves the fallback value for it instead;
     ``active[k]``, ``fb_scale[k]``: KEDA's IsActive and fallback-in-effect at
     poll ``k``. Windows and periods in ticks (``hpa.window_ticks``); ``idle`` -1: none. ``legacy``: no
     ``behavior`` (``down_w`` is then the downscale window in ticks, a record inside when ``age <= down_w``).
@@ -133,13 +225,10 @@ def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_
     n_sync = n // sync_every + 2
     rec_t = np.empty(n_sync, dtype=np.int64)
     rec_v = np.empty(n_sync, dtype=np.int64)
-    rec_lo = 0
-    rec_hi = 0
     ev_t = np.empty(n_sync, dtype=np.int64)
     ev_add = np.empty(n_sync, dtype=np.int64)
     ev_rem = np.empty(n_sync, dtype=np.int64)
-    ev_lo = 0
-    ev_hi = 0
+    st = np.zeros(4, dtype=np.int64)  # rec_lo, rec_hi, ev_lo, ev_hi
     keep = max(up_w, down_w) + (1.0 if legacy else 0.0)
     keep_ev = 0.0
     for p in up_periods:
@@ -148,68 +237,22 @@ def run_loop(n, cold, poll_every, sync_every, vals, targets, per_pod, fb_on, fb_
         keep_ev = max(keep_ev, p)
     up_starts = np.empty(len(up_kinds), dtype=np.int64)
     dn_starts = np.empty(len(dn_kinds), dtype=np.int64)
+    vm = np.empty(m, dtype=np.float64)
+    fbm = np.zeros(m, dtype=np.bool_)
     last_active = 0.0 if active[0] else -math.inf
     for i in range(n):
         k = i // poll_every
         if cnt > 0 and i % sync_every == 0:  # one HPA reconcile
-            cur = cnt
-            if cur > hpa_max or cur < hpa_min:  # outside the bounds the calculator is skipped
-                cnt = _scale(i, cur, clamp(cur, hpa_min, hpa_max)[0], created, cold, born, died, ready_on, ready_off)
-                if cnt != cur:
-                    ev_t[ev_hi] = i
-                    ev_add[ev_hi] = max(cnt - cur, 0)
-                    ev_rem[ev_hi] = max(cur - cnt, 0)
-                    ev_hi += 1
-            else:
-                rec = -1
-                invalid = 0
-                for j in range(m):
-                    v = vals[j, k]
-                    if fb_on[j, k]:
-                        v = targets[j] * fallback_count(fb_mode, fb_replicas, cur)
-                    if v != v:
-                        invalid += 1
-                        continue
-                    r = recommend(v, targets[j], cur, tol_up, tol_down, milli, per_pod[j])[0]
-                    if r > rec:
-                        rec = r
-                if not (invalid >= m or (invalid > 0 and rec < cur)):
-                    if rec_hi == 0:  # maybeInitScaleDownStabilizationWindow
-                        rec_t[0] = i
-                        rec_v[0] = cur
-                        rec_hi = 1
-                    while rec_lo < rec_hi and i - rec_t[rec_lo] >= keep:
-                        rec_lo += 1
-                    if legacy:  # no behavior: the controller's legacy normalisation
-                        new = legacy_stabilize(rec, rec_t, rec_v, rec_lo, rec_hi, i, down_w)
-                        new = legacy_limit(new, cur, hpa_min, hpa_max)[0]
-                    elif rec != cur:  # (rec == cur: the stabilised value is always cur)
-                        new = stabilize_records(rec, cur, rec_t, rec_v, rec_lo, rec_hi, i, up_w, down_w)[0]
-                        if new != cur:
-                            while ev_lo < ev_hi and i - ev_t[ev_lo] >= keep_ev:
-                                ev_lo += 1
-                            if new > cur:
-                                for p in range(len(up_kinds)):
-                                    up_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
-                                                                       up_periods[p])
-                                new = scale_up_rate_limit(new, cur, up_starts, up_kinds, up_values, up_select)[0]
-                            else:
-                                for p in range(len(dn_kinds)):
-                                    dn_starts[p] = period_start_events(cur, ev_t, ev_add, ev_rem, ev_lo, ev_hi, i,
-                                                                       dn_periods[p])
-                                new = scale_down_rate_limit(new, cur, dn_starts, dn_kinds, dn_values, dn_select)[0]
-                            new = clamp(new, hpa_min, hpa_max)[0]
-                    else:
-                        new = cur
-                    rec_t[rec_hi] = i
-                    rec_v[rec_hi] = rec
-                    rec_hi += 1
-                    if new != cur:
-                        cnt = _scale(i, cur, new, created, cold, born, died, ready_on, ready_off)
-                        ev_t[ev_hi] = i
-                        ev_add[ev_hi] = max(new - cur, 0)
-                        ev_rem[ev_hi] = max(cur - new, 0)
-                        ev_hi += 1
+            for j in range(m):  # live: the value KEDA asks for at this sync; cached: the one its last poll cached
+                c = i // sync_every if per_sync[j] else k
+                vm[j] = vals[j, c]
+                fbm[j] = fb_on[j, c]
+            new = hpa_sync(i, cnt, vm, fbm, targets, per_pod, fb_mode, fb_replicas, hpa_min,
+                           hpa_max, milli, tol_up, tol_down, up_w, down_w, up_kinds, up_values, up_periods,
+                           up_select, dn_kinds, dn_values, dn_periods, dn_select, legacy, rec_t, rec_v, ev_t,
+                           ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts)
+            if new != cnt:
+                cnt = _scale(i, cnt, new, created, cold, born, died, ready_on, ready_off)
         if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
             if active[k]:
                 last_active = i

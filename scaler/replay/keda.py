@@ -1,7 +1,8 @@
 """KEDA's layer over the HPA: several metrics, activation, fallback, idle replicas; the loop's inputs as arrays.
 
-``replay`` takes, per HPA metric, the value KEDA serves at each poll (NaN: the
-poll failed) and KEDA's IsActive per poll, and runs the compiled loop
+``replay`` takes, per HPA metric, the value KEDA serves at each HPA sync (or, for a
+``useCachedMetrics`` trigger, at each poll; NaN: that call failed) and KEDA's IsActive
+per poll, and runs the compiled loop
 (``hpaloop.run_loop``). Pure: arrays in, a ``Timeline`` out.
 
 Fallback (KEDA's ``fallback``): a metric's consecutive failed polls are
@@ -10,8 +11,8 @@ KEDA serves ``target x replicas`` for that metric (AverageValue metrics only,
 as KEDA), ``replicas`` from ``behavior``: static (``fallback.replicas``),
 currentReplicas, currentReplicasIfHigher/IfLower (against the count at the
 HPA's sync). While a fallback is in effect and no trigger is active, KEDA's
-own loop also sets that count at each poll (``doFallbackScaling``). A failure
-counter is per poll here (the replay holds a poll's value until the next one).
+own loop also sets that count at each poll (``doFallbackScaling``). Failures are
+counted per call: at each HPA sync for a live metric, at each poll for a cached one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from ..policy import to_milli, to_milli_array
-from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, window_ticks
+from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, value_at_polls, value_ticks, window_ticks
 from .hpaloop import numba_target, run_loop
 from .scenario import EPS, Scenario, Timeline
 
@@ -32,11 +33,16 @@ FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "c
 
 @dataclass(frozen=True)
 class Metric:
-    """One external metric of the HPA: KEDA's value at each poll (NaN = the poll failed) and its target."""
+    """One external metric of the HPA and its target: KEDA's value at each HPA sync when ``live`` (the trigger's
+    ``useCachedMetrics`` is false, KEDA's default: its adapter asks the scaler on every HPA request), else at each
+    poll (the value KEDA's polling loop cached). NaN: that call failed."""
 
     values: np.ndarray
     target: float
     per_pod: bool = True  # AverageValue; False: Value
+    live: bool = False
+    unseen: np.ndarray | None = None  # calls where KEDA could not even get the metric's spec (an unreachable
+    # external scaler: GetMetricSpec fails first): NaN for the HPA, and no failure counted for the fallback
 
 
 @dataclass(frozen=True)
@@ -65,18 +71,24 @@ def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
     return out
 
 
-def failing_beyond(failed: np.ndarray, threshold: int) -> np.ndarray:
-    """Per poll: more than ``threshold`` consecutive failed polls up to and including this one."""
+def failing_beyond(failed: np.ndarray, threshold: int, unseen: np.ndarray | None = None) -> np.ndarray:
+    """Per call: more than ``threshold`` consecutive failed calls up to and including this one. An ``unseen``
+    call (no metric spec: nothing observed) neither counts nor resets the streak, and serves no fallback."""
     failed = np.asarray(failed, dtype=bool)
+    skip = np.zeros(failed.shape[0], dtype=bool) if unseen is None else np.asarray(unseen, dtype=bool)
     run = np.zeros(failed.shape[0], dtype=np.int64)
     c = 0
     for k, f in enumerate(failed):
+        if skip[k]:
+            run[k] = 0
+            continue
         c = c + 1 if f else 0
         run[k] = c
     return run > threshold
 
 
-def _rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One direction's policies as the compiled loop takes them: kinds, values, periods in ticks, selectPolicy."""
     kinds = np.array([PODS if p.kind == "Pods" else PERCENT for p in r.policies], dtype=np.int64)
     values = np.array([p.value for p in r.policies], dtype=np.float64)
     periods = np.array([window_ticks(p.period_seconds, tick) for p in r.policies], dtype=np.float64)
@@ -97,11 +109,18 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
     if not metrics:
         raise ValueError("a replay needs at least one metric")
     poll_every = every_ticks(hpa.polling_seconds, tick)
+    sync_every = every_ticks(hpa.sync_seconds, tick)
     polls = (n + poll_every - 1) // poll_every
+    syncs = (n + sync_every - 1) // sync_every
     milli = hpa.milli
-    raw = np.vstack([np.asarray(mt.values, dtype=np.float64)[:polls] for mt in metrics])
-    if raw.shape[1] < polls:
-        raise ValueError(f"need {polls} poll values for {n} ticks, got {raw.shape[1]}")
+    width = max(polls, syncs)
+    raw = np.full((len(metrics), width), np.nan)
+    for j, mt in enumerate(metrics):
+        need = syncs if mt.live else polls
+        v = np.asarray(mt.values, dtype=np.float64)[:need]
+        if v.shape[0] < need:
+            raise ValueError(f"need {need} {'sync' if mt.live else 'poll'} values for {n} ticks, got {v.shape[0]}")
+        raw[j, :need] = v
     vals = milli_values(raw, milli)
     targets = np.array([to_milli(mt.target) if milli else mt.target for mt in metrics], dtype=np.float64)
     if not (targets > 0).all():
@@ -116,8 +135,15 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         fb_mode, fb_replicas = FALLBACK_BEHAVIORS.index(fallback.behavior), int(fallback.replicas)
         for j, mt in enumerate(metrics):
             if mt.per_pod:  # KEDA: fallback only for AverageValue metrics
-                fb_on[j] = failing_beyond(np.isnan(raw[j]), fallback.failure_threshold)
-    fb_scale = fb_on.any(axis=0)
+                unseen = None
+                if mt.unseen is not None:
+                    unseen = np.zeros(width, dtype=bool)
+                    unseen[:len(mt.unseen)] = np.asarray(mt.unseen, dtype=bool)[:width]
+                fb_on[j] = failing_beyond(np.isnan(raw[j]), fallback.failure_threshold, unseen)
+    fb_scale = np.zeros(polls, dtype=np.bool_)  # at each poll: a metric in fallback at its latest observation
+    for j, mt in enumerate(metrics):
+        at = (np.arange(polls) * poll_every) // sync_every if mt.live else np.arange(polls)
+        fb_scale |= fb_on[j, at]
     if initial_replicas is None:
         if not act[0] and (hpa.min_replicas == 0 or idle >= 0):
             initial_replicas = max(idle, 0)
@@ -126,12 +152,13 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
                     if np.isfinite(vals[j, 0])]
             initial_replicas = min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
     up, down = hpa.up_rules(), hpa.down_rules()
-    uk, uv, up_, us = _rules_arrays(up, tick)
-    dk, dv, dp, ds = _rules_arrays(down, tick)
+    uk, uv, up_, us = rules_arrays(up, tick)
+    dk, dv, dp, ds = rules_arrays(down, tick)
     cold = sc.cold_ticks
     numba_target()
+    per_sync = np.array([mt.live for mt in metrics], dtype=np.bool_)
     born, died, ready_on, ready_off = run_loop(
-        n, cold, poll_every, every_ticks(hpa.sync_seconds, tick), vals, targets, per_pod, fb_on, fb_mode,
+        n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode,
         fb_replicas, act, fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas),
         hpa.cooldown_seconds / tick, hpa.initial_cooldown_seconds / tick, milli, up.tolerance, down.tolerance,
         window_ticks(up.window_seconds, tick),
@@ -139,5 +166,26 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         uk, uv, up_, us, dk, dv, dp, ds, int(initial_replicas), bool(hpa.legacy))
     replicas = np.cumsum(born[:n] - died[:n])
     ready = np.cumsum(ready_on[:n] - ready_off[:n])
-    shown = raw[0] if held is None else np.asarray(held, dtype=np.float64)
-    return Timeline(replicas=replicas, ready=ready, value=np.repeat(shown[:polls], poll_every)[:n])
+    if held is not None:
+        value = np.repeat(np.asarray(held, dtype=np.float64)[:polls], poll_every)[:n]
+    elif metrics[0].live:
+        value = np.repeat(raw[0, :syncs], sync_every)[:n]
+    else:
+        value = np.repeat(raw[0, :polls], poll_every)[:n]
+    return Timeline(replicas=replicas, ready=ready, value=value)
+
+
+def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:
+    """Replay KEDA + HPA over the scenario with the value the scaler answers at each ``value_ticks`` tick (one
+    AverageValue metric; IsActive = value > activationThreshold at each poll).
+
+    ``values[k]`` is the value at the k-th of ``value_ticks``. The initial state is steady:
+    ``initial_replicas`` (default: what the first value asks for, within the bounds), all ready.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    need = len(value_ticks(sc.n, hpa, sc.tick))
+    if values.shape[0] < need:
+        raise ValueError(f"need {need} values for {sc.n} ticks, got {values.shape[0]}")
+    active = values[value_at_polls(sc.n, hpa, sc.tick)] > hpa.activation_threshold
+    return replay(sc, hpa, [Metric(values[:need], hpa.target, live=not hpa.cached_metrics)], active,
+                  initial_replicas=initial_replicas)

@@ -115,38 +115,11 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
     d_all = np.asarray(demand, dtype=np.float64)
     c_all = np.asarray(capacity, dtype=np.float64)
     n = int(d_all.shape[0])
-    lo: list[float] = []
-    hi: list[float] = []
-    mass: list[float] = []
-    tk: list[int] = []
     zero = 0.0
-    timed_out = 0.0
     queue: deque[list] = deque()  # [a0, a1, density, tick]: arrivals spread over [a0, a1)
     tau = math.inf if timeout is None else float(timeout)
-
-    def fail(m: float, k: int) -> None:  # timed out: latency = the timeout (the segment at +inf, capped)
-        nonlocal timed_out
-        timed_out += m
-        lo.append(math.inf)
-        hi.append(math.inf)
-        mass.append(m)
-        tk.append(k)
-
-    def add(w0: float, w1: float, m: float, k: int) -> None:
-        if m <= 0:
-            return
-        if w0 > tau or w1 > tau:  # the part past the timeout failed
-            if w0 >= tau and w1 >= tau:
-                fail(m, k)
-                return
-            cut = (tau - w0) / (w1 - w0)  # where the linear wait crosses tau
-            ok_m = m * (cut if w1 > w0 else 1 - cut)
-            fail(m - ok_m, k)
-            m, w0, w1 = ok_m, min(w0, w1), tau
-        lo.append(w0)
-        hi.append(w1)
-        mass.append(m)
-        tk.append(k)
+    seg = _Segments(tau)
+    fail, add = seg.fail, seg.add
 
     ds, cs = d_all.tolist(), c_all.tolist()  # (plain floats: the loop below is the replay's hot path)
     short = np.flatnonzero(c_all < d_all)  # the ticks where a queue can start
@@ -211,7 +184,45 @@ def waits(demand: np.ndarray, capacity: np.ndarray, tick: float, timeout: float 
     end = n * tick
     for a0, a1, dens, k in queue:  # still queued at the end: the wait so far
         add(end - a0, end - a1, (a1 - a0) * dens, k)
-    return Waits(np.array(lo), np.array(hi), np.array(mass), zero, timed_out, np.array(tk, dtype=np.int64))
+    return Waits(np.array(seg.lo), np.array(seg.hi), np.array(seg.mass), zero, seg.timed_out,
+                 np.array(seg.tk, dtype=np.int64))
+
+
+class _Segments:
+    """``waits``' output as it grows: each served or timed-out mass with its wait going linearly from ``lo`` to ``hi``
+    over it and its arrival tick; the part of a segment past the timeout ``tau`` fails (its wait at +inf)."""
+
+    def __init__(self, tau: float):
+        self.tau = tau
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.mass: list[float] = []
+        self.tk: list[int] = []
+        self.timed_out = 0.0
+
+    def fail(self, m: float, k: int) -> None:  # timed out: latency = the timeout (the segment at +inf, capped)
+        self.timed_out += m
+        self.lo.append(math.inf)
+        self.hi.append(math.inf)
+        self.mass.append(m)
+        self.tk.append(k)
+
+    def add(self, w0: float, w1: float, m: float, k: int) -> None:
+        if m <= 0:
+            return
+        tau = self.tau
+        if w0 > tau or w1 > tau:  # the part past the timeout failed
+            if w0 >= tau and w1 >= tau:
+                self.fail(m, k)
+                return
+            cut = (tau - w0) / (w1 - w0)  # where the linear wait crosses tau
+            ok_m = m * (cut if w1 > w0 else 1 - cut)
+            self.fail(m - ok_m, k)
+            m, w0, w1 = ok_m, min(w0, w1), tau
+        self.lo.append(w0)
+        self.hi.append(w1)
+        self.mass.append(m)
+        self.tk.append(k)
 
 
 def latency(demand: np.ndarray, capacity: np.ndarray, tick: float, service_seconds: float = 0.0,

@@ -1,7 +1,8 @@
 """A KEDA ScaledObject manifest as the replay runs it: parsed, checked field by field, turned into a ``Plan``.
 
 ``plans(documents)`` takes parsed YAML documents (``(where, document)``
-pairs; non-ScaledObject documents are skipped) and returns one ``Plan`` per
+pairs, read by ``scaler.manifest_yaml``; non-ScaledObject documents are skipped), refuses what KEDA
+refuses (``scaler.kedacheck``, as ``forescale check``) and returns one ``Plan`` per
 ScaledObject; ``engine.run(..., scaled_objects=plans)`` replays them next to
 the policy families. Every field the replay honours is listed in ``SPEC``;
 any other field is a ``ManifestError`` naming the field and the document, never ignored.
@@ -16,21 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..policy import KUBERNETES_TOLERANCE
+# KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
+from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
+                           MIN_REPLICAS, POLLING_SECONDS, SELECT_DEFAULT, UP_DEFAULT, UP_WINDOW_SECONDS)
 from ..spec import MetadataError, ScalerSpec, parse_metadata
-from . import formula
+from .. import formula, kedacheck
 from .hpa import Hpa, ScalingPolicy, ScalingRules
 from .keda import FALLBACK_BEHAVIORS, Fallback
-
-# KEDA's and Kubernetes' defaults for what a ScaledObject leaves out
-POLLING_SECONDS = 30
-COOLDOWN_SECONDS = 300
-MAX_REPLICAS = 100
-DOWN_WINDOW_SECONDS = 300  # --horizontal-pod-autoscaler-downscale-stabilization
-UP_DEFAULT = (("Pods", 4, 15), ("Percent", 100, 15))
-DOWN_DEFAULT = (("Percent", 100, 15),)
-METRIC_TYPES = ("AverageValue", "Value")
 
 # the fields the replay honours or that cannot change what it computes (identity, naming, ownership)
 SPEC = {"scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "minReplicaCount",
@@ -68,6 +64,7 @@ class Trigger:
     desired: int = 1
     events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
     events_source: str = ""  # where they were read (the note says it)
+    cached: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached (else it asks at each sync)
 
 
 @dataclass(frozen=True)
@@ -119,6 +116,10 @@ def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
             raise ManifestError(f"{where}: not a YAML mapping (a Kubernetes object), got {type(doc).__name__}")
         if doc.get("kind") != "ScaledObject" or not str(doc.get("apiVersion", "")).startswith("keda.sh/"):
             continue
+        refused = kedacheck.errors(doc)  # what KEDA refuses, as `forescale check` says it
+        if refused:
+            name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
+            raise ManifestError("\n".join(f"{where} (ScaledObject {str(name or '')!r}): {p}" for p in refused))
         out.append(plan(where, doc))
     names = [p.name for p in out]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -154,7 +155,7 @@ def plan(where: str, doc: Mapping) -> Plan:
     poll = ints["pollingInterval"] if ints["pollingInterval"] is not None else POLLING_SECONDS
     if poll < 1:
         raise ManifestError(f"{at}: spec.pollingInterval {poll}: accepted is >= 1 (seconds)")
-    lo = ints["minReplicaCount"] or 0
+    lo = ints["minReplicaCount"] or MIN_REPLICAS
     hi = ints["maxReplicaCount"] if ints["maxReplicaCount"] is not None else MAX_REPLICAS
     if hi < max(lo, 1):
         raise ManifestError(f"{at}: spec.maxReplicaCount {hi} below minReplicaCount {lo} (or 0)")
@@ -169,7 +170,7 @@ def plan(where: str, doc: Mapping) -> Plan:
     beh_at = "spec.advanced.horizontalPodAutoscalerConfig.behavior"
     beh = _mapping(hpa_cfg.get("behavior"), at, beh_at, optional=True)
     _known(beh, {"scaleUp", "scaleDown"}, at, beh_at)
-    up = _rules(beh.get("scaleUp"), at, f"{beh_at}.scaleUp", 0, UP_DEFAULT, KUBERNETES_TOLERANCE.up)
+    up = _rules(beh.get("scaleUp"), at, f"{beh_at}.scaleUp", UP_WINDOW_SECONDS, UP_DEFAULT, KUBERNETES_TOLERANCE.up)
     down = _rules(beh.get("scaleDown"), at, f"{beh_at}.scaleDown", DOWN_WINDOW_SECONDS, DOWN_DEFAULT,
                   KUBERNETES_TOLERANCE.down)
     trig_raw = spec.get("triggers")
@@ -181,6 +182,11 @@ def plan(where: str, doc: Mapping) -> Plan:
         raise ManifestError(f"{at}: two triggers share the name {next(n for n in tn if tn.count(n) > 1)!r}")
     mods = _modifiers(adv.get("scalingModifiers"), at, triggers)
     fb = _fallback(spec.get("fallback"), at, mods)
+    value = next((t for t in triggers if not t.per_pod), None)
+    if fb is not None and mods is None and value is not None:
+        raise ManifestError(f"{at}: spec.fallback with {value.where}.metricType Value cannot be replayed: KEDA falls "
+                            f"back on a Value metric too (the fallback replicas over the ready ones), the replay on "
+                            f"AverageValue metrics only; replay it with AverageValue or without the fallback")
     hpa = Hpa(target=triggers[0].target, min_replicas=lo, max_replicas=hi, tolerance_up=up.tolerance,
               tolerance_down=down.tolerance, polling_seconds=float(poll),
               cooldown_seconds=float(ints["cooldownPeriod"] if ints["cooldownPeriod"] is not None
@@ -235,7 +241,7 @@ def _rules(raw: Any, at: str, path: str, window: float, default: tuple, tol: flo
     w = _int(r, "stabilizationWindowSeconds", at, path)
     if w is not None and w > 3600:
         raise ManifestError(f"{at}: {path}.stabilizationWindowSeconds {w}: accepted is 0..3600")
-    select = r.get("selectPolicy", "Max")
+    select = r.get("selectPolicy", SELECT_DEFAULT)
     if select not in ("Max", "Min", "Disabled"):
         raise ManifestError(f"{at}: {path}.selectPolicy {select!r}: accepted are Max, Min, Disabled")
     pols_raw = r.get("policies")
@@ -269,12 +275,20 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
     _known(t, TRIGGER, at, where)
     kind = t.get("type")
     name = str(t.get("name") or f"trigger{i}")
-    mt = t.get("metricType", "AverageValue")
+    mt = t.get("metricType", METRIC_TYPES[0])
     if mt not in METRIC_TYPES:
         raise ManifestError(f"{at}: {where}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
     md = _mapping(t.get("metadata"), at, f"{where}.metadata")
     md = {str(k): str(v) for k, v in md.items()}
     per_pod = mt == "AverageValue"
+    cached = t.get("useCachedMetrics", False)
+    if not isinstance(cached, bool):
+        raise ManifestError(f"{at}: {where}.useCachedMetrics {cached!r}: accepted are true, false")
+    return replace(_typed(kind, name, where, md, per_pod, at, so_name, namespace), cached=cached)
+
+
+def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, at: str, so_name: str,
+           namespace: str) -> Trigger:
     if kind == "external":
         try:
             spec, unknown = parse_metadata(md, name=so_name, namespace=namespace)
@@ -299,8 +313,6 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
                        query=md.get("query", ""))
     if kind == "cron":
         _known(md, CRON_KEYS, at, f"{where}.metadata")
-        from .triggers import check_cron
-
         for k in ("timezone", "start", "end", "desiredReplicas"):
             if not md.get(k):
                 raise ManifestError(f"{at}: {where}.metadata.{k} is required (cron: timezone, start, end, "
@@ -315,6 +327,20 @@ def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger
         return Trigger("cron", name, where, per_pod, 1.0, 0.0, timezone=md["timezone"], start=md["start"],
                        end=md["end"], desired=int(desired))
     raise ManifestError(f"{at}: {where}.type {kind!r} cannot be replayed; accepted: {', '.join(TRIGGER_TYPES)}")
+
+
+def check_cron(timezone: str, start: str, end: str) -> None:
+    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
+    from croniter import croniter
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
+    for key, expr in (("start", start), ("end", end)):
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
+                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
 
 
 def _modifiers(raw: Any, at: str, triggers: tuple[Trigger, ...]) -> Modifiers | None:
@@ -332,7 +358,7 @@ def _modifiers(raw: Any, at: str, triggers: tuple[Trigger, ...]) -> Modifiers | 
     target = _number(m["target"], at, f"{path}.target")
     if target <= 0:
         raise ManifestError(f"{at}: {path}.target must be > 0")
-    mt = m.get("metricType", "AverageValue")
+    mt = m.get("metricType", METRIC_TYPES[0])
     if mt not in METRIC_TYPES:
         raise ManifestError(f"{at}: {path}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
     act = _number(m.get("activationTarget", "0"), at, f"{path}.activationTarget")

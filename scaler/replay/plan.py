@@ -29,8 +29,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from . import advice as adv
 from .engine import Result
 from .forecasts import Packed, slice_series
-from .hpa import Hpa, poll_ticks, run_hpa
-from .policies import Context, base_values, finish, fixed_pool
+from .hpa import Hpa, value_ticks
+from .keda import run_hpa
+from .batches import base_values
+from .policies import Context, finish, fixed_pool
 from .scenario import Scenario
 from .families import Family as F
 from .variants import Variant, default_variant
@@ -171,7 +173,7 @@ def scheduled(ctx: Context, q: float, option: Callable) -> adv.Option:
                      for h in range(24)])
     need = np.ceil(prof / qps - 1e-9).astype(np.int64)
     lead_min = int(math.ceil(ctx.lead_seconds / 60.0 - 1e-9))
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
     now_h = np.floor(times / 3600.0).astype(np.int64) % 24
     next_h = np.floor((times + lead_min * 60.0) / 3600.0).astype(np.int64) % 24
     values = np.maximum(need[now_h], need[next_h]) * qps

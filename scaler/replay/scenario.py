@@ -22,6 +22,7 @@ import numpy as np
 TICK_SECONDS = 15.0
 DAY = 86400.0
 EPS = 1e-9
+RATE_WINDOW = 120.0  # the window of the query's rate(): observed, and the server's view of the history
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Scenario:
 
 
 def scenario(t: np.ndarray, y: np.ndarray, step: float, start: float, end: float, *, cold_start_seconds: float,
-             qps_per_replica: float, tick: float = TICK_SECONDS, rate_window: float = 120.0) -> Scenario:
+             qps_per_replica: float, tick: float = TICK_SECONDS, rate_window: float = RATE_WINDOW) -> Scenario:
     """Put a trace (rates ``y`` over intervals ``[t, t+step)``) on the tick grid ``[start, end)``.
 
     Demand per tick is the exact mean of the piecewise-constant trace over the
@@ -148,3 +149,28 @@ def evaluate(sc: Scenario, tl: Timeline) -> Outcome:
         cold_start_requests=float(sc.demand[starting].sum() * sc.tick),
         requests=total * sc.tick,
     )
+
+
+def rate_view(t: np.ndarray, y: np.ndarray, step: float, window: float = RATE_WINDOW) -> np.ndarray:
+    """The trace as the server's query reads it: at each point ``t_k`` the mean rate over ``[t_k - window, t_k]``
+    (Prometheus' ``rate(x[2m])`` of a counter of these requests), the intervals being ``[t_i, t_i + step)``;
+    NaN where that window holds a gap (the server sees no data); the first point, with nothing before it,
+    keeps its own rate.
+
+    A trace of requests per interval is what happened; forescale never sees it so: it fits and predicts from
+    its query's range results. The replay's forecasts are made from this view (``engine``), as ``observed`` is.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if len(t) == 0:
+        return y.copy()
+    gap = ~np.isfinite(y)
+    knots = np.concatenate([t, [t[-1] + step]])
+    cum = np.concatenate([[0.0], np.cumsum(np.where(gap, 0.0, y) * step)])
+    holes = np.concatenate([[0.0], np.cumsum(gap * step)])
+    lo = np.maximum(t - window, knots[0])
+    width = t - lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (np.interp(t, knots, cum) - np.interp(lo, knots, cum)) / np.where(width > 0, width, 1.0)
+    missing = (np.interp(t, knots, holes) - np.interp(lo, knots, holes)) > EPS
+    return np.where(width > 0, np.where(missing, np.nan, mean), y)

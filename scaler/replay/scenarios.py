@@ -8,6 +8,8 @@ Specs (``--scenario``, times as durations from the start of the simulated span):
     pod-kill:at=2h,count=1                  ``count`` ready pods killed at ``at`` (their ReplicaSet replaces them)
     pod-kill:rate=2,count=1                 ... at random times, ``rate`` times an hour (seeded)
     node-loss:at=2h,count=1                 ``count`` nodes lost (the one with the most pods first)
+    scaler-down:at=2h,for=5m                forescale unreachable for ``for``: every call of a ScaledObject's
+                                            forescale trigger fails (KEDA's fallback; ``--scaledobject`` only)
 
 ``from``/``to`` are fractions of the capacity provisioned before the load
 change; the load is scaled by their ratio (on a flat load of ``from`` x your
@@ -39,12 +41,12 @@ from .cluster import Kill
 from .latency import Waits
 from .scenario import EPS
 
-KINDS = ("step", "spike", "ramp", "pod-kill", "node-loss")
+KINDS = ("step", "spike", "ramp", "pod-kill", "node-loss", "scaler-down")
 LOAD_KINDS = ("step", "spike", "ramp")
 RECOVERY_LIMIT_SECONDS = 60.0
 HOLD_SECONDS = 300.0
 FORM = ("step|spike|ramp:from=F,to=F,at=DURATION[,for=|over=DURATION] or pod-kill|node-loss:at=DURATION|rate=N"
-        "[,count=K] (at: from the start of the simulated span)")
+        "[,count=K] or scaler-down:at=DURATION,for=DURATION (at: from the start of the simulated span)")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def parse(text: str) -> Spec:
         kv[key] = v.strip()
     allowed = {"step": {"from", "to", "at"}, "spike": {"from", "to", "at", "for"},
                "ramp": {"from", "to", "at", "over"}, "pod-kill": {"at", "rate", "count"},
-               "node-loss": {"at", "rate", "count"}}[kind]
+               "node-loss": {"at", "rate", "count"}, "scaler-down": {"at", "for"}}[kind]
     bad = sorted(set(kv) - allowed)
     if bad:
         raise ValueError(f"scenario {text!r}: unknown key {', '.join(bad)}; {kind} accepts {', '.join(sorted(allowed))}")
@@ -127,6 +129,10 @@ def parse(text: str) -> Spec:
         if kind == "spike" and length <= 0:
             raise ValueError(f"scenario {text!r}: spike needs for=DURATION > 0")
         return Spec(kind, dur("at"), num("from", 1.0), num("to", 1.0), length, text=text)
+    if kind == "scaler-down":
+        if "at" not in kv or "for" not in kv or dur("for") <= 0:
+            raise ValueError(f"scenario {text!r}: scaler-down needs at=DURATION and for=DURATION > 0")
+        return Spec(kind, dur("at"), length=dur("for"), text=text)
     if ("at" in kv) == ("rate" in kv):
         raise ValueError(f"scenario {text!r}: {kind} needs exactly one of at=DURATION or rate=N (per hour)")
     count = num("count", 1.0)
@@ -164,6 +170,11 @@ def flat(rate: float, seconds: float, step: float = 60.0, t0: float = 1_700_006_
     """A flat synthetic load of ``rate`` req/s for ``seconds`` (history and span)."""
     n = int(math.ceil(seconds / step))
     return Series(t0 + step * np.arange(n, dtype=np.float64), np.full(n, float(rate)), step)
+
+
+def outages(specs: tuple[Spec, ...]) -> list[tuple[float, float]]:
+    """The scaler-down windows, ``[at, at + for)`` in seconds from the simulated start."""
+    return [(float(s.at or 0.0), float(s.at or 0.0) + s.length) for s in specs if s.kind == "scaler-down"]
 
 
 def kills(specs: tuple[Spec, ...], n_ticks: int, tick: float, seed: int = 0) -> list[Kill]:
@@ -251,7 +262,7 @@ def checks(policy: str, specs: tuple[Spec, ...], ready: np.ndarray, demand: np.n
                 b = min(n, a + max(1, int(math.ceil(span / tick - EPS))))
                 add(f"{s.kind} p95 during ({s.text})", waits.quantile(0.95, service_seconds, timeout, (a, b)),
                     p95_target)
-        else:
+        elif s.kind in ("pod-kill", "node-loss"):
             own = [recovery_seconds(ready, demand, qps, k.tick, tick) for k in kill_list if k.tag == si]
             if own:
                 add(f"{s.kind} recovery, worst of {len(own)} ({s.text})", max(own), RECOVERY_LIMIT_SECONDS)

@@ -2,9 +2,11 @@
 
 * ``forescale`` (external): the server's own ``decide`` with the trigger's
   ``PolicyParams`` (mode, lead from coldStartSeconds + buffers, quantile,
-  headroom, hpaTolerance, levelCorrection) on the curves of its model, through
-  ``policies.planned_values`` as the ``predictive``/``reactive`` families;
-  IsActive = planned > activationThreshold (the server's ``IsActive``).
+  headroom, hpaTolerance, levelCorrection) on the curves of its model, at each
+  of KEDA's calls (``policies.polled_decisions``), then the server's self-watch
+  on those answers (``drift.drift_response``: ``fallback_forecast_drift`` while
+  the live scores say the forecast drifted, as ``forescale serve`` always runs
+  it); IsActive = planned > activationThreshold (the server's ``IsActive``).
 * ``prometheus``: the series given for the trigger (``--trigger-series``),
   the latest sample at or before each poll (5 min lookback, as Prometheus);
   no sample is 0 with ``ignoreNullValues`` (KEDA's default), else a failed poll.
@@ -24,35 +26,24 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
-from ..policy import PolicyParams
+from ..params import policy_params
+from ..policy import REASONS, PolicyParams
 from .forecasts import Curve
-from .hpa import poll_ticks
+from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan, Trigger
-from .policies import planned_values
-from .scenario import Scenario, Timeline
+from .policies import polled_decisions
+from .scenario import EPS, Scenario, Timeline
+from .scenarios import outages
+from .selfwatch import drift_response
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
-
-
-def check_cron(timezone: str, start: str, end: str) -> None:
-    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
-    from croniter import croniter
-
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
-    for key, expr in (("start", start), ("end", end)):
-        if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
-                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
 
 
 def _occurrences(expr: str, tz: ZoneInfo, t0: float, t1: float) -> np.ndarray:
@@ -88,21 +79,34 @@ def series_at(t: np.ndarray, y: np.ndarray, times: np.ndarray, ignore_null: bool
     return v.astype(np.float64)
 
 
+def trigger_params(trig: Trigger) -> PolicyParams:
+    """A forescale trigger's decision knobs: the server's translation (``scaler.params.policy_params``) with the lead
+    from coldStartSeconds and the events read for the replay (``manifest.with_events``)."""
+    assert trig.spec is not None
+    return policy_params(trig.spec, events=trig.events)
+
+
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
-                   series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, dict]:
-    """The trigger's value at each poll of the plan (NaN: a failed poll) and the decisions' reasons."""
-    idx = poll_ticks(sc.n, plan.hpa, sc.tick)
+                   series: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                   down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[np.ndarray, dict]:
+    """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons. ``down``:
+    epoch-second windows ``[a, b)`` in which forescale does not answer (``scaler-down`` scenarios). ``step``:
+    the trace's, the self-watch's scoring step."""
+    idx = np.arange(sc.n)
     times = sc.t0 + sc.tick * idx
     if trig.kind == "forescale":
-        s = trig.spec
-        assert s is not None
-        params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile,
-                              qps_per_replica=s.qps_per_replica, headroom=s.headroom, hpa_tolerance=s.hpa_tolerance,
-                              level_correction_seconds=s.level_correction_seconds,
-                              floor_qps=s.floor_replicas * s.qps_per_replica,  # floorReplicas, as the server has it
-                              events=trig.events)  # eventsFile, as read for the replay (manifest.with_events)
-        pv = planned_values(sc, plan.hpa, params, curves(trig) if s.mode != "reactive" else ())
-        return pv.values, pv.reasons
+        params = trigger_params(trig)
+        # the server decides at each of KEDA's calls (each HPA sync; each poll with useCachedMetrics) and its
+        # self-watch scores each answer: the drift response, as `forescale serve` always runs it
+        calls = poll_ticks(sc.n, plan.hpa, sc.tick) if trig.cached else sync_ticks(sc.n, plan.hpa, sc.tick)
+        t_c, obs_c, d = polled_decisions(sc, plan.hpa, params, curves(trig) if params.mode != "reactive" else (),
+                                         ticks=calls)
+        gone = unreachable(t_c, down)
+        planned, reason, _ = drift_response(t_c, obs_c, d, params, step=step, skip=gone)
+        planned[gone] = np.nan
+        codes, counts = np.unique(reason[~gone], return_counts=True)
+        held = planned[np.searchsorted(calls, idx, side="right") - 1]  # between calls, the last answer
+        return held, {REASONS[int(c)].value: int(k) for c, k in zip(codes, counts)}
     if trig.kind == "prometheus":
         src = series.get(f"{plan.name}/{trig.name}", series.get(trig.name))
         if src is None:
@@ -117,9 +121,28 @@ def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[
     return np.where(act, float(trig.desired), 1.0), {}
 
 
+def unreachable(times: np.ndarray, down: Sequence[tuple[float, float]]) -> np.ndarray:
+    """Per time: inside one of the ``down`` windows ``[a, b)``."""
+    out = np.zeros(len(times), dtype=bool)
+    for a, b in down:
+        out |= (times >= a - EPS) & (times < b - EPS)
+    return out
+
+
+def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
+    """Per tick, what KEDA has for the HPA from this trigger: its answer asked at that tick, or with
+    ``useCachedMetrics`` the one its last poll cached."""
+    if not trig.cached:
+        return values
+    polls = poll_ticks(sc.n, hpa, sc.tick)
+    return values[polls[np.searchsorted(polls, np.arange(sc.n), side="right") - 1]]
+
+
 def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
-                series: Mapping[str, object], cluster_tolerance: float) -> tuple[Timeline, dict]:
-    """Replay one ScaledObject: its triggers at each poll, composed as KEDA does, through the HPA loop.
+                series: Mapping[str, object], cluster_tolerance: float,
+                down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[Timeline, dict]:
+    """Replay one ScaledObject: its triggers asked as KEDA asks them (at each HPA sync; with
+    ``useCachedMetrics`` at each poll), composed as KEDA does, through the HPA loop.
 
     ``cluster_tolerance``: the HPA's scale-up tolerance where the manifest sets
     none (the controller's; ``--hpa-tolerance``).
@@ -127,7 +150,7 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
     vals: dict[str, np.ndarray] = {}
     reasons: dict[str, int] = {}
     for t in plan.triggers:
-        v, why = trigger_values(sc, plan, t, curves=curves, series=series)
+        v, why = trigger_values(sc, plan, t, curves=curves, series=series, down=down, step=step)
         vals[t.name] = v
         for k, c in why.items():
             reasons[k] = reasons.get(k, 0) + c
@@ -136,27 +159,37 @@ def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequenc
         from dataclasses import replace
 
         hpa = replace(hpa, tolerance_up=cluster_tolerance, scale_up=replace(hpa.scale_up, tolerance=cluster_tolerance))
-    failed = np.zeros(len(next(iter(vals.values()))), dtype=bool)
+    syncs, polls = sync_ticks(sc.n, hpa, sc.tick), poll_ticks(sc.n, hpa, sc.tick)
+    live = not all(t.cached for t in plan.triggers)  # the HPA's reads of a metric with a live part ask at each sync
+    at = syncs if live else polls
+    held = {t.name: served(vals[t.name], t, sc, hpa) for t in plan.triggers}
+    failed = np.zeros(sc.n, dtype=bool)
     for v in vals.values():
         failed |= np.isnan(v)
     if plan.modifiers is not None:
         m = plan.modifiers
         with np.errstate(all="ignore"):
-            comp = m.formula.evaluate(vals)
+            comp = m.formula.evaluate(held)
         comp = np.where(failed | ~np.isfinite(comp), np.nan, comp)
-        per_trigger = np.zeros(failed.shape, dtype=bool)
+        per_trigger = np.zeros(sc.n, dtype=bool)
         for t in plan.triggers:
             per_trigger |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
-        active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)
-        metrics = [Metric(comp, m.target, m.per_pod)]
-        held = comp
+        active = np.where(failed, per_trigger, np.nan_to_num(comp, nan=-math.inf) > m.activation_target)[polls]
+        gone = unreachable(sc.t0 + sc.tick * np.arange(sc.n), down if any(t.kind == "forescale"
+                                                                          for t in plan.triggers) else ())
+        metrics = [Metric(comp[at], m.target, m.per_pod, live=live, unseen=gone[at])]
+        shown = comp[polls]
     else:
-        active = np.zeros(failed.shape, dtype=bool)
+        active = np.zeros(sc.n, dtype=bool)
         for t in plan.triggers:
             active |= np.nan_to_num(vals[t.name], nan=-math.inf) > t.activation
-        metrics = [Metric(vals[t.name], t.target, t.per_pod) for t in plan.triggers]
-        held = None
-    return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=held), reasons
+        active = active[polls]
+        gone = unreachable(sc.t0 + sc.tick * np.arange(sc.n), down)  # forescale down: KEDA has no metric spec
+        metrics = [Metric(held[t.name][syncs if not t.cached else polls], t.target, t.per_pod, live=not t.cached,
+                          unseen=(gone[syncs if not t.cached else polls] if t.kind == "forescale" else None))
+                   for t in plan.triggers]
+        shown = None
+    return replay(sc, hpa, metrics, active, fallback=plan.fallback, held=shown), reasons
 
 
 def _caveats(t: Trigger) -> str:
@@ -217,9 +250,10 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
         return own[key].only([q]).curves()
 
     out: dict[str, tuple[Timeline, dict, str]] = {}
+    down = [(start + a, start + b) for a, b in outages(settings.world.specs())]
     for p in plans:
         tl, reasons = replay_plan(sc, p, curves=curves, series=trigger_series,
-                                  cluster_tolerance=settings.hpa_tolerance)
+                                  cluster_tolerance=settings.hpa_tolerance, down=down, step=step)
         kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
         out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"
                                     + (f", formula {p.modifiers.formula.text!r}" if p.modifiers else "")

@@ -2,7 +2,7 @@
 
 ``forescale tune`` (``scaler.cli.tune``), the fleet (``scaler.fleet.jobs``) and the server's
 ``tuning: auto`` (``scaler.serve.tuning``) all call ``tune``; what they print, write or apply comes from
-its ``Tuning`` through the family table (``families.to_spec`` -> ``spec.to_metadata``).
+its ``Tuning`` through the family table (``families.to_spec`` -> ``specwrite.to_metadata``).
 
 With a world in the settings (a node pool, cold-start phases, a queue: ``world.World``), every point is
 replayed once more in it (``in_world``: the same KEDA/HPA values, the cluster's delays on top) and ranked on
@@ -19,9 +19,10 @@ from ..misstarget import MissTarget
 from . import engine, families, frontier, variants
 from .fitcache import FitCache
 from .forecasts import Packed
-from .hpa import run_hpa
+from .keda import run_hpa
 from .plan import context_of
-from .policies import base_values, baseline, finish
+from .batches import base_values, baseline
+from .policies import finish
 from .world import live
 
 

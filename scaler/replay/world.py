@@ -24,7 +24,7 @@ from ..coldstart import StartDraws, StartSample
 from ..policy import PolicyParams
 from .cluster import Phases, Pool, Replay, simulate
 from .forecasts import Curve
-from .hpa import Hpa, poll_ticks
+from .hpa import Hpa, value_ticks
 from .latency import Latency, Waits, waits
 from .policies import planned_values
 from .scenario import EPS, Outcome, Scenario, Timeline, evaluate
@@ -150,7 +150,7 @@ def placeholder_counts(sc: Scenario, hpa: Hpa, value: np.ndarray, curves: Sequen
     params = PolicyParams(mode="forecastAndScale", lead_seconds=lead_long, quantile=quantile, qps_per_replica=qps,
                           headroom=1.0, hpa_tolerance=0.0, level_correction_seconds=level_correction_seconds)
     long = planned_values(sc, hpa, params, curves).values
-    idx = poll_ticks(sc.n, hpa, sc.tick)
+    idx = value_ticks(sc.n, hpa, sc.tick)
     short = np.asarray(value, dtype=np.float64)[idx]
     per_poll = np.ceil(np.maximum(long - short, 0.0) / qps - EPS).astype(np.int64)
     held = np.repeat(per_poll, np.diff(np.append(idx, sc.n)))

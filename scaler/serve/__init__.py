@@ -8,4 +8,11 @@
 * ``tuning``    ``tuning: auto``: the replay engine on the workload's own history
 * ``state``     the one JSON state store (forecasts, tuning choices) under --state-dir
 * ``metrics``   the scaler's own Prometheus metrics
+* ``opsmetrics``  metrics of the scaler's own operation (query budget, connections, workers)
+* ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings
+* ``identity``   a trigger's identity (its metadata's digest); ``coldstart``: ``coldStartFrom: cluster``
+* ``worker``     the background-worker skeleton behind fitting and tuning
+* ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger
+                 detail and the decision log; ``watch``: live scores and drift per trigger
+* ``ratelimit``  a repeated log message at most once per interval
 """

@@ -88,7 +88,8 @@ class DecisionLog:
             name = log_name(*key3)
             try:
                 with self._lock:
-                    size, piece = self.dir.size(name), []
+                    size = self.dir.size(name)
+                    piece: list[bytes] = []
                     for line in ls:  # each generation at most max_bytes: the batch is written in pieces that fit
                         b = line.encode()
                         if size + len(b) > self.max_bytes and (piece or size):

@@ -76,7 +76,8 @@ class TokenFile:
     """A bearer token in a file (a mounted Secret), read again when the file changes (``--http-token-file``)."""
 
     def __init__(self, path: str):
-        self.path, self._stamp, self._token = path, None, b""
+        self.path, self._token = path, b""
+        self._stamp: tuple[int, int, int] | None = None
         self.get()
         if not self._token:
             raise ValueError(f"--http-token-file {path}: empty; accepted a file holding the token (16+ characters)")

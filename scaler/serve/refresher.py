@@ -103,7 +103,9 @@ class Refresher:
         let it; one refused by its namespace goes to the back, one refused by the host or its rate stops the host."""
         for h in [host] if host is not None else list(self._waiting):
             waiting = self._waiting.get(h)
-            for _ in range(len(waiting) if waiting else 0):
+            if waiting is None:
+                continue
+            for _ in range(len(waiting)):
                 w = waiting.popleft()
                 if not self.tracked(w) or w.refreshing:
                     w.queued = False
@@ -115,7 +117,7 @@ class Refresher:
                 waiting.append(w)
                 if why != "namespace":
                     break
-            if waiting is not None and not waiting:
+            if not waiting:
                 self._waiting.pop(h, None)
 
     def waiting(self) -> int:

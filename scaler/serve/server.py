@@ -85,6 +85,7 @@ class ServerConfig:
     http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
     tuning_max_seconds: float = MAX_RUN_SECONDS  # a tuning run past this gives up (outcome gave_up)
     tuning_max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its worker over this resident memory
+    scheduler_tick_seconds: float = 1.0  # the registry's background tick (wall seconds; the drill's is 1/k)
 
 
 class Server:
@@ -92,10 +93,11 @@ class Server:
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time,
                  extra_handlers: Sequence[grpc.GenericRpcHandler] = (), monotonic: Callable[[], float] | None = None,
-                 pin_queries: bool | None = None):
+                 pin_queries: bool | None = None, interceptors: Sequence[grpc.ServerInterceptor] = ()):
         """``monotonic``: the clock of ages and intervals (``time.monotonic`` when ``clock`` is the wall clock;
         a test's fake ``clock`` serves as both). ``pin_queries``: instant queries carry ``time=clock()``; by
-        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``."""
+        default only for a simulated clock (a test replaying backfilled data), never for ``time.time``.
+        ``interceptors``: gRPC server interceptors (the drill records every answer with one)."""
         self.config = config
         if monotonic is None:
             monotonic = time.monotonic if clock is time.time else clock
@@ -132,8 +134,8 @@ class Server:
         # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
         # threads made on demand and given back after 30 s idle (1,000 cancelled streams must not leave 1,000)
         self.rpc_pool = ReapingExecutor(config.grpc_workers, config.rpc_idle_seconds, thread_name_prefix="rpc")
-        self.grpc = grpc.server(self.rpc_pool,
-                                handlers=list(extra_handlers), options=[("grpc.so_reuseport", 0)])
+        self.grpc = grpc.server(self.rpc_pool, handlers=list(extra_handlers), interceptors=list(interceptors),
+                                options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_ExternalScalerServicer_to_server(
             ExternalScalerServicer(self.registry, max_streams=config.max_streams,
                                    max_streams_per_namespace=config.max_streams_per_namespace), self.grpc)
@@ -187,7 +189,7 @@ class Server:
         if self.forecasts is not None:
             self.forecasts.start()
         self.tuning.start()
-        self.registry.start()
+        self.registry.start(self.config.scheduler_tick_seconds)
         self.grpc.start()
         self.http.start()
         self._watch_thread.start()

@@ -187,7 +187,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
     p = sel.point
     v = p.variant
     return {
-        "label": v.label(), "policy": str(v.policy), "settings": settings_out, "met": sel.met, "message": sel.message,
+        "label": p.label, "policy": str(v.policy), "settings": settings_out, "met": sel.met, "message": sel.message,
         "miss": p.miss, "cost_ratio": p.cost_ratio, "violation_minutes": p.outcome.violation_minutes,
         "replica_hours": p.cost, "points": len(r.points), "pareto": sum(q.pareto for q in r.points),
         "simulated_days": (r.sim_end - r.sim_start) / 86400.0, "seconds": time.perf_counter() - t0,

@@ -21,6 +21,7 @@ from forecaster.base import Forecast
 
 from ..coldstart import ClusterReading, InForce, in_force
 from ..events import FILES
+from ..params import policy_params
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
 from ..spec import LeadTime, ScalerSpec
@@ -174,18 +175,9 @@ class Workload:
         return self.spec.lead.with_cold_start(self.t_cold().seconds)
 
     def params(self) -> PolicyParams:
-        lead = self.lead()
-        return PolicyParams(
-            mode=self.spec.mode,
-            lead_seconds=lead.seconds,
-            quantile=self.spec.quantile,
-            qps_per_replica=self.spec.qps_per_replica,
-            headroom=self.spec.headroom,
-            hpa_tolerance=self.spec.hpa_tolerance,
-            level_correction_seconds=self.spec.level_correction_seconds,
-            floor_qps=self.spec.floor_replicas * self.spec.qps_per_replica,  # floorReplicas: hybrid as replayed
-            events=FILES.get(self.spec.events_file).events,  # eventsFile, re-read when it changes
-        )
+        """The decision's knobs (``scaler.params.policy_params``, as the replay has them) with the lead of the T_cold
+        in force and the events of ``eventsFile`` (re-read when it changes)."""
+        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events)
 
 
 class ForecastService(Protocol):

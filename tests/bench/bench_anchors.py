@@ -44,7 +44,7 @@ def pct(x: float | None) -> str:
 
 
 def pt(p) -> str:
-    return "-" if p is None else f"{100 * p.miss:.2f} % at {p.cost_ratio:.2f}x ({p.variant.label()})"
+    return "-" if p is None else f"{100 * p.miss:.2f} % at {p.cost_ratio:.2f}x ({p.label})"
 
 
 def dominated_by(p, others) -> list:
@@ -119,6 +119,8 @@ def regret(p, pts, reactive_miss: float, oracle_h: float) -> float:
 
 
 def choose_default(results) -> None:
+    from scaler.replay import families
+
     common = None
     for o in results:
         keys = {p.variant for p in o["points"] if p.selectable and not p.variant.searched}
@@ -136,11 +138,11 @@ def choose_default(results) -> None:
     print("\n== the default by measurement: fewest traces failing 'half of reactive's miss at <= 1.3x', then the "
           "smallest worst regret to each trace's frontier")
     for fails, worst, v in rows[:8]:
-        print(f"   {v.label():<48} fails on {fails} of {len(results)}, worst regret {worst:.3f}")
+        print(f"   {families.label(v):<48} fails on {fails} of {len(results)}, worst regret {worst:.3f}")
     cur = [r for r in rows if r[2].policy == "predictive" and r[2].quantile == 0.9 and r[2].headroom == 1.0
            and r[2].level_correction_seconds == 14400.0 and r[2].band is None and r[2].compensation]
     for fails, worst, v in cur:
-        print(f"   today's default: {v.label():<32} fails on {fails}, worst regret {worst:.3f}")
+        print(f"   today's default: {families.label(v):<32} fails on {fails}, worst regret {worst:.3f}")
 
 
 def speed(jobs) -> None:

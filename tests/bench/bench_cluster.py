@@ -23,8 +23,10 @@ import time
 from scaler.cli import traces
 from scaler.replay import engine, variants
 from scaler.replay.cluster import Phases, Pool
-from scaler.replay.hpa import poll_ticks, run_hpa
-from scaler.replay.policies import fixed_pool, oracle
+from scaler.replay.hpa import poll_ticks
+from scaler.replay.keda import run_hpa
+from scaler.replay.families.oracle import oracle
+from scaler.replay.policies import fixed_pool
 from scaler.replay.scenario import evaluate
 from scaler.replay.world import World, live
 

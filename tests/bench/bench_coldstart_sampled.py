@@ -69,7 +69,7 @@ def main() -> None:
             f"fixed p50 ({p50:.0f} s)": backtest(common + ["--cold-start", f"{p50!r}"], d / "c.json"),
         }
         pool = ["--gpus-per-node", "8", "--node-provision-seconds", "330"]
-        runs[f"pool, fixed p90"] = backtest(common + pool + ["--cold-start", f"{p90!r}"], d / "d.json")
+        runs["pool, fixed p90"] = backtest(common + pool + ["--cold-start", f"{p90!r}"], d / "d.json")
         runs["pool, sampled"] = backtest(common + pool + ["--cold-starts", str(d / "starts.csv")], d / "e.json")
     print(f"start-ups: {len(totals)}, p50 {p50:.0f} s, p90 {p90:.0f} s, max {totals.max():.0f} s; model {a.model}")
     print(f"{'policy':12s} {'run':22s} {'missed %':>9s} {'replica-h':>10s} {'gpu-node-h':>12s}")

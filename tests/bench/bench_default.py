@@ -85,13 +85,13 @@ def show(o: dict) -> None:
     print(f"\n== {o['name']} ({o['seconds']:.0f} s): scored on the last 7 days; reactive {100 * rm:.2f} % at "
           f"{o['reactive'].cost_ratio:.2f}x oracle")
     print(f"   tuned on the 14 days before: target {100 * o['tune_target']:.3f} % ({o['target']} reactive's "
-          f"{100 * o['tune_reactive']:.3f} % there); chose {o['choice'].point.variant.label()} "
+          f"{100 * o['tune_reactive']:.3f} % there); chose {o['choice'].point.label} "
           f"({'met' if o['choice'].met else 'NOT MET'} in-sample: {100 * o['choice'].point.miss:.2f} % at "
           f"{o['choice'].point.cost_ratio:.2f}x)")
     for key, what in (("untuned", "first week: the default"), ("previous", "previous default (q0.9)"),
                       ("tuned", "after a week: tuned")):
         p = o[key]
-        print(f"   {what:<26} {p.variant.label():<40} {100 * p.miss:6.2f} % at {p.cost_ratio:.2f}x -> "
+        print(f"   {what:<26} {p.label:<40} {100 * p.miss:6.2f} % at {p.cost_ratio:.2f}x -> "
               f"{verdict(p, rm)}")
 
 

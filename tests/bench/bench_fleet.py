@@ -140,7 +140,7 @@ def main() -> None:
         one = tune_one(make_job(ws[0], d, variants.Grid(), 0.005, None))
         print(f"default   one workload with tune's defaults ({d.model}, 7d simulated, refit 2h): "
               f"{time.perf_counter() - t0:.1f} s in one process, peak RSS {one.peak_rss_mib:.0f} MiB, "
-              f"chose {one.selection.point.variant.label()}")
+              f"chose {one.selection.point.label}")
 
 
 if __name__ == "__main__":

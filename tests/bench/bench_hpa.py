@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scaler.cli import traces  # noqa: E402
 from scaler.replay import engine  # noqa: E402
-from scaler.replay.hpa import Hpa, poll_ticks, run_hpa  # noqa: E402
+from scaler.replay.hpa import Hpa, poll_ticks  # noqa: E402
+from scaler.replay.keda import run_hpa  # noqa: E402
 from scaler.replay.scenario import scenario  # noqa: E402
 from support import oldhpa  # noqa: E402
 

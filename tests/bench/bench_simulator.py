@@ -14,7 +14,9 @@ import numpy as np
 
 from forecaster.base import Forecast
 from scaler.replay import hpa as hpa_mod
+from scaler.replay.keda import run_hpa
 from scaler.replay import policies as pol
+from scaler.replay.families.oracle import oracle
 from scaler.replay import scenario as scn
 from scaler.cli import traces
 from scaler.replay import engine
@@ -69,9 +71,9 @@ def main() -> None:
         if name == "keep_alive":
             tl = pol.fixed_pool(sc, int(math.ceil(np.max(sc.demand) / q)))
         elif name == "oracle":
-            tl = pol.oracle(sc)
+            tl = oracle(sc)
         else:
-            tl = hpa_mod.run_hpa(sc, vals, hpa)
+            tl = run_hpa(sc, vals, hpa)
         scn.evaluate(sc, tl)
         tc = time.perf_counter()
         total_ticks += sc.n

@@ -52,7 +52,7 @@ def main() -> None:
     print(render.format_frontier(sr, only_pareto=True))
     sel = frontier.select(sr.points, 0.005)
     if sel.point is not None:
-        print(f"tune --target-miss 0.005: {sel.point.variant.label()} (missed {100 * sel.point.miss:.3f} %, "
+        print(f"tune --target-miss 0.005: {sel.point.label} (missed {100 * sel.point.miss:.3f} %, "
               f"{sel.point.cost_ratio:.3f}x oracle, met={sel.met})")
     print(f"wall {wall:.1f} s on {jobs} worker process(es), {os.cpu_count()} cores; fits {fits}; "
           f"forecast seconds (inside workers) "

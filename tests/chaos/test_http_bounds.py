@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import http.server
-import json
 import resource
 import socket
 import threading

@@ -5,7 +5,6 @@ tuning run past its bounds gives up and says so."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 import urllib.request

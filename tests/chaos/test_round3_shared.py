@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from scaler._proto import externalscaler_pb2 as pb
 from support.fakes import sample_value
 from support.live import FLAT_QPS, Vitals, health, metadata
 
@@ -147,7 +146,7 @@ def test_a_sibling_polled_by_another_caller_does_not_retire_the_victim(live_prom
         stop.set()
         t.join()
     assert answers == [True] * 5 and len(workloads) == 1
-    print(f"retirement: the victim kept one workload over 5 IsActive polls 4 s apart next to ~100 sibling calls")
+    print("retirement: the victim kept one workload over 5 IsActive polls 4 s apart next to ~100 sibling calls")
 
 
 def test_one_caller_filling_the_cap_does_not_lock_out_new_scaledobjects(live_prom, live_scaler, switchable):

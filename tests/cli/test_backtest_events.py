@@ -51,8 +51,9 @@ def test_one_day_on_thanksgiving_is_scored_as_a_holiday_and_an_event_floor_decid
                                     "name": "Thanksgiving Day"}]
     assert cal["events"][0]["name"] == "rush" and cal["events"][0]["floor_qps"] == 30.0
     reasons = doc["policies"]["predictive"]["reasons"]
-    # polls every 30 s in [18:00 - 285 s, 20:00]: 17:55:15 .. 20:00:00 -> 17:55:30 .. 20:00:00 = 250 polls
-    assert reasons["event"] == 250
+    # KEDA asks at every HPA sync, every 15 s, in [18:00 - 285 s, 20:00]: 17:55:15 .. 20:00:00 =
+    # 7485 / 15 + 1 = 500 decisions
+    assert reasons["event"] == 500
     assert "holiday/event" in r.output  # the text table's split row
 
 

@@ -1,5 +1,5 @@
 """What forescale prints is a manifest: KEDA's schema accepts it, ``forescale check`` accepts it, and the scaler
-runs what the replay ranked (the family table's one mapping, ``families.to_spec`` -> ``spec.to_metadata``)."""
+runs what the replay ranked (the family table's one mapping, ``families.to_spec`` -> ``specwrite.to_metadata``)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_every_familys_printed_manifest_replays_to_the_numbers_it_was_ranked_wit
             continue
         name = f"rt-{i}-{p.policy.replace('_', '-')}"
         md = render.metadata_for(p, r, server_address="http://prometheus:9090", query="sum(rate(x[2m]))")
-        texts.append(render.manifest_yaml(render.manifest_for(p, r, md, name=name), [p.variant.label()]))
+        texts.append(render.manifest_yaml(render.manifest_for(p, r, md, name=name), [p.label]))
         expect[name] = p
     assert {p.policy for p in expect.values()} == set(families.SELECTABLE)
     assert any(p.extra.get("floorReplicas", 0) > 0 for p in expect.values())  # a hybrid with a real floor
@@ -62,9 +62,9 @@ def test_every_familys_printed_manifest_replays_to_the_numbers_it_was_ranked_wit
     got = json.loads(out.read_text())["policies"]
     for name, p in expect.items():
         o = p.outcome
-        assert [got[name][k] for k in KEYS] == [getattr(o, k) for k in KEYS], (name, p.variant.label())
+        assert [got[name][k] for k in KEYS] == [getattr(o, k) for k in KEYS], (name, p.label)
         assert got[name]["underprovisioned_fraction"] == pytest.approx(o.underprovisioned_fraction, rel=1e-12,
-                                                                       abs=1e-15), (name, p.variant.label())
+                                                                       abs=1e-15), (name, p.label)
 
 
 def test_tunes_printed_scaledobject_replays_to_its_expected_line(tmp_path):

@@ -106,16 +106,20 @@ def test_stdin_a_list_and_a_repeated_flag(tmp_path):
     # a behavior field the replay does not know
     (lambda d: d["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"].update(scaleUp={"foo": 1}),
      ["spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleUp.foo", "document 1", "pred-so"]),
-    # a spec field the replay does not know
-    (lambda d: d["spec"].update(paused=True), ["field spec.paused", "cannot be replayed"]),
+    # a spec field KEDA does not know (its schema, strict as kubectl apply)
+    (lambda d: d["spec"].update(paused=True), ["spec.paused: unknown field", "kubectl apply refuses it"]),
     # a trigger type the replay cannot evaluate
     (lambda d: d["spec"]["triggers"].append({"type": "kafka", "metadata": {"topic": "t"}}),
      ["spec.triggers[1].type 'kafka'", "accepted"]),
     # a metadata key that is not forescale's
     (lambda d: d["spec"]["triggers"][0]["metadata"].update(bogusKey="1"), ["spec.triggers[0].metadata.bogusKey"]),
     # a formula outside expr's supported subset
-    (lambda d: d["spec"]["advanced"].update(scalingModifiers={"formula": "trigger0 ?? 1", "target": "1"}),
+    (lambda d: (d["spec"]["triggers"][0].update(name="t0"),
+                d["spec"]["advanced"].update(scalingModifiers={"formula": "t0 ?? 1", "target": "1"})),
      ["scalingModifiers.formula", "'??'"]),
+    # KEDA's formula reads named triggers only (the replay's own name trigger0 is not one)
+    (lambda d: d["spec"]["advanced"].update(scalingModifiers={"formula": "trigger0 + 1", "target": "1"}),
+     ["spec.advanced.scalingModifiers.formula: unknown name 'trigger0'", "give the triggers names"]),
     # the name of a policy of the table
     (lambda d: d["metadata"].update(name="reactive"), ["'reactive' has the name of a policy", "rename it"]),
 ])

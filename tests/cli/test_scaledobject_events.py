@@ -58,7 +58,7 @@ def test_events_file_not_here_exits_2_naming_the_field_and_the_options(tmp_path)
     ev = tmp_path / "ev.csv"
     ev.write_text(EVENTS)
     r = invoke(str(tr), *FAST, "--policies", "reactive", "--scaledobject", str(so), "--events-map", f"/other.csv={ev}")
-    assert r.exit_code == 2 and f"--events-map /other.csv: no forescale trigger" in r.output and repr(MOUNT) in r.output
+    assert r.exit_code == 2 and "--events-map /other.csv: no forescale trigger" in r.output and repr(MOUNT) in r.output
     r = invoke(str(tr), *FAST, "--policies", "reactive", "--scaledobject", str(so), "--events-map", "nonsense")
     assert r.exit_code == 2 and "accepted is PATH=FILE" in r.output
     # a floor the ScaledObject cannot reach: maxReplicaCount 20 x qpsPerReplica 10 = 200 < 300
@@ -81,9 +81,9 @@ def test_the_trigger_applies_its_events_as_the_family_does(tmp_path):
         assert r.exit_code == 0, r.output
         docs[how] = json.loads(out.read_text())["policies"]
     pols = docs["--events"]
-    # polls every 30 s in [18:30 - L, 20:00], L = 180 + 105 = 285 s: 18:25:15 .. 20:00 -> 18:25:30 .. 20:00:00,
-    # (5670 - 0) / 30 + 1 = 190 polls at the floor (above the ramp: the event sets the value at every one)
-    assert pols["pred-so"]["reasons"]["event"] == 190
+    # KEDA asks at every HPA sync (15 s) in [18:30 - L, 20:00], L = 180 + 105 = 285 s: 18:25:15 .. 20:00:00,
+    # 5685 / 15 + 1 = 380 decisions at the floor (above the ramp: the event sets the value at every one)
+    assert pols["pred-so"]["reasons"]["event"] == 380
     # the trigger with --events is the predictive family with --events (same metadata defaults, model naive)
     keys = ("underprovisioned_fraction", "violation_minutes", "replica_hours", "scale_ups", "peak_replicas", "reasons")
     assert [pols["pred-so"][k] for k in keys] == [pols["predictive"][k] for k in keys]

@@ -47,6 +47,7 @@ spec:
   maxReplicaCount: 2
   triggers:
     - type: cpu
+      metricType: Utilization
       metadata: {value: "50"}
     - type: external
       metadata:
@@ -73,12 +74,15 @@ def test_check_reports_every_bad_key_keda_style(tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output
     err = r.stderr
     where = f"{f}: ScaledObject serving/llm: trigger 1 (external): error parsing forescale metadata: "
-    assert f"{where}metadata key 'qpsPerReplica': got 4 (int)" in err  # unquoted in YAML: KEDA wants strings
+    # unquoted in YAML: KEDA's schema wants strings (scaler.kedacheck, before the scaler's parser)
+    assert (f"{f}: ScaledObject serving/llm: got 4 (a whole number); accepted: a string (KEDA's trigger metadata is "
+            f"map[string]string: quote numbers and booleans) -- document 1, spec.triggers[1].metadata.qpsPerReplica"
+            in err)
     assert f"{where}metadata key 'serverAddress': got 'ftp://prometheus:9090'; accepted: an http:// or https://" in err
     assert f"{where}metadata key 'quantile': got '1.5'; accepted: a number strictly between 0 and 1" in err
     assert f"{where}metadata key 'history': got 'two weeks'" in err
     assert "warning: metadata key 'colour': unknown to forescale, ignored" in err
-    assert "minReplicaCount 5 is greater than maxReplicaCount 2" in err
+    assert "5 is greater than maxReplicaCount 2" in err and "-- document 1, spec.minReplicaCount" in err
     assert "trigger 0" not in err  # the cpu trigger is KEDA's, not ours
     # the same trigger with the values fixed passes, through the same parser the server runs
     fixed = yaml.safe_load(BAD)

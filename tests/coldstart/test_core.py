@@ -164,7 +164,8 @@ def test_quantile_is_finite():
 
 
 def test_trigger_keys_round_trip_through_spec():
-    from scaler.spec import MetadataError, parse_metadata, to_metadata as spec_metadata
+    from scaler.spec import MetadataError, parse_metadata
+    from scaler.specwrite import to_metadata as spec_metadata
     base = {"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "4"}
     spec, unknown = parse_metadata({**base, "coldStartFrom": "cluster", "coldStartWorkload": "Deployment/vllm",
                                     "coldStartWindow": "36h"}, namespace="serving")

@@ -17,7 +17,6 @@ server and clock: the steps wait on the scheduler's tick, not on the CPU.
 
 from __future__ import annotations
 
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 

@@ -19,7 +19,6 @@ from support import promfixture as pf
 from support.paths import TRACES
 from forecaster.models import make
 from forecaster.series import from_prometheus_matrix
-from scaler._proto import externalscaler_pb2 as pb
 from scaler.prom import PrometheusClient
 from scaler.spec import PrometheusTarget
 from scaler.policy import PolicyParams, Reason, decide

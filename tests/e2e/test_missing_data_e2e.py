@@ -16,7 +16,6 @@ import grpc
 import numpy as np
 import pytest
 
-from scaler._proto import externalscaler_pb2 as pb
 from scaler.policy import Reason, decide
 from support import promfixture as pf
 from support.clock import FakeClock

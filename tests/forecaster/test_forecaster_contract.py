@@ -1,4 +1,5 @@
-"""One contract, every registered model (statsforecast style)."""
+"""One contract, every registered model (statsforecast style): the built-ins and any plugin installed
+(``forescale.models`` entry points; tests/forecaster/test_model_plugins.py runs it on the example plugin)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from forecaster.base import Forecast, InsufficientHistory, Series
-from forecaster.models import NAMES, from_state, make, to_state
+from forecaster.models import BUILTINS, NAMES, from_state, make, to_state
 
 STEP = 60.0
 QS = (0.1, 0.5, 0.9)
@@ -160,7 +161,8 @@ def test_zero_horizon_and_bad_quantiles(name, fitted):
 
 
 def test_registry():
-    assert NAMES == ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
+    assert BUILTINS == ("prophet", "seasonal_naive", "naive", "linear_trend", "auto", "envelope", "mstl", "ets")
+    assert NAMES[:len(BUILTINS)] == BUILTINS  # then the plugins installed (tests/forecaster/test_model_plugins.py)
     with pytest.raises(ValueError, match="accepted: prophet, seasonal_naive, naive, linear_trend, auto, envelope, mstl, ets"):
         make("arima")
     with pytest.raises(ValueError, match="unknown option"):
@@ -194,7 +196,7 @@ def test_auto_scored_on_the_provisioned_quantile_lets_every_model_compete():
 
     s = synthetic(days=3)
     f = make_for_policy("auto", seed=0, level_half_life=14400.0, quantile=0.8).fit(s)
-    assert set(f.scores) == set(NAMES) - {"auto"}  # every model, scored by the q0.8 pinball loss
+    assert set(f.scores) == set(BUILTINS) - {"auto"}  # every built-in model, scored by the q0.8 pinball loss
     assert sum(np.isfinite(v) for v in f.scores.values()) >= 4
     best = min((v, k) for k, v in f.scores.items() if np.isfinite(v))[1]
     assert f.chosen == best

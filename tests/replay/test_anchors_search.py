@@ -13,9 +13,11 @@ from forecaster.base import Forecast, Series
 from forecaster.models import make
 from scaler.policy import PolicyParams
 from scaler.replay import anchors, calibration, engine, forecasts, frontier, search, variants
+from scaler.replay import batches
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
-from scaler.replay.hpa import poll_ticks
+from scaler.replay.hpa import value_ticks
+from scaler.replay.keda import run_hpa
 
 T0 = 1_700_006_400.0  # a Wednesday 00:00 UTC
 DAY = 86400.0
@@ -58,7 +60,7 @@ def test_envelope_family_equals_decide_on_the_servable_envelope_model(bursty):
     ctx = context(bursty, s)
     vals, _ = anchors.envelope_values(ctx, 3600.0)
     sc, step, L = ctx.scenario, bursty.series.step, ctx.lead_seconds
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
     fitted = make("envelope", window=3600.0).fit(bursty.series.until(sc.t0))
     p = PolicyParams(mode="forecastAndScale", lead_seconds=L, quantile=0.9, qps_per_replica=10.0, hpa_tolerance=0.0)
     from scaler.policy import decide
@@ -67,7 +69,7 @@ def test_envelope_family_equals_decide_on_the_servable_envelope_model(bursty):
         t = float(times[k])
         origin = sc.t0 + math.floor((t - sc.t0) / step) * step - step  # the last point before t
         fc = fitted.predict(int(math.ceil(L / step)) + 3, (0.9,), origin=origin, recent=bursty.series.until(t))
-        want = decide(float(sc.observed[poll_ticks(sc.n, ctx.hpa, sc.tick)[k]]), fc, p, t).base
+        want = decide(float(sc.observed[value_ticks(sc.n, ctx.hpa, sc.tick)[k]]), fc, p, t).base
         assert vals[k] == pytest.approx(want, rel=1e-12), (k, t)
 
 
@@ -119,8 +121,8 @@ def test_aws_like_is_the_mean_of_the_same_hour_over_seven_days_300s_ahead():
     ctx = context(tr, s)
     vals, _ = anchors.aws_values(ctx)
     sc = ctx.scenario
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
-    obs = sc.observed[poll_ticks(sc.n, ctx.hpa, sc.tick)]
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
+    obs = sc.observed[value_ticks(sc.n, ctx.hpa, sc.tick)]
     # day 8 (the simulated day): forecast for hour h = mean over d = 1..7 of 10 (8 - d) + h = 40 + h; the hour
     # is the one 300 s ahead (at 10:56 it is hour 11); observed on day 8 is about 80 + h, so observed wins
     # where the forecast is below it: every poll, max(observed, 40 + hour(t + 300))
@@ -143,7 +145,7 @@ def test_mimir_like_is_last_weeks_next_half_hour():
                       ctx.train_seconds, ctx.peak, ctx.trace_t, -ctx.trace_y + 1e6, step)  # falling: past > now
     vals, _ = anchors.mimir_values(ctx)
     sc = ctx.scenario
-    times = sc.t0 + sc.tick * poll_ticks(sc.n, ctx.hpa, sc.tick)
+    times = sc.t0 + sc.tick * value_ticks(sc.n, ctx.hpa, sc.tick)
     # y = 1e6 - minutes; the max over the 30 points in [t - 1w, t - 1w + 30 min) is at its first point,
     # the minute holding t - 1w: 1e6 - floor((t - 1w - T0) / 60)
     want = 1e6 - np.floor((times - 7 * DAY - T0) / 60.0)
@@ -179,10 +181,10 @@ def test_searched_point_meets_the_target_within_5_percent_and_nothing_in_its_fam
         if best.miss < (1 - search.TOLERANCE) * target and v.headroom > 1.0 and v.searched:
             # not within 5 %: only because a slightly smaller headroom already misses more than the target
             if v.model is None:  # the model-free families (a model's stage 1 needs its curves)
-                vals = pol.base_values(ctx, v, None)[0]
+                vals = batches.base_values(ctx, v, None)[0]
                 lower = pol.finish(vals, ctx.qps, v.headroom * (1 - 2 * search.RESOLUTION),
                                    ctx.tolerance if v.compensation else 0.0)
-                o = scn.evaluate(ctx.scenario, pol.run_hpa(ctx.scenario, lower, ctx.hpa))
+                o = scn.evaluate(ctx.scenario, run_hpa(ctx.scenario, lower, ctx.hpa))
                 assert o.underprovisioned_fraction > target, (fam, v, best.miss, target)
     sel = frontier.select(r.points, target)
     assert sel.met and sel.point is not None and sel.point.miss <= target
@@ -195,7 +197,7 @@ def test_searched_point_meets_the_target_within_5_percent_and_nothing_in_its_fam
              and q.cost <= p.cost and (q.miss < p.miss or q.cost < p.cost)]
     if beats:
         best_anchor = min(beats, key=lambda q: (q.cost, q.miss))
-        assert f"beaten    by a published autoscaler's policy forescale cannot run: {best_anchor.variant.label()}" in text
+        assert f"beaten    by a published autoscaler's policy forescale cannot run: {best_anchor.label}" in text
     else:
         assert "beaten" not in text
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from scaler.replay.cluster import Kill, Phases, Pool, simulate
-from scaler.replay.hpa import Hpa, run_hpa
+from scaler.replay.hpa import Hpa
+from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import scenario
 
 TICK = 15.0
@@ -30,7 +31,7 @@ def test_without_a_pool_or_phases_it_is_the_hpa_emulation_exactly():
     y = 40 + 30 * np.sin(np.arange(600) / 20.0) + np.where((np.arange(600) % 97) < 5, 60, 0)
     sc = scenario(t, y, 60.0, t[120], t[-1], cold_start_seconds=180.0, qps_per_replica=7.0)
     hpa = Hpa(target=7.0, min_replicas=0)
-    values = sc.observed[::2]
+    values = sc.observed  # KEDA asks at every HPA sync (15 s, one tick)
     tl = run_hpa(sc, values, hpa)
     rep = simulate(tl.replicas, Phases(pod=180.0), TICK)
     assert np.array_equal(rep.timeline.ready, tl.ready) and np.array_equal(rep.timeline.replicas, tl.replicas)

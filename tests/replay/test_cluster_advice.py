@@ -8,8 +8,7 @@ import pytest
 from scaler.replay import advice, engine, plan, variants
 from scaler.replay import scenarios as scn
 from scaler.replay.cluster import Pool
-from scaler.replay.policies import fixed_pool
-from scaler.replay.scenario import evaluate, scenario
+from scaler.replay.scenario import scenario
 from scaler.replay.world import World
 
 HOUR = 3600.0

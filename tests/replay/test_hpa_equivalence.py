@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaler.replay.hpa import Hpa, poll_count, run_hpa
+from scaler.replay.hpa import Hpa, poll_count
+from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import scenario
 from support import oldhpa
 
@@ -34,7 +35,7 @@ def _case(rng: np.random.Generator):
     sc = scenario(np.arange(n + 10) * 15.0, y, 15.0, 150.0, (n + 10) * 15.0, cold_start_seconds=cold,
                   qps_per_replica=q)
     lo = int(rng.choice([0, 0, 1, 3]))
-    hpa = Hpa(target=q, min_replicas=lo, max_replicas=int(rng.choice([max(lo, 1), 5, 20, 100])),
+    hpa = Hpa(cached_metrics=True, target=q, min_replicas=lo, max_replicas=int(rng.choice([max(lo, 1), 5, 20, 100])),
               tolerance_up=float(rng.choice([0.0, 0.02, 0.1])), tolerance_down=float(rng.choice([0.0, 0.1])),
               scale_up_pods=int(rng.choice([1, 4])), scale_up_percent=float(rng.choice([10.0, 50.0, 100.0])),
               scale_up_period_seconds=float(rng.choice([15.0, 60.0])),
@@ -123,7 +124,7 @@ def test_without_numba_the_same_functions_give_the_same_timeline():
         "rng = np.random.default_rng(77); out = []\n"
         "for _ in range(40):\n"
         "    sc, vals, hpa, init = _case(rng)\n"
-        "    tl = h.run_hpa(sc, vals, hpa, initial_replicas=init)\n"
+        "    import scaler.replay.keda as k\n    tl = k.run_hpa(sc, vals, hpa, initial_replicas=init)\n"
         "    out.append([tl.replicas.tolist(), tl.ready.tolist()])\n"
         "print(json.dumps(out))\n"
     )

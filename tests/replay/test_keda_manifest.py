@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from scaler.replay.hpa import Hpa, ScalingPolicy, ScalingRules, run_hpa
+from scaler.replay.hpa import Hpa, ScalingPolicy, ScalingRules
+from scaler.replay.keda import run_hpa
 from scaler.replay.manifest import ManifestError, plans
 from scaler.replay.scenario import Scenario
 from scaler.replay.triggers import replay_plan
@@ -97,8 +98,8 @@ def test_select_policy_min_and_max_on_scale_up():
     sc = flat(12)
     vals = np.array([20.0] + [200.0] * 5)
     pols = (ScalingPolicy("Pods", 4, 15), ScalingPolicy("Percent", 100, 15))
-    h_min = Hpa(target=10.0, scale_up=ScalingRules(0.0, "Min", pols))
-    h_max = Hpa(target=10.0, scale_up=ScalingRules(0.0, "Max", pols))
+    h_min = Hpa(cached_metrics=True, target=10.0, scale_up=ScalingRules(0.0, "Min", pols))
+    h_max = Hpa(cached_metrics=True, target=10.0, scale_up=ScalingRules(0.0, "Max", pols))
     # 20 / 10 = 2 replicas at tick 0; the poll at tick 2 reads 200 -> 20 wanted. Each 15 s period starts at the
     # count the last sync left (its event is 1 tick = 15 s old: out of the period).
     # Min: min(start + 4, start x 2): 2 -> min(6, 4) = 4 -> min(8, 8) = 8 -> min(12, 16) = 12 -> 16 -> 20
@@ -194,10 +195,15 @@ def test_fallback_after_failures(schema):
     n = 24
     y = [30.0] * 10 + [np.nan] * 14
     tl = replay(so(text, schema), n, {"rate": series(n, y)})
-    # ticks 0..9: 30 / 10 = 3. Polls at ticks 10, 12, 14 fail: 1, 2, 3 failures in a row; ticks 10..13: the HPA
-    # cannot read its only metric and skips the sync (stays 3). At tick 14, 3 > failureThreshold 2: KEDA serves
-    # 10 x 6 = 60 -> 60000 / (10000 x 3) = 2 -> 6 (within max(3 + 4, 6)); KEDA's own loop sets 6 as well
-    assert tl.replicas.tolist() == [3] * 14 + [6] * 10
+    # ticks 0..9: 30 / 10 = 3. KEDA asks the trigger at every HPA sync (every tick, useCachedMetrics false):
+    # ticks 10, 11, 12 fail: 1, 2, 3 failures in a row; at ticks 10 and 11 the HPA cannot read its only metric
+    # and skips the sync (stays 3). At tick 12, 3 > failureThreshold 2: KEDA serves 10 x 6 = 60 ->
+    # 60000 / (10000 x 3) = 2 -> 6 (within max(3 + 4, 6)); KEDA's own loop sets 6 as well
+    assert tl.replicas.tolist() == [3] * 12 + [6] * 12
+    cached = so(text.replace("      metadata: {serverAddress", "      useCachedMetrics: true\n      metadata: {serverAddress"),
+                schema)
+    # cached: the HPA reads the poll's value: polls at ticks 10, 12, 14 fail (1, 2, 3 in a row): 6 from tick 14
+    assert replay(cached, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 14 + [6] * 10
     # behavior currentReplicasIfHigher with replicas 2: max(current 3, 2) = 3 -> KEDA serves 10 x 3 = 30:
     # 30000 / (10000 x 3) = 1.0, inside the band: 3 stays
     higher = so(text.replace("replicas: 6}", "replicas: 2, behavior: currentReplicasIfHigher}"), schema)
@@ -313,3 +319,64 @@ def test_initial_cooldown_holds_the_scale_to_zero(schema):
     # 23), then lifted to its min 1 at tick 24
     held = so(text.replace("INITIAL", "  initialCooldownPeriod: 600\n"), schema)
     assert replay(held, n, {"rate": series(n, y)}).replicas.tolist() == [3] * 24 + [1] * 18 + [0] * 8
+
+
+def test_an_unreachable_forescale_gets_no_fallback_a_failing_source_does(schema):
+    # KEDA v2.21 asks an external scaler for its metric spec before its value; while forescale is unreachable
+    # that fails first (an empty spec), so nothing is observed: the HPA cannot read the metric and holds, and
+    # no failure is counted, so the fallback never engages (seen on the real KEDA by the drill's scaler-down)
+    text = HEAD + """
+  minReplicaCount: 1
+  fallback: {failureThreshold: 2, replicas: 6}
+  triggers:
+    - type: external
+      name: fs
+      metadata: {scalerAddress: "s:6000", serverAddress: "http://p:9090", query: "q", qpsPerReplica: "10",
+                 mode: reactive, hpaTolerance: "0"}"""
+    n = 24
+    sc = Scenario(0.0, np.full(n, 30.0), np.full(n, 30.0), 0.0, 10.0)
+    plan = so(text, schema)
+    # reactive without compensation: value = observed 30 -> 30 / 10 = 3 replicas
+    up = replay_plan(sc, plan, curves=lambda t: [], series={}, cluster_tolerance=0.1)[0]
+    assert up.replicas.tolist() == [3] * n
+    # forescale down from tick 10 (150 s) to the end: the HPA holds 3, no fallback to 6
+    down = replay_plan(sc, plan, curves=lambda t: [], series={}, cluster_tolerance=0.1, down=[(150.0, 400.0)])[0]
+    assert down.replicas.tolist() == [3] * n
+    # the same failures from a source whose spec KEDA has (a prometheus query that fails): 6 from tick 12
+    prom_text = text.split("  triggers:")[0] + "  triggers:" + prom("rate", 10, extra=', ignoreNullValues: "false"')
+    failing = replay(so(prom_text, schema), n, {"rate": series(n, [30.0] * 10 + [np.nan] * 14)})
+    assert failing.replicas.tolist() == [3] * 12 + [6] * 12
+
+
+def test_a_forescale_trigger_is_replayed_with_the_servers_drift_response(schema):
+    from forecaster.base import Forecast
+    from scaler.policy import PolicyParams
+    from scaler.replay.selfwatch import drift_response
+    from scaler.replay.forecasts import Curve
+    from scaler.replay.hpa import sync_ticks
+    from scaler.replay.policies import polled_decisions
+
+    # a forecast of 20 req/s while 60 arrive for an hour: the live scores see every answer miss, the
+    # self-watch alarms and serves the safe policy (fallback_forecast_drift), as `forescale serve` always does
+    text = HEAD + """
+  minReplicaCount: 1
+  triggers:
+    - type: external
+      name: fs
+      metadata: {scalerAddress: "s:6000", serverAddress: "http://p:9090", query: "q", qpsPerReplica: "10",
+                 levelCorrection: "0", hpaTolerance: "0", model: seasonal_naive}"""
+    n = 240
+    sc = Scenario(0.0, np.full(n, 60.0), np.full(n, 60.0), 0.0, 10.0)
+    t = 60.0 * np.arange(-1, 80)
+    fc = Forecast(t, np.full(t.size, 20.0), {q: np.full(t.size, 20.0) for q in (0.5, 0.8, 0.9)})
+    plan = so(text, schema)
+    tl, reasons = replay_plan(sc, plan, curves=lambda trig: [Curve(0.0, fc)], series={}, cluster_tolerance=0.1)
+    assert reasons.get("fallback_forecast_drift", 0) > 0 and reasons.get("observed_floor", 0) > 0
+    # the one implementation: the trigger's answers are drift_response over decide at each HPA sync
+    s = plan.triggers[0].spec
+    params = PolicyParams(mode=s.mode, lead_seconds=s.lead.seconds, quantile=s.quantile, qps_per_replica=10.0,
+                          headroom=1.0, hpa_tolerance=0.0, level_correction_seconds=0.0)
+    calls = sync_ticks(n, plan.hpa, sc.tick)
+    times, obs, d = polled_decisions(sc, plan.hpa, params, [Curve(0.0, fc)], ticks=calls)
+    planned, reason, _ = drift_response(times, obs, d, params, step=60.0)
+    assert np.array_equal(tl.value, planned)

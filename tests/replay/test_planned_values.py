@@ -7,7 +7,7 @@ import numpy as np
 from forecaster.base import Forecast
 from scaler.policy import PolicyParams, Reason, decide
 from scaler.replay.forecasts import Curve, Packed
-from scaler.replay.hpa import Hpa, poll_ticks
+from scaler.replay.hpa import Hpa, value_ticks
 from scaler.replay.policies import finish, planned_values
 from scaler.replay.scenario import EPS, Scenario
 
@@ -45,7 +45,7 @@ def test_planned_values_equal_decide_at_each_poll():
                                 hpa_tolerance=0.0, floor_qps=20.0)):
         got = planned_values(sc, hpa, params, packed)
         as_list = planned_values(sc, hpa, params, cv)
-        idx = poll_ticks(sc.n, hpa, sc.tick)
+        idx = value_ticks(sc.n, hpa, sc.tick)
         want, reasons = [], {}
         for i in idx:
             now = sc.t0 + sc.tick * i

@@ -10,7 +10,8 @@ import pytest
 from scaler.policy import PolicyParams
 from scaler.replay import scenarios as scn
 from scaler.replay.cluster import Phases
-from scaler.replay.hpa import Hpa, poll_ticks, run_hpa
+from scaler.replay.hpa import Hpa, value_ticks
+from scaler.replay.keda import run_hpa
 from scaler.replay.policies import fixed_pool, planned_values
 from scaler.replay.scenario import scenario
 from scaler.replay.world import World, checks, live
@@ -60,7 +61,7 @@ def test_reactive_scale_out_takes_at_least_one_poll_and_t_cold():
 def test_predictive_with_a_correct_forecast_finishes_before_the_step():
     sc, spec, at = step_scenario()
     hpa = Hpa(target=1.0, min_replicas=10)
-    idx = poll_ticks(sc.n, hpa, TICK)
+    idx = value_ticks(sc.n, hpa, TICK)
     ahead = int(math.ceil(LEAD / TICK))
     # what decide returns with an exact forecast: max(observed, the forecast's max over [now, now + L])
     values = np.array([max(sc.observed[i], sc.demand[i:i + ahead + 1].max()) for i in idx])

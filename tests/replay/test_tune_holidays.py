@@ -67,9 +67,10 @@ def test_tune_keeps_holidays_when_the_dip_would_be_copied_into_the_next_week():
     twin = next(q for q in r.points if q.variant == replace(p.variant, calendar=False))
     reactive = next(q for q in r.points if q.variant == variants.Variant("reactive", headroom=1.0, compensation=True))
     assert twin.miss > 0.005 and abs(twin.miss - reactive.miss) < 1e-12
-    # the target without the handling takes a searched headroom of ~1.35 at ~1.4x the oracle's cost
+    # the target without the handling takes a searched headroom of ~1.35 at ~1.3x the oracle's cost (1.29 with
+    # KEDA asking at every HPA sync; 1.4 when the replay held each poll's value)
     off = frontier.select([q for q in r.points if q.variant.calendar is False], 0.001)
-    assert off.met and off.point.variant.headroom > 1.2 and off.point.cost_ratio > 1.3
+    assert off.met and off.point.variant.headroom > 1.2 and off.point.cost_ratio > 1.25
     assert p.variant.policy == "predictive" and p.variant.calendar is True and tr.selection.met
     assert tr.deployment().get("holidays") is None  # kept: the declared holidays stay in force
     # the forecast's accuracy with and without, on the span (all of it ordinary days)
@@ -90,14 +91,14 @@ def test_tune_drops_holidays_when_they_change_nothing():
     pairs = {}
     for q in r.points:
         if q.variant.calendar is not None:
-            pairs.setdefault(q.variant.label().replace("no-holidays", "holidays"), []).append(q)
+            pairs.setdefault(q.label.replace("no-holidays", "holidays"), []).append(q)
     assert pairs and all(len(v) == 2 and v[0].miss == v[1].miss and v[0].cost == v[1].cost for v in pairs.values())
-    assert p.variant.calendar is False and "no-holidays" in p.variant.label()
+    assert p.variant.calendar is False and "no-holidays" in p.label
     assert tr.deployment()["holidays"] == ""
     # the server's tuning: auto runs the declared spec with the choice applied: holidays cleared (TUNABLE)
     declared = parse_metadata({"serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "10",
                                "holidays": "US", "tuning": "auto"})[0]
-    tuned = Tuned("k", tuple(tr.deployment().items()), p.variant.label(), str(p.variant.policy), 0.0, True, p.miss, 1.0)
+    tuned = Tuned("k", tuple(tr.deployment().items()), p.label, str(p.variant.policy), 0.0, True, p.miss, 1.0)
     ran = tuned.apply(declared)
     assert declared.holidays == "US" and ran.holidays == "" and ran.model == "seasonal_naive"
 

@@ -61,7 +61,7 @@ def test_event_column_and_chart_shading(prometheus_factory, tmp_path):
         soon = {k: v for k, v in md.items() if not k.startswith("holiday")} | {"eventsFile": str(soon_file)}
         s.value(md, name="llm")
         s.value(soon, name="soon")
-        wl = wait_for_fit(s, "llm", timeout=120)  # the first fit, in a worker process
+        wait_for_fit(s, "llm", timeout=120)  # the first fit, in a worker process
         clock.advance(60)
         s.value(md, name="llm")
         base = f"http://127.0.0.1:{s.server.http_port}"

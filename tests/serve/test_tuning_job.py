@@ -81,7 +81,7 @@ def test_the_choice_and_every_kept_point_are_the_full_grids():
         assert len(mr.target_t) == 0 < len(b.result.models[m].target_t)
     # run_job sweeps the server's grid: its choice is this one
     out = run_job(j)
-    assert out["label"] == b.point.variant.label() and out["points"] == len(b.result.points)
+    assert out["label"] == b.point.label and out["points"] == len(b.result.points)
     assert out["miss"] == pytest.approx(b.point.miss, rel=1e-12, abs=0)
 
 

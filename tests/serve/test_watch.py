@@ -10,9 +10,8 @@ import urllib.request
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry
 
-from scaler.policy import Decision, Reason
+from scaler.policy import Reason
 from scaler.serve.fitting import FitService
 from scaler.serve.http import HttpEndpoint, make_app
 from scaler.serve.metrics import ScalerMetrics
@@ -150,7 +149,6 @@ def test_a_reactive_switch_leaves_no_stale_forecast_or_model_series(env):
     wl, d = env.minute(LEVEL)
     assert env.sample("forescale_model_info", model="naive") == 1
     assert env.sample("forescale_forecast_qps", quantile="0.9") is not None
-    from scaler.serve.workload import Tuned
     import dataclasses
     wl.spec = dataclasses.replace(wl.spec, mode="reactive")  # as a tuned choice would
     d = env.reg.decision(wl)

@@ -48,3 +48,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $ns := .Release.Namespace -}}
 {{- list $f (printf "%s.%s" $f $ns) (printf "%s.%s.svc" $f $ns) (printf "%s.%s.svc.cluster.local" $f $ns) | toJson -}}
 {{- end -}}
+
+{{/* tls.source cert-manager without an issuerRef: the chart's CA (its Certificate, Secret and CA ClusterIssuer) */}}
+{{- define "forescale.caIssuerName" -}}
+{{- printf "%s-ca" (include "forescale.fullname" .) -}}
+{{- end -}}

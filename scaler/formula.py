@@ -41,6 +41,14 @@ _BINARY = {  # operator: (binding power, operand type, result type, function)
     "**": (8, "num", "num", np.power), "^": (8, "num", "num", np.power),
 }
 _TERNARY_BP = 0.5
+# expr-lang/expr v1.17.8 (KEDA v2.21.0's): its builtins and words, the names a formula may use besides triggers
+EXPR_NAMES = frozenset((
+    "all none any one filter map find findIndex findLast findLastIndex count sum groupBy sortBy reduce len type "
+    "abs ceil floor round int float string trim trimPrefix trimSuffix upper lower split splitAfter replace repeat "
+    "join indexOf lastIndexOf hasPrefix hasSuffix max min mean median toJSON fromJSON toBase64 fromBase64 now "
+    "duration date timezone first last get take keys values toPairs fromPairs reverse uniq concat flatten sort "
+    "bitnot bitand bitor bitxor bitnand bitshl bitshr bitushr true false nil and or not in matches contains "
+    "startsWith endsWith let if else").split())
 
 
 class FormulaError(ValueError):
@@ -76,6 +84,41 @@ def parse(text: str, known: tuple[str, ...]) -> Formula:
     if kind != "num":
         raise FormulaError("the formula gives true/false, not a number (KEDA needs a number)")
     return Formula(text, tuple(dict.fromkeys(p.used)), lambda env: np.asarray(fn(env), dtype=np.float64))
+
+
+def within_subset(text: str, known: tuple[str, ...]) -> bool:
+    """Whether ``text`` is written in the subset's tokens and names alone (then a ``parse`` error is one KEDA's expr
+    makes too; outside it, expr may accept what ``parse`` refuses)."""
+    pos, s = 0, text.rstrip()
+    while pos < len(s):
+        m = _TOKEN.match(s, pos)
+        if not m or m.end() == pos or m.group(3) == "??":
+            return False
+        if m.group(2) and m.group(2) not in (*known, "min", "max", *_FUNCS, "and", "or", "not"):
+            return False
+        pos = m.end()
+    return True
+
+
+def keda_problem(text: str, names: tuple[str, ...]) -> str:
+    """Why KEDA's expr would not compile ``text`` over the trigger ``names`` ("" when it would, or may: a formula
+    outside the replay's subset is only checked for unknown names)."""
+    bare = re.sub(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|`[^`]*`", "''", text)
+    bound = set(re.findall(r"\blet\s+([A-Za-z_]\w*)\s*=", bare))
+    for m in re.finditer(r"(?<![\w.$#])([A-Za-z_]\w*)\s*(\()?", bare):
+        word, call = m.group(1), m.group(2)
+        if word in EXPR_NAMES or word in bound or (not call and ("{" in bare or word in names)):
+            continue
+        if call:
+            return (f"unknown function {word}(): KEDA's expr has no such builtin (min, max, abs, ceil, floor, round, "
+                    f"mean, median, ... are; no sqrt or log)")
+        return (f"unknown name {word!r}: a formula reads triggers by their name; named triggers here: "
+                f"{', '.join(names) or '(none: give the triggers names)'}")
+    try:
+        parse(text, names)
+    except FormulaError as e:
+        return str(e) if within_subset(text, names) else ""
+    return ""
 
 
 class _Parser:

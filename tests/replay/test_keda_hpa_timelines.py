@@ -1,4 +1,7 @@
-"""The KEDA/HPA/cold-start emulation: hand-computed timelines and each rule at its edge."""
+"""The KEDA/HPA/cold-start emulation: hand-computed timelines and each rule at its edge.
+
+The values here are per KEDA poll, held until the next one: KEDA's ``useCachedMetrics: true`` mode
+(``Hpa(cached_metrics=True)``); tests/replay/test_live_metrics.py has the default, asked at every HPA sync."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ import pytest
 from forecaster.base import Forecast
 from scaler.policy import PolicyParams, decide
 from scaler.policy import to_milli
-from scaler.replay.hpa import Hpa, poll_count, run_hpa
+from scaler.replay.hpa import Hpa, poll_count
+from scaler.replay.keda import run_hpa
 from scaler.replay.forecasts import Curve
-from scaler.replay.policies import fixed_pool, oracle, planned_values
+from scaler.replay.families.oracle import oracle
+from scaler.replay.policies import fixed_pool, planned_values
 from scaler.replay.scenario import Scenario, evaluate, scenario
 
 Q = 10.0  # qps per replica in the hand-computed cases
@@ -56,7 +61,7 @@ def test_observed_lags_like_rate_over_2m():
 
 def test_step_reactive_exact_timeline_and_metrics():
     sc = step_trace(cold=60.0)  # 4 ticks
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     tl = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
     # polls at even ticks see 10, 20, 30, 40, 50 at ticks 40..48: one more replica per poll
     # (the +100 %/4-pod limit never binds), each ready 4 ticks later
@@ -88,7 +93,7 @@ def test_step_oracle_exact_timeline_and_metrics():
 
 def test_step_predictive_with_a_perfect_forecast_has_no_miss():
     sc = step_trace(cold=60.0)
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     t = np.arange(0, 1200 + 600, 60.0)
     fc = Forecast(t, np.where(t >= 600, 50.0, 10.0), {0.9: np.where(t >= 600, 50.0, 10.0)})
     params = PolicyParams(mode="forecastAndScale", lead_seconds=165.0, quantile=0.9, qps_per_replica=Q)
@@ -106,7 +111,7 @@ def test_step_predictive_with_a_perfect_forecast_has_no_miss():
 
 def test_planned_values_uses_the_latest_curve_and_decide():
     sc = step_trace()
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     t = np.arange(0, 2400, 60.0)
     low = Forecast(t, np.full(t.size, 1.0), {0.9: np.full(t.size, 1.0)})
     high = Forecast(t, np.full(t.size, 33.0), {0.9: np.full(t.size, 33.0)})
@@ -135,7 +140,7 @@ def test_milli_quantity_rounding():
     (100.0, 10),
 ])
 def test_tolerance_edge_up(value, expect):
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     n = 4
     vals = held([(0, 100.0), (1, value)], n, hpa)
     tl = run_hpa(flat(n), vals, hpa, initial_replicas=10)
@@ -143,7 +148,7 @@ def test_tolerance_edge_up(value, expect):
 
 
 def test_tolerance_edge_down_and_300s_stabilisation():
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     n = 60
     # 90.0 is ratio 0.9: inside; 89.99 asks for 9 but waits for the stabilisation window
     tl = run_hpa(flat(n), held([(0, 100.0), (1, 90.0)], n, hpa), hpa, initial_replicas=10)
@@ -156,13 +161,13 @@ def test_tolerance_edge_down_and_300s_stabilisation():
 def test_configured_smaller_scale_up_tolerance():
     n = 4
     for tol, value, expect in [(0.0, 100.001, 11), (0.0, 100.0, 10), (0.05, 105.0, 10), (0.05, 105.001, 11)]:
-        hpa = Hpa(target=Q, tolerance_up=tol)
+        hpa = Hpa(cached_metrics=True, target=Q, tolerance_up=tol)
         tl = run_hpa(flat(n), held([(0, 100.0), (1, value)], n, hpa), hpa, initial_replicas=10)
         assert tl.replicas[2] == expect, (tol, value)
 
 
 def test_scale_up_rate_limit_max_4_pods_or_100_percent():
-    hpa = Hpa(target=Q, max_replicas=100)
+    hpa = Hpa(cached_metrics=True, target=Q, max_replicas=100)
     n = 8
     tl = run_hpa(flat(n), held([(0, 10.0), (1, 1000.0)], n, hpa), hpa, initial_replicas=1)
     # tick 2: max(1+4, 2) = 5; then max(5+4, 10) = 10, max(14, 20) = 20, 40, 80, capped at 100
@@ -173,7 +178,7 @@ def test_scale_up_rate_limit_max_4_pods_or_100_percent():
 
 def test_scale_up_period_counts_earlier_events():
     """With a 60 s policy period the limit applies to the replicas 60 s ago, not to each sync."""
-    hpa = Hpa(target=Q, scale_up_period_seconds=60.0)
+    hpa = Hpa(cached_metrics=True, target=Q, scale_up_period_seconds=60.0)
     n = 8
     tl = run_hpa(flat(n), held([(0, 10.0), (1, 1000.0)], n, hpa), hpa, initial_replicas=1)
     # period start stays 1 until the tick-2 event is 60 s old (tick 6): limit 5 until then
@@ -182,7 +187,7 @@ def test_scale_up_period_counts_earlier_events():
 
 def test_ready_exactly_t_cold_after_creation():
     for cold, ticks in [(0.0, 0), (15.0, 1), (60.0, 4), (50.0, 4), (180.0, 12)]:
-        hpa = Hpa(target=Q)
+        hpa = Hpa(cached_metrics=True, target=Q)
         n = 20
         tl = run_hpa(flat(n, cold=cold), held([(0, 10.0), (1, 20.0)], n, hpa), hpa, initial_replicas=1)
         assert tl.replicas[2] == 2
@@ -191,7 +196,7 @@ def test_ready_exactly_t_cold_after_creation():
 
 
 def test_scale_down_removes_not_ready_pods_first():
-    hpa = Hpa(target=Q, scale_down_window_seconds=0.0)
+    hpa = Hpa(cached_metrics=True, target=Q, scale_down_window_seconds=0.0)
     n = 40
     vals = held([(0, 20.0), (1, 40.0), (15, 80.0), (16, 50.0)], n, hpa)
     tl = run_hpa(flat(n, cold=60.0), vals, hpa, initial_replicas=2)
@@ -202,7 +207,7 @@ def test_scale_down_removes_not_ready_pods_first():
 
 
 def test_scale_to_zero_after_cooldown_and_activation():
-    hpa = Hpa(target=Q, min_replicas=0, activation_threshold=0.0)
+    hpa = Hpa(cached_metrics=True, target=Q, min_replicas=0, activation_threshold=0.0)
     n = 50
     vals = held([(0, 10.0), (1, 0.0), (20, 35.0)], n, hpa)
     tl = run_hpa(flat(n), vals, hpa)
@@ -212,13 +217,13 @@ def test_scale_to_zero_after_cooldown_and_activation():
     assert tl.replicas[39] == 0 and tl.replicas[40] == 1  # KEDA activates 0 -> 1 at the poll
     assert tl.replicas[41] == 4  # the HPA takes over at its next sync
     # activation is strict: a value equal to the threshold does not wake it
-    hpa5 = Hpa(target=Q, min_replicas=0, activation_threshold=5.0)
+    hpa5 = Hpa(cached_metrics=True, target=Q, min_replicas=0, activation_threshold=5.0)
     tl = run_hpa(flat(n), held([(0, 5.0)], n, hpa5), hpa5)
     assert set(tl.replicas.tolist()) == {0}
 
 
 def test_min_and_max_replicas():
-    hpa = Hpa(target=Q, min_replicas=3, max_replicas=6)
+    hpa = Hpa(cached_metrics=True, target=Q, min_replicas=3, max_replicas=6)
     n = 6
     tl = run_hpa(flat(n), held([(0, 1.0), (1, 1000.0)], n, hpa), hpa)
     assert tl.replicas.tolist() == [3, 3, 6, 6, 6, 6]
@@ -234,7 +239,7 @@ def test_keep_alive_is_a_fixed_ready_pool():
 def test_policy_dead_band_compensation_survives_keda_rounding():
     params = PolicyParams(mode="forecastAndScale", lead_seconds=285.0, quantile=0.9, qps_per_replica=Q)
     planned = decide(105.0, None, params, 0.0).planned  # needs 11 replicas while 10 run
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     tl = run_hpa(flat(4), np.full(2, planned), hpa, initial_replicas=10)
     assert tl.replicas[2] >= 11
 
@@ -256,7 +261,7 @@ def test_oracle_never_misses_and_is_cheapest_among_zero_miss_policies(seed):
     o = evaluate(sc, oracle(sc))
     assert o.missed_requests == 0 and o.violation_minutes == 0
     zero_miss = 0
-    hpa = Hpa(target=Q, tolerance_up=0.0)
+    hpa = Hpa(cached_metrics=True, target=Q, tolerance_up=0.0)
     base = keda_prometheus_values(sc, hpa).values
     for factor in (1.0, 1.5, 2.0, 3.0, 5.0):
         tl = run_hpa(sc, base * factor + 20 * (factor - 1), hpa)
@@ -284,7 +289,7 @@ def test_oracle_keeps_a_pod_through_a_gap_shorter_than_t_cold():
 def test_deterministic():
     rng = np.random.default_rng(3)
     sc = _random_scenario(rng, 600, 180.0)
-    hpa = Hpa(target=Q)
+    hpa = Hpa(cached_metrics=True, target=Q)
     a = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
     b = run_hpa(sc, keda_prometheus_values(sc, hpa).values, hpa)
     assert np.array_equal(a.replicas, b.replicas) and np.array_equal(a.ready, b.ready)

@@ -13,6 +13,7 @@ from forecaster.base import Series
 from scaler.cli import render
 from scaler.replay import engine, forecasts, frontier, variants
 from scaler.replay import hpa as hpa_mod
+from scaler.replay import batches
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
 from scaler.policy import PolicyParams
@@ -80,7 +81,7 @@ def test_flat_trace_tune_picks_reactive_with_the_smallest_headroom_that_meets_th
     reactive = [p for p in flat.points if p.policy == "reactive"]
     for target in (0.005, 0.0005):
         sel = frontier.select(flat.points, target)
-        assert sel.met and sel.point.policy == "reactive", sel.point.variant.label()
+        assert sel.met and sel.point.policy == "reactive", sel.point.label
         smallest = min(p.variant.headroom for p in reactive if p.miss <= target)
         assert sel.point.variant.headroom == smallest
     # the second target is not met at x1: the headroom is really needed
@@ -93,7 +94,7 @@ def test_frontier_is_pareto(daily, flat):
         for p in ranked:
             dominated = any(q.miss <= p.miss and q.cost <= p.cost and (q.miss < p.miss or q.cost < p.cost)
                             for q in ranked)
-            assert p.pareto == (not dominated), p.variant.label()
+            assert p.pareto == (not dominated), p.label
         oracle = [p for p in sr.points if p.policy == "oracle"]
         assert len(oracle) == 1 and not oracle[0].pareto and oracle[0].cost_ratio == 1.0 and oracle[0].miss < 1e-9
 
@@ -192,7 +193,7 @@ def test_knob_variants_equal_a_direct_decide_at_every_poll(daily):
     for v in (variants.Variant("predictive", "seasonal_naive", 0.8, 1800.0, 1.1, True),
               variants.Variant("predictive", "seasonal_naive", 0.95, 0.0, 1.0, True),
               variants.Variant("reactive", headroom=1.2, compensation=True)):
-        base, *_ = pol.base_values(ctx, v, packed.only([v.quantile or 0.5]))
+        base, *_ = batches.base_values(ctx, v, packed.only([v.quantile or 0.5]))
         staged = pol.finish(base, qps, v.headroom, 0.1 if v.compensation else 0.0)
         mode = "reactive" if v.policy == "reactive" else "forecastAndScale"
         params = PolicyParams(mode, r.lead.seconds, v.quantile or 0.5, qps, v.headroom,
