@@ -12,8 +12,9 @@ timeout 60s; attack 7, one-shot triggers under new names (filling the cap) on a 
 Every 60 s a new victim ScaledObject and an edit of an existing one must be served. Prometheus is stopped at 5 min
 and started again on the same port (its backfill redone).
 
-Prints: victims' calls and errors; GetMetrics p50/p99 next to the gRPC health check's in the same run (sampled
-every 0.5 s by its own thread); health never NOT_SERVING (samples); the server's RSS, threads and sockets at the start
+Prints: victims' calls and errors; GetMetrics p50/p99 next to the gRPC health check's in the same run: one health
+check right after each GetMetrics on the same client thread (the baseline under the same load, as
+tests/bench/bench_scale.py measures it), and the one sampled every 0.5 s by its own thread; health never NOT_SERVING (samples); the server's RSS, threads and sockets at the start
 of the measurement, the worst and the end; the attacker's target's queries per second.
 """
 
@@ -93,7 +94,7 @@ def main() -> None:
     s = Serve(tmp, "--events-dir", str(events)).ready()
     health = health_pb2_grpc.HealthStub(s.channel)
     urls = {"prom": prom.url, "fifo": str(events / "fifo.csv"), "tarpit": tarpit.url, "count": count.url}
-    lat_get, lat_health, statuses = [], [], {}
+    lat_get, lat_paired, lat_health, statuses = [], [], [], {}
     errors: dict[str, int] = {}
     calls = [0]
     measuring, stop = threading.Event(), threading.Event()
@@ -107,8 +108,12 @@ def main() -> None:
                 s.stub.IsActive(ref, timeout=10)
             t0 = time.perf_counter()
             s.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref), timeout=10)
+            t1 = time.perf_counter()
+            health.Check(health_pb2.HealthCheckRequest(), timeout=10)  # the baseline, under the same conditions
+            t2 = time.perf_counter()
             if measuring.is_set():
-                lat_get.append(time.perf_counter() - t0)
+                lat_get.append(t1 - t0)
+                lat_paired.append(t2 - t1)
                 calls[0] += 1
         except grpc.RpcError as e:
             if measuring.is_set():
@@ -137,6 +142,7 @@ def main() -> None:
         h.start()
     start = time.monotonic()
     end = start + a.warmup + 60 * a.minutes
+    down, refused = [0.0], []
     restart_at, restarted, news, q0 = start + a.warmup + 60 * a.minutes / 2, None, [], 0
     gap = 15.0 / a.objects  # every ScaledObject's GetMetrics every 15 s, its IsActive every other one
     with ThreadPoolExecutor(64) as ex:
@@ -147,7 +153,12 @@ def main() -> None:
                 t_measure, q0 = time.monotonic(), count.queries
             if restarted is None and time.monotonic() >= restart_at:
                 restarted = time.monotonic()
-                ex.submit(lambda: (prom.stop(), prom.start()))  # the same port, its data backfilled again
+                def restart() -> None:  # the same port, its data backfilled again
+                    prom.stop()
+                    t0 = time.monotonic()
+                    prom.start()
+                    down[0] = time.monotonic() - t0
+                ex.submit(restart)
             if measuring.is_set() and k % (a.objects * 4) == 0:  # once a minute: a new ScaledObject and an edit
                 j = len(news)
                 for md, name in ((metadata(prom.url), f"new-{j}"), (metadata(prom.url, qpsPerReplica="2"), "so-0")):
@@ -155,23 +166,32 @@ def main() -> None:
                         news.append(s.get(md, name))
                     except grpc.RpcError as e:
                         errors[f"new/edit {e.code().name}"] = errors.get(f"new/edit {e.code().name}", 0) + 1
+                        refused.append(f"{name} at {time.monotonic() - t_measure:.0f}s: {e.code().name} "
+                                       f"{(e.details() or '')[:160]}")
             ex.submit(victim, k % a.objects, (k // a.objects) % 2 == 0)
             k += 1
             time.sleep(max(0.0, start + k * gap - time.monotonic()))
     elapsed = time.monotonic() - t_measure
     stop.set()
     target_qps = (count.queries - q0) / elapsed
-    (g50, g99), (h50, h99) = percentiles(lat_get), percentiles(lat_health)
+    (g50, g99), (p50, p99), (h50, h99) = percentiles(lat_get), percentiles(lat_paired), percentiles(lat_health)
     r0, r_end = vitals[0], vitals[-1]
     worst = tuple(max(v[i] for v in vitals) for i in range(1, 4))
     print(f"victims: {a.objects} ScaledObjects, {calls[0]} GetMetrics in {elapsed:.0f}s measured; errors: "
           f"{errors or 0}; new ScaledObjects and edits served: {len(news)}")
-    print(f"GetMetrics p50 {g50 * 1e3:.2f} ms p99 {g99 * 1e3:.2f} ms; health check p50 {h50 * 1e3:.2f} ms "
-          f"p99 {h99 * 1e3:.2f} ms; p99 ratio {g99 / h99:.2f}")
+    print(f"GetMetrics p50 {g50 * 1e3:.2f} ms p99 {g99 * 1e3:.2f} ms; health check right after each (same thread) "
+          f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms; p99 ratio {g99 / p99:.2f}")
+    print(f"health check sampled every 0.5 s by its own thread ({len(lat_health)}): p50 {h50 * 1e3:.2f} ms "
+          f"p99 {h99 * 1e3:.2f} ms; GetMetrics p99 / this p99 {g99 / h99:.2f}")
     print(f"health samples: {statuses}")
     print(f"server RSS {r0[1] >> 20} -> worst {worst[0] >> 20} -> end {r_end[1] >> 20} MiB; threads {r0[2]} -> "
           f"{worst[1]} -> {r_end[2]}; sockets {r0[3]} -> {worst[2]} -> {r_end[3]}")
-    print(f"Prometheus restarted at {restarted - start:.0f}s; the attacker's target got {target_qps:.1f} queries/s")
+    for line in refused:
+        print(f"new/edit refused: {line}")
+    per_minute = [v[1] >> 20 for v in vitals if v[0] >= vitals[0][0]][:: max(1, len(vitals) // int(max(1, a.minutes)))]
+    print(f"server RSS per minute of the measurement (MiB): {per_minute}")
+    print(f"Prometheus restarted at {restarted - start:.0f}s (down {down[0]:.1f}s: stopped, its data backfilled "
+          f"and started again); the attacker's target got {target_qps:.1f} queries/s")
     print(f"hostile calls: {dict(sorted(counts.items()))}")
     out = s.close()
     lines = out.splitlines()
