@@ -95,14 +95,13 @@ def test_every_exception_at_every_step_gives_the_slot_back(step, exc):
         reg.stop()
 
 
-def test_one_host_port_under_many_spellings_is_one_share():
-    """256 triggers on one never-answering host:port under 32 path spellings (the issue's attack) hold 8 refresh
-    slots, not 256; a victim on another Prometheus is refreshed at once."""
-    clock = FakeClock(T0)
-    release = threading.Event()
+def tarpit_factory():
+    """(held, release, a client factory): clients for a 'tarpit' address (any case) hold their caller (one entry in
+    ``held`` each) until ``release`` is set; every other address answers 4.0 to Q."""
     prom = FakePrometheus()
     prom.set_scalar(Q, 4.0)
-    held = []
+    held: list[int] = []
+    release = threading.Event()
 
     def factory(target, credentials=None):
         class Client:
@@ -112,7 +111,14 @@ def test_one_host_port_under_many_spellings_is_one_share():
                     release.wait(10)
                 return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
         return Client()
+    return held, release, factory
 
+
+def test_one_host_port_under_many_spellings_is_one_share():
+    """256 triggers on one never-answering host:port under 32 path spellings (the issue's attack) hold 8 refresh
+    slots, not 256; a victim on another Prometheus is refreshed at once."""
+    clock = FakeClock(T0)
+    held, release, factory = tarpit_factory()
     reg = Registry(clock, CredentialStore(None), ScalerMetrics(), RegistryConfig(first_wait_seconds=0.2),
                    client_factory=factory)
     try:
@@ -133,20 +139,7 @@ def test_one_host_port_under_many_spellings_is_one_share():
 def test_one_namespace_holds_at_most_its_share_of_refreshes():
     """32 tarpit hosts in one namespace: per_namespace_refreshes (here 16) slots, the other namespaces unaffected."""
     clock = FakeClock(T0)
-    release = threading.Event()
-    prom = FakePrometheus()
-    prom.set_scalar(Q, 4.0)
-    held = []
-
-    def factory(target, credentials=None):
-        class Client:
-            def scalar(self, query, at=None, *, ignore_null=True):
-                if "tarpit" in target.server_address:
-                    held.append(1)
-                    release.wait(10)
-                return FakePrometheus.scalar(prom, query, at, ignore_null=ignore_null)
-        return Client()
-
+    held, release, factory = tarpit_factory()
     reg = Registry(clock, CredentialStore(None), ScalerMetrics(),
                    RegistryConfig(first_wait_seconds=0.2, io_workers=32, per_namespace_refreshes=16),
                    client_factory=factory)
