@@ -42,11 +42,13 @@ KEYS: tuple[Key, ...] = (
     Key("tokensPerReplica", "", "with tokenQuery (and only with it): the weighted tokens/s one ready replica "
                                 "sustains, in [0.001, 1e12]"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
-    Key("ignoreNullValues", "true", "an empty query result counts as 0 req/s; false makes it an error"),
+    Key("ignoreNullValues", "true", "no usable value (no series, NaN) reads 0 req/s where there was no series or an "
+                                    "idle one (at most activationThreshold) before; after an active series it is "
+                                    "missing data: held on the forecast, then UNAVAILABLE; false makes it an error"),
     Key("queryParameters", "", "extra HTTP query parameters for Prometheus, key1=value1,key2=value2"),
     Key("customHeaders", "", "extra HTTP headers for Prometheus, key1=value1,key2=value2 (never logged)"),
     Key("unsafeSsl", "false", "skip TLS certificate verification of Prometheus"),
-    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s)"),
+    Key("timeout", "5000", "Prometheus HTTP timeout in milliseconds (or a duration such as 5s); at most 60000 (60s)"),
     Key("credentials", "", "name of a credential set held by the scaler (bearer, basic or TLS client cert files)"),
     Key("metricName", "", "metric name sent to KEDA (lower-cased); default forescale-<namespace>-<name>"),
     Key("coldStartSeconds", "180", "T_cold: seconds from pod creation to a ready, warmed replica (in [0, 86400])"),

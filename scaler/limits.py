@@ -16,6 +16,7 @@ MAX_METADATA_KEYS = 64
 MAX_LEAD_SECONDS = 86400.0  # L = T_cold + T_buffer
 MAX_HISTORY_STEPS = 100_000  # history / step
 MAX_HORIZON_STEPS = 50_000  # (2 x refitInterval + L) / step
+MAX_TIMEOUT_SECONDS = 60.0  # timeout: a Prometheus request's deadline (a slow target holds its slot this long at most)
 MAX_RATE = 1e15  # requests/s: a larger observed or planned rate is served as this (KEDA always gets a finite value)
 
 
@@ -37,8 +38,29 @@ def size_violation(md: Mapping[str, str]) -> tuple[str, str, str] | None:
     return None
 
 
+# Control characters (C0, DEL, C1): refused in every metadata value (a newline or an ANSI escape would reach a
+# Prometheus request, a header or a log line as it is). PromQL keys fold tab, newline and carriage return to a space
+# first (a YAML block scalar spreads a query over lines; PromQL reads them as whitespace).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_PROMQL_SPACE = re.compile(r"[\t\n\r]")
+CONTROL_FORM = "text without control characters (none of U+0000-U+001F, U+007F-U+009F)"
+
+
+def fold_promql_space(text: str) -> str:
+    """Tab, newline and carriage return (whitespace to PromQL) as spaces."""
+    return _PROMQL_SPACE.sub(" ", text)
+
+
+def control_violation(text: str) -> str | None:
+    """Where ``text`` holds a control character (e.g. "U+000A at character 4"); None when it holds none."""
+    m = _CONTROL.search(text)
+    return None if m is None else f"U+{ord(m.group()):04X} at character {m.start() + 1}"
+
+
 # -- what the server holds (issue 27) ------------------------------------------------------------------------
-MAX_TRACKED = 2000  # tracked triggers (workloads) per server; a new one beyond it is RESOURCE_EXHAUSTED
+MAX_TRACKED = 2000  # tracked triggers (workloads) per server; a new one beyond evicts an unproven one, else
+# is RESOURCE_EXHAUSTED
+MAX_TRACKED_PER_NAMESPACE = 1000  # ... and per namespace (--max-triggers-per-namespace): half the cap
 MAX_STATE_FILE_BYTES = 512 * 1024  # one state document; x MAX_TRACKED x 2 stores fits the chart's 1 GiB emptyDir
 MAX_INSTANT_BODY_BYTES = 1 << 20  # an instant-query answer (decompressed); one series is well under 1 KB
 MAX_RANGE_BODY_BYTES = 8 << 20  # one range-query chunk (decompressed): 11,000 points of one series is ~0.4 MB

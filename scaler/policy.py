@@ -45,6 +45,7 @@ class Reason(str, Enum):
     PROMETHEUS_STALE = "fallback_prometheus_stale"  # last good observation reused
     EVENT = "event"  # a user event (eventsFile) set the value: its multiplier or floor; its name in Decision.event
     FORECAST_DRIFT = "fallback_forecast_drift"  # live scores show the forecast drifted (scaler.drift)
+    MISSING_DATA = "fallback_missing_data"  # the observation is unknown (no series, NaN): held, on the forecast
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +246,8 @@ CHUNK = 4096  # polls per block of the window computation (bounds the (polls x c
 
 def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, curves: Curves | None,
                  row: np.ndarray | None = None, *, unusable: np.ndarray | None = None,
-                 history_max: np.ndarray | None = None, with_mean: bool = False) -> Decisions:
+                 history_max: np.ndarray | None = None, with_mean: bool = False,
+                 missing: np.ndarray | None = None) -> Decisions:
     """The planned request rate at each of n polls.
 
     ``observed`` (n,): the rate at each poll; ``now`` (n,) its time.
@@ -260,10 +262,18 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
     ``base = floor + max(observed, forecast peak)``.
     ``with_mean``: also give the max of the mean over the window
     (``forecast_mean_peak``, for the server's metrics).
+    ``missing`` (n,) bool: the observation at that poll is unknown (the query
+    returned no series, or NaN) and ``observed`` holds the last known one
+    (NaN: none, 0). There the level correction is not applied (it never learns
+    from a missing point: the plain quantile's window max), the base is what
+    the poll's mode and forecast give on the held observation (so in
+    forecastAndScale never below the forecast peak), events apply as usual, and
+    the reason is ``fallback_missing_data`` whatever else holds.
     """
     obs = np.asarray(observed, dtype=np.float64)
     now = np.asarray(now, dtype=np.float64)
     n = len(obs)
+    miss = np.zeros(n, dtype=bool) if missing is None else np.asarray(missing, dtype=bool)
     obs = np.where(np.isfinite(obs) & (obs > 0), obs, 0.0)
     floor = params.floor_qps if params.floor_qps > 0 else 0.0
     if floor:
@@ -281,7 +291,8 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
         hmax = np.full(n, np.nan) if history_max is None else np.asarray(history_max, dtype=np.float64) + floor
         for a in range(0, len(use), CHUNK):
             k = use[a:a + CHUNK]
-            pk, ok, mk = _window(curves, rows[k], obs[k], now[k], params, floor, with_mean)  # type: ignore[arg-type]
+            pk, ok, mk = _window(curves, rows[k], obs[k], now[k], params, floor, with_mean,  # type: ignore[arg-type]
+                                 miss[k])
             q, h = params.qps_per_replica, hmax[k]
             # max(history_max, qps) as Python's max: NaN (no history max) gives NaN, and the comparison False
             absurd = ok & (~np.isfinite(pk) | (pk < 0) | (pk > params.absurd_factor * np.where(q > h, q, h)))
@@ -299,6 +310,8 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
     which = None
     if params.events:
         base, reason, which = _events(base, reason, peak, obs, now, params)
+    if miss.any():
+        reason = np.where(miss, _CODE[Reason.MISSING_DATA], reason)
     planned = clear_dead_band_array(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
     return Decisions(planned, reason, obs, peak, base, mean_peak, which, tuple(e.name for e in params.events))
 
@@ -330,12 +343,13 @@ def _events(base: np.ndarray, reason: np.ndarray, peak: np.ndarray, obs: np.ndar
 
 
 def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, params: PolicyParams,
-            floor: float, with_mean: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (level-corrected) quantile's window max over [now, now + L] on each poll's curve (and the mean's)."""
+            floor: float, with_mean: bool, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (level-corrected) quantile's window max over [now, now + L] on each poll's curve (and the mean's);
+    polls whose observation is ``missing`` get no correction (a residual of 0 leaves a row as it is)."""
     c = curves.rows(rows, floor)
     fix = None
     if params.level_correction_seconds > 0:
-        r = residual_rows(c.t, c.mean, now, obs)
+        r = np.where(missing, 0.0, residual_rows(c.t, c.mean, now, obs))
         fix = corrector(c.t, r, now, params.level_correction_seconds)
     end = now + params.lead_seconds
     pk, ok = window_max_rows(c.t, blend(c.quantiles, c.mean, params.quantile, fix), now, end)
@@ -344,10 +358,13 @@ def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, 
 
 
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
-           unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False) -> Decision:
+           unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False,
+           missing: bool = False) -> Decision:
     """The planned request rate for ``now``: ``decide_array`` on one poll.
 
-    ``observed``: the current rate (NaN, Inf and negative count as 0).
+    ``observed``: the current rate (NaN, Inf and negative count as 0); with ``missing``, the current rate is
+    unknown and ``observed`` is the last one known (``decide_array``: no level correction, reason
+    ``fallback_missing_data``).
     ``forecast``: the precomputed curve, or None; ``unusable`` says why when
     the caller already knows the forecast must not be used.
     ``history_max``: the max of the fitted history, for the absurdity check.
@@ -360,5 +377,5 @@ def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now
                      Curves.of(forecast) if has else None, one if has else one - 1,  # type: ignore[arg-type]
                      unusable=np.array([NO_REASON if unusable is None else _CODE[unusable]]),
                      history_max=np.array([np.nan if history_max is None else history_max], dtype=np.float64),
-                     with_mean=with_mean)
+                     with_mean=with_mean, missing=np.array([missing]))
     return d.at(0)

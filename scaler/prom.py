@@ -339,19 +339,19 @@ class PrometheusClient:
                             f"result is one series, e.g. sum(rate(x[2m])) (drop scalar() or wrap it: vector(...))")
         return result
 
-    def instant(self, query: str, at: float | None = None, *, one_series: bool = False) -> list[dict]:
-        """An instant query (at Prometheus' now unless ``at``); the answer capped at ``MAX_INSTANT_BODY_BYTES``."""
+    def instant(self, query: str, at: float | None = None, *, one_series: bool = False,
+                max_bytes: int = MAX_INSTANT_BODY_BYTES) -> list[dict]:
+        """An instant query (at Prometheus' now unless ``at``); the answer capped at ``max_bytes``."""
         params = {"query": query}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return self._api("/api/v1/query", params, want="vector", max_bytes=MAX_INSTANT_BODY_BYTES,
-                         one_series=one_series)
+        return self._api("/api/v1/query", params, want="vector", max_bytes=max_bytes, one_series=one_series)
 
     def scalar(self, query: str, at: float | None = None, *, ignore_null: bool = True) -> float:
         """The single value of an instant query, with KEDA's Prometheus-scaler semantics.
 
         Empty result: 0 with ``ignore_null`` else NO_DATA. Several series:
-        MULTIPLE_SERIES. NaN/Inf: 0 with ``ignore_null`` else BAD_VALUE.
+        MULTIPLE_SERIES. NaN/Inf: 0 with ``ignore_null`` else NO_DATA (no usable value, like no series).
         Negative values are returned as they are (the caller floors rates).
         """
         try:
@@ -374,10 +374,10 @@ class PrometheusClient:
             value = float(raw)
         except (TypeError, ValueError):
             raise PromError(PromErrorKind.BAD_VALUE, f"query returned a non-numeric value {short(repr(raw), 40)}: {short(query)}") from None
-        if not math.isfinite(value):
+        if not math.isfinite(value):  # NaN (0/0), Inf: no usable value, like no series
             if ignore_null:
                 return 0.0
-            raise PromError(PromErrorKind.BAD_VALUE, f"query returned {raw} (ignoreNullValues=false): {short(query)}")
+            raise PromError(PromErrorKind.NO_DATA, f"query returned {raw}, not a usable value: {short(query)}")
         return value
 
     def range(self, query: str, start: float, end: float, step: float, *, one_series: bool = False) -> list[dict]:

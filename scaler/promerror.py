@@ -9,10 +9,10 @@ from urllib.parse import urlparse
 class PromErrorKind(str, Enum):
     UNREACHABLE = "unreachable"  # connection refused, DNS, timeout, TLS failure, HTTP 5xx
     REJECTED = "rejected"  # HTTP 4xx: bad PromQL, auth refused
-    NO_DATA = "no_data"  # empty result with ignoreNullValues=false
+    NO_DATA = "no_data"  # empty result (or NaN/Inf) where a value is needed (ignoreNullValues=false)
     MULTIPLE_SERIES = "multiple_series"
     TOO_LARGE = "too_large"  # the answer is over its size cap (MAX_INSTANT_BODY_BYTES / MAX_RANGE_BODY_BYTES)
-    BAD_VALUE = "bad_value"  # NaN/Inf with ignoreNullValues=false
+    BAD_VALUE = "bad_value"  # a value that is not a number, or one the key cannot use (a negative T_cold)
     CREDENTIALS = "credentials"  # the named credential set is missing, unreadable or not for this target
 
 

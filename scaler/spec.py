@@ -15,43 +15,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 from urllib.parse import urlparse
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
-from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, size_violation
+from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
+# typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
+from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
 from .policy import KUBERNETES_TOLERANCE, MIN_TARGET
 # the vocabulary (scaler.keys), re-exported: callers import it from here
 from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
-
-SECRET_HINT = "<redacted>"
-
-
-class MetadataError(ValueError):
-    """Bad trigger metadata: maps to gRPC INVALID_ARGUMENT."""
-
-    def __init__(self, key: str, value: str | None, accepted: str, secret: bool = False, shown: str | None = None):
-        self.key, self.accepted = key, accepted
-        if shown is None:
-            shown = "missing" if value is None else (SECRET_HINT if secret else _cut(repr(value)))
-        super().__init__(f"metadata key '{_cut(key, 60)}': got {shown}; accepted: {accepted}")
-
-
-def _cut(text: str, limit: int = 120) -> str:
-    """A value as an error shows it: never more than ``limit`` characters (no megabyte echo)."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def check_size(md: Mapping[str, str]) -> None:
-    """MetadataError when the map is over one of the size limits (``scaler.limits``; checked before anything else)."""
-    over = size_violation(md)
-    if over is not None:
-        key, shown, accepted = over
-        raise MetadataError(key, None, accepted, shown=shown)
-
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
@@ -160,72 +136,6 @@ def _metric_name(namespace: str, name: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", base.lower())
 
 
-class _Reader:
-    """Typed access to one metadata map, each getter raising MetadataError."""
-
-    def __init__(self, md: Mapping[str, str]):
-        self.md = md
-
-    def raw(self, key: str) -> str | None:
-        v = self.md.get(key)
-        return None if v is None or v.strip() == "" else v.strip()
-
-    def get(self, key: str, conv: Callable[[str], object], accepted: str, *, secret: bool = False,
-            default: str | None = None, show: Callable[[str], str] | None = None):
-        """``conv`` of the value, or of the key's default (``DEFAULTS``, or ``default`` for derived ones)."""
-        v = self.raw(key)
-        if v is None:
-            v = default if default is not None else DEFAULTS.get(key)
-            if v is None:
-                raise MetadataError(key, None, accepted)
-        try:
-            return conv(v)
-        except (ValueError, TypeError):
-            raise MetadataError(key, v, accepted, secret, shown=None if show is None else show(v)) from None
-
-    def number(self, key: str, *, lo: float | None = None, lo_open: bool = False,
-               hi: float | None = None, hi_open: bool = False, accepted: str) -> float:
-        def conv(v: str) -> float:
-            x = float(v)
-            if not math.isfinite(x):
-                raise ValueError(v)
-            if lo is not None and (x < lo or (lo_open and x == lo)):
-                raise ValueError(v)
-            if hi is not None and (x > hi or (hi_open and x == hi)):
-                raise ValueError(v)
-            return x
-        return self.get(key, conv, accepted)
-
-    def boolean(self, key: str) -> bool:
-        def conv(v: str) -> bool:
-            low = v.lower()
-            if low in ("true", "1", "yes"):
-                return True
-            if low in ("false", "0", "no"):
-                return False
-            raise ValueError(v)
-        return self.get(key, conv, "true or false")
-
-    def duration(self, key: str, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
-        def conv(v: str) -> float:
-            d = parse_duration(v)
-            if d < minimum or d > maximum:
-                raise ValueError(v)
-            return d
-        extra = (f" (at least {format_duration(minimum) if minimum >= 60 else f'{minimum:g}s'}"
-                 + (f", at most {format_duration(maximum)})" if math.isfinite(maximum) else ")")) if minimum else \
-            (f" (at most {format_duration(maximum)})" if math.isfinite(maximum) else "")
-        return self.get(key, conv, DURATION_FORM + extra)
-
-    def choice(self, key: str, options: tuple[str, ...]) -> str:
-        def conv(v: str) -> str:
-            for o in options:
-                if o.lower() == v.lower():
-                    return o
-            raise ValueError(v)
-        return self.get(key, conv, " | ".join(options))
-
-
 def _timeout(v: str) -> float:
     """KEDA's Prometheus scaler reads ``timeout`` as milliseconds; a duration with a unit also works."""
     try:
@@ -236,7 +146,7 @@ def _timeout(v: str) -> float:
         if not math.isfinite(ms):
             raise ValueError(v)
         secs = ms / 1000.0
-    if not 0 < secs <= 300:
+    if not 0 < secs <= MAX_TIMEOUT_SECONDS:
         raise ValueError(v)
     return secs
 
@@ -254,6 +164,8 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
     check_size(md)
     r = _Reader(md)
+    for key in sorted(k for k in md if k in KNOWN):  # a control character is refused in any key, read or not
+        r.raw(key)
     fields = _target_fields(r, name, namespace)
     fields.update(_lead_fields(r))
     fields.update(_forecast_fields(r))
@@ -290,7 +202,7 @@ def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
     qparams = r.get("queryParameters", parse_pairs, "key1=value1,key2=value2")
     headers = r.get("customHeaders", parse_pairs, "key1=value1,key2=value2", secret=True)
     unsafe = r.boolean("unsafeSsl")
-    timeout = r.get("timeout", _timeout, "milliseconds in (0, 300000], e.g. 5000, or a duration such as 5s")
+    timeout = r.get("timeout", _timeout, f"milliseconds in (0, {MAX_TIMEOUT_SECONDS * 1000:.0f}], e.g. 5000, or a duration such as 5s (MAX_TIMEOUT_SECONDS)")
     creds = r.get("credentials", _credential_name,
                    "the name of a credential set held by the scaler: letters, digits, '-', '_', '.' (no secret here)")
     metric_name = r.get("metricName", _metric_name_conv,

@@ -156,3 +156,71 @@ def test_warm_floor_adds_to_observed_and_forecast():
     lc = params(level_correction_seconds=3600.0)
     lc_floor = params(level_correction_seconds=3600.0, floor_qps=15.0)
     assert decide(60.0, fc, lc_floor, NOW).base == pytest.approx(decide(60.0, fc, lc, NOW).base + 15.0)
+
+
+# -- missing data (issue 36, item 1) ---------------------------------------------------------------------------------
+def test_missing_data_holds_on_the_forecast_and_never_learns_from_the_gap():
+    """The issue's case: a 70.6 req/s forecast, levelCorrection 4h, the series stopped. Read as 0, the residual
+    0 - 70.6 = -70.6 pulled the plan to 70.6 - 70.6 x 0.5^(300/14400) ~ 1.0 req/s (reason forecast). Missing: no
+    correction at all (the plain q0.9 window max, 70.6), the held observation (the last good one, 50) only as the
+    floor, reason fallback_missing_data."""
+    lc = params(level_correction_seconds=14400.0)
+    zero = decide(0.0, curve(lambda dt: 70.6), lc, NOW)  # what a gap read as 0 gave
+    assert zero.reason is Reason.FORECAST and zero.planned == pytest.approx(70.6 - 70.6 * 0.5 ** (300 / 14400))
+    d = decide(50.0, curve(lambda dt: 70.6), lc, NOW, missing=True)
+    assert (d.reason, d.observed) == (Reason.MISSING_DATA, 50.0)
+    assert d.planned == pytest.approx(70.6) and d.forecast_peak == pytest.approx(70.6)
+    # the same poll with the observation known (50): the residual -20.6 is carried, the plan is below the forecast
+    known = decide(50.0, curve(lambda dt: 70.6), lc, NOW)
+    # (the window's max is at now + L = 300 s, where the negative residual has decayed most)
+    assert known.planned == pytest.approx(70.6 - 20.6 * 0.5 ** (300 / 14400)) and known.planned < d.planned
+
+
+@pytest.mark.parametrize("mode,fc,unusable,held,planned", [
+    # forecastAndScale: max(held, forecast peak): a held 90 above a 40 forecast stays 90 (never below either)
+    ("forecastAndScale", 40.0, None, 90.0, 90.0),
+    ("forecastAndScale", 40.0, None, 10.0, 40.0),
+    # no usable forecast (first fit pending, fit failed): the held observation
+    ("forecastAndScale", None, None, 25.0, 25.0),
+    ("forecastAndScale", 40.0, Reason.FIT_FAILED, 25.0, 25.0),
+    # the modes that act on the observed rate act on the held one
+    ("forecastOnly", 40.0, None, 25.0, 25.0),
+    ("reactive", 40.0, None, 25.0, 25.0),
+    # nothing held (no series ever): 0 (the registry reads that case as a real zero before it gets here)
+    ("reactive", None, None, math.nan, 0.0),
+])
+def test_missing_data_in_every_mode_is_its_own_reason(mode, fc, unusable, held, planned):
+    f = None if fc is None else curve(lambda dt: fc)
+    d = decide(held, f, params(mode=mode, level_correction_seconds=3600.0), NOW, unusable=unusable, missing=True)
+    assert d.reason is Reason.MISSING_DATA and d.planned == pytest.approx(planned)
+
+
+def test_missing_data_keeps_events_and_headroom():
+    """An event floor of 120 over a 40 forecast while the data is missing: 120 (the floor), headroom 1.5 on top,
+    the reason still the missing-data one (the event's name in Decision.event)."""
+    from forecaster.calendar import Event
+
+    ev = Event("launch", NOW - 60, NOW + 3600, None, 120.0, 2)
+    d = decide(30.0, curve(lambda dt: 40.0), params(events=(ev,), headroom=1.5), NOW, missing=True)
+    assert (d.planned, d.reason, d.event) == (pytest.approx(180.0), Reason.MISSING_DATA, "launch")
+
+
+def test_missing_data_rule_holds_for_any_curve_and_held_value():
+    """Hypothesis: with the observation missing, the plan is never below the uncorrected quantile's window max nor
+    the held observation (forecastAndScale, no headroom, no tolerance), and the level correction changes nothing."""
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(st.lists(st.floats(0, 1e4), min_size=60, max_size=60), st.floats(0, 1e4), st.floats(0, 86400))
+    def check(values, held, half_life):
+        t = NOW - 600 + STEP * np.arange(60)
+        mean = np.array(values)
+        fc = Forecast(t, mean, {0.9: mean * 1.1}, "test")
+        d = decide(held, fc, params(level_correction_seconds=half_life), NOW, missing=True, history_max=1e5)
+        window = (t >= NOW) & (t <= NOW + 300)
+        assert d.reason is Reason.MISSING_DATA
+        assert d.planned >= max(float(np.max(mean[window] * 1.1)), held) - 1e-9
+        same = decide(held, fc, params(level_correction_seconds=0.0), NOW, missing=True, history_max=1e5)
+        assert d.planned == same.planned
+
+    check()

@@ -303,3 +303,38 @@ def test_timezone_key():
     spec = parse(holidays="US", timezone="America/New_York")[0]
     assert spec.timezone == "America/New_York" and to_metadata(spec)["timezone"] == "America/New_York"
     assert spec.forecast_key() != parse(holidays="US")[0].forecast_key()  # another zone's days: refit
+
+
+# -- control characters (issue 36, item 3; issue 40, item 1) ------------------------------------------------------
+CONTROLS = [chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))]
+
+
+@pytest.mark.parametrize("key", sorted(k.name for k in KEYS))
+def test_a_control_character_is_refused_in_every_key(key):
+    """Any C0, DEL or C1 character anywhere in any key's value: INVALID_ARGUMENT naming the key and the character
+    (tab, newline and carriage return excepted in the two PromQL keys, where they are spaces)."""
+    from hypothesis import given, settings, strategies as st
+
+    promql = key in ("query", "coldStartQuery")
+    allowed = ("\t", "\n", "\r") if promql else ()
+
+    @settings(max_examples=25, derandomize=True, deadline=None)
+    @given(st.sampled_from([c for c in CONTROLS if c not in allowed]), st.text("ab=,/0", max_size=8),
+           st.text("ab=,/0", max_size=8))
+    def check(ch, before, after):
+        with pytest.raises(MetadataError) as e:
+            parse(**{key: before + ch + after})
+        msg = str(e.value)
+        assert f"metadata key '{key}'" in msg and f"found U+{ord(ch):04X} at character {len(before) + 1}" in msg
+        assert ch not in msg  # the value is shown escaped (or redacted), never as it is
+        if key == "customHeaders":
+            assert "<redacted>" in msg
+
+    check()
+
+
+def test_promql_keys_read_tab_newline_and_carriage_return_as_spaces():
+    spec, _ = parse(query="sum(\n  rate(x[2m])\r\n)\t", coldStartQuery="max(\n t_cold)")
+    assert spec.query == "sum(   rate(x[2m])  )" and spec.cold_start_query == "max(  t_cold)"
+    with pytest.raises(MetadataError, match=re.escape("found U+001B at character 4")):
+        parse(query="sum\x1b[31m(x)")

@@ -23,6 +23,7 @@ from collections.abc import MutableMapping
 
 import click
 
+from ..limits import MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -79,6 +80,9 @@ def _env(name: str) -> dict:
               **_env("HOST"))
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory where forecasts survive restarts.", **_env("STATE_DIR"))
+@click.option("--state-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Key (a mounted Secret, at least 16 bytes) the state files are signed with; default: one generated "
+              "in --state-dir.", **_env("STATE_KEY_FILE"))
 @click.option("--credentials-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of credential sets, one sub-directory per name.", **_env("CREDENTIALS_DIR"))
 @click.option("--tls-cert", type=click.Path(dir_okay=False), default=None, help="PEM certificate: serve gRPC over TLS.",
@@ -87,16 +91,32 @@ def _env(name: str) -> dict:
               **_env("TLS_KEY"))
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False), default=None,
               help="PEM CA bundle: require client certificates signed by it (mTLS).", **_env("TLS_CLIENT_CA"))
+@click.option("--http-token-file", type=click.Path(dir_okay=False), default=None,
+              help="A file holding a bearer token (a mounted Secret): every HTTP path but /healthz wants "
+              "Authorization: Bearer <token>; re-read when it changes.", **_env("HTTP_TOKEN_FILE"))
+@click.option("--http-hide-queries", is_flag=True, default=False,
+              help="Leave the triggers' PromQL out of the status page and the decisions API.",
+              **_env("HTTP_HIDE_QUERIES"))
+@click.option("--events-dir", multiple=True, default=("/etc/forescale",), show_default=True,
+              type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
+              "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
+@click.option("--max-triggers-per-namespace", default=MAX_TRACKED_PER_NAMESPACE, show_default=True,
+              type=click.IntRange(1, MAX_TRACKED), help="Triggers one namespace may have tracked (of the "
+              f"{MAX_TRACKED} in all); past it an unproven one is evicted, else the new one is refused.",
+              **_env("MAX_TRIGGERS_PER_NAMESPACE"))
 @click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes fitting forecasts in the background.", **_env("FIT_WORKERS"))
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True,
               **_env("LOG_LEVEL"))
 @click.option("--log-format", default="text", type=click.Choice(["text", "json"]), show_default=True,
               help="json: one JSON object per line (time, level, logger, message).", **_env("LOG_FORMAT"))
-def serve(port: int, http_port: int, host: str, state_dir: str | None, credentials_dir: str | None,
-          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, fit_workers: int, log_level: str,
-          log_format: str) -> None:
+def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
+          credentials_dir: str | None,
+          tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, http_token_file: str | None,
+          http_hide_queries: bool, events_dir: tuple[str, ...],
+          max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
+    from ..serve.registry import RegistryConfig
     from ..serve.server import ServerConfig, run
     from .options import fail
 
@@ -110,8 +130,12 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, credentia
         click.echo(f"forescale serve: model plugin {name!r} refused: {why}", err=True)
     try:
         run(ServerConfig(host=host, grpc_port=port, http_port=http_port, state_dir=state_dir,
+                         state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
-                         tls_client_ca=tls_client_ca, fit_workers=fit_workers, log_level=log_level,
+                         tls_client_ca=tls_client_ca, http_token_file=http_token_file,
+                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), fit_workers=fit_workers,
+                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
+                         log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:
         fail(str(e))

@@ -1,4 +1,4 @@
-"""``coldStartFrom: cluster`` in the server: one kube-state-metrics range query per ScaledObject per refit.
+"""``coldStartFrom: cluster`` in the server: one kube-state-metrics instant query per ScaledObject per refit.
 
 ``ColdStartService.maybe_refresh`` is called by the registry's scheduler tick
 for every workload. For a trigger with ``coldStartFrom: cluster`` it starts
@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Callable
 from prometheus_client import Gauge
 
 from ..coldstart import ClusterReading, ColdStartEstimate, cross_check, estimate
-from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_matrix, pods_query, step_for
-from ..limits import MAX_LEAD_SECONDS
-from ..prom import PromError
+from ..coldstart_ksm import KsmShapeError, ksm_versions_note, pods_from_vector, pods_instant_query, step_for
+from ..limits import MAX_LEAD_SECONDS, MAX_RANGE_BODY_BYTES
+from ..prom import PromError, PromErrorKind
+from .gate import Gate
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import attached, ops_metrics
 
@@ -83,7 +84,9 @@ class ColdStartService:
         self._busy: set[tuple] = set()
         self._attempt: dict[tuple, tuple[float, bool]] = {}  # key -> (when, succeeded)
         self._warned: dict[tuple, str] = {}
+        self._exported: dict[tuple, tuple] = {}  # key -> what its gauges show (T_cold, source, probe; the reading)
         self._io = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coldstart")
+        self.gate = Gate(max(1, workers // 2), max(1, workers // 2))  # a hung host or namespace: half the threads
 
     # -- scheduling (the registry's tick) ------------------------------------------------------------------------
     def maybe_refresh(self, wl: "Workload", now: float, adopt: AdoptReading) -> None:
@@ -100,13 +103,17 @@ class ColdStartService:
                 if reading is None or reading.source != source:
                     due = True
                 due = due and wl.key not in self._busy
+                url = wl.spec.prometheus.server_address
+                # its host:port or namespace at its share of the threads: stays due, holding none (issue 40, item 4)
+                due = due and self.gate.enter(url, wl.namespace, now)
                 if due:
                     self._busy.add(wl.key)
                     self._attempt[wl.key] = (now, False)
             if due:
                 try:
-                    self._io.submit(self._refresh, wl, source, now, adopt)
+                    self._io.submit(self._refresh, wl, source, now, adopt, url)
                 except RuntimeError:  # shut down
+                    self.gate.leave(url, wl.namespace)
                     with self._lock:
                         self._busy.discard(wl.key)
             self._log(wl)
@@ -116,15 +123,22 @@ class ColdStartService:
     def stale_after(wl: "Workload") -> float:
         return max(MIN_STALE_SECONDS, 2 * wl.spec.refit_interval_seconds)
 
-    def _refresh(self, wl: "Workload", source, at: float, adopt: AdoptReading) -> None:
+    def _refresh(self, wl: "Workload", source, at: float, adopt: AdoptReading, url: str) -> None:
         prior = wl.cluster_cold if wl.cluster_cold is not None and wl.cluster_cold.source == source else None
         ok = False
         try:
             self.ops.queries.labels("cold_start_cluster").inc()
             step = step_for(source.window_seconds)
-            end = at
-            result = wl.client.range(pods_query(wl.namespace, source, step), end - source.window_seconds, end, step)
-            pods = pods_from_matrix(result, source)
+            try:  # one point per pod and term (issue 40, item 10): ~1.2 MB for 1,000 pods, under the 8 MiB cap
+                result = wl.client.instant(pods_instant_query(wl.namespace, source, step), at,
+                                           max_bytes=MAX_RANGE_BODY_BYTES)
+            except PromError as e:
+                if e.kind is not PromErrorKind.TOO_LARGE:
+                    raise
+                raise PromError(e.kind, f"the kube-state-metrics answer for {source.describe()} is over "
+                                        f"{MAX_RANGE_BODY_BYTES >> 20} MiB (about 50,000 pods in the window): a "
+                                        "shorter coldStartWindow or a narrower coldStartSelector") from None
+            pods = pods_from_vector(result, source)
             est = estimate(pods, source, at)
             if est.seconds is None and est.reason:
                 est = ColdStartEstimate(None, est.quantile, est.samples, est.phases, est.skipped,
@@ -147,6 +161,7 @@ class ColdStartService:
                                      prior.stale if prior else False)
             log.exception("ScaledObject %s/%s: cold-start query crashed", wl.namespace, wl.name)
         finally:
+            self.gate.leave(url, wl.namespace)
             with self._lock:
                 self._busy.discard(wl.key)
                 tracked = wl.key in self._attempt  # forgotten meanwhile: leave no series behind
@@ -172,6 +187,12 @@ class ColdStartService:
     def export(self, wl: "Workload") -> None:
         lb = wl.labels
         t = wl.t_cold()
+        shown, reading = (t.seconds, t.source, wl.cold_start), wl.cluster_cold
+        with self._lock:  # every tick asks for every trigger: the gauges are set only when what they show changed
+            prev = self._exported.get(wl.key)
+            if prev is not None and prev[0] == shown and prev[1] is reading:  # a new reading is a new object
+                return
+            self._exported[wl.key] = (shown, reading)
         self.seconds.labels(*lb, "in_force", "total").set(t.seconds)
         for s in IN_FORCE:
             self.in_force.labels(*lb, s).set(1.0 if s == t.source else 0.0)
@@ -200,6 +221,7 @@ class ColdStartService:
         with self._lock:
             self._attempt.pop(wl.key, None)
             self._warned.pop(wl.key, None)
+            self._exported.pop(wl.key, None)
 
     def stop(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)

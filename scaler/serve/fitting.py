@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from forecaster.base import Forecast, Series
+from forecaster.base import Forecast, InsufficientHistory, Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..policy import Reason
@@ -42,6 +42,7 @@ from ..spec import ScalerSpec
 from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
+from .gate import Gate
 from .state import JsonStore, digest, finite_or_none, float_array, json_floats
 from .worker import SETTLE_SECONDS, Worker, cutoff, phase
 from .workload import Adopt, ForecastState, Workload
@@ -63,6 +64,8 @@ RETRY_MAX_SECONDS = 900.0
 # optimum than a cold one: docs/performance.md).
 ANCHOR_SECONDS = 86400.0
 STATE_VERSION = 1
+FIT_IO_THREADS = 8  # fits and re-predictions in flight (their range queries, then the wait for a worker process)
+FIT_IO_PER_TARGET = 2  # ... of them per Prometheus host:port and per namespace
 MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
 
 
@@ -99,9 +102,12 @@ def worker_init(parent_pid: int) -> None:
             time.sleep(1.0)
             try:
                 os.kill(parent_pid, 0)
+                with open(f"/proc/{parent_pid}/stat", "rb") as f:  # a killed server not yet reaped is a zombie: gone
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        os._exit(0)
             except ProcessLookupError:
                 os._exit(0)
-            except PermissionError:
+            except (PermissionError, OSError, IndexError):
                 pass
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -223,14 +229,16 @@ class FitService:
         self.store = store
         self.workers = workers
         self.ops = ops_metrics(metrics)
-        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(2, 2 * workers), thread_name_prefix="fit-io"),
+        # the history queries' share (issue 40, item 4): a hung host:port or one namespace holds at most
+        # FIT_IO_PER_TARGET of the FIT_IO_THREADS; the rest of its fits stay due, holding no thread
+        self.gate = Gate(FIT_IO_PER_TARGET, FIT_IO_PER_TARGET)
+        self.worker = Worker(io or ThreadPoolExecutor(max_workers=max(FIT_IO_THREADS, 2 * workers),
+                                                      thread_name_prefix="fit-io"),
                              pool, pool_factory or self._new_pool, on_broken=self._broken)
         self._lock = self.worker.lock  # one lock for the skeleton's state and the service's own
         self._model_state: dict[tuple, dict] = {}  # warm-start parameters per workload key
         self._spread_until: dict[tuple, float] = {}  # a restored forecast's age-due refit waits until then
         self._urgent: set[tuple] = set()  # refit on the next tick, whatever the schedule (a drift alarm)
-        self._failing_since: float | None = None  # first fit failure (not Prometheus') since the last success
-        self._failing_interval = math.inf  # the refit interval of that failure's workload
 
     def _new_pool(self) -> Executor:
         # forkserver: never fork the gRPC process itself (threads); workers import the models once
@@ -251,11 +259,6 @@ class FitService:
         """Bounded: queued work is dropped and worker processes are killed, not awaited."""
         self.worker.stop()
 
-    def healthy(self, now: float) -> bool:
-        """False when fits have failed (other than for Prometheus) with no success for longer than a refit interval."""
-        with self._lock:
-            return self._failing_since is None or now - self._failing_since <= self._failing_interval
-
     # -- ForecastService -------------------------------------------------------
     def fitting(self, wl: Workload) -> bool:
         return self.worker.busy(wl.key)
@@ -266,20 +269,32 @@ class FitService:
 
         at = cutoff(now, spec.refit_interval_seconds, key)  # the same in every replica (worker.cutoff)
 
+        url, ns, entered = spec.prometheus.server_address, wl.namespace, []
+
         def choose(backing_off: bool):  # under the worker's lock
-            if key in self._urgent:  # a drift alarm: on the newest data, whatever a failure's backoff
-                self._urgent.discard(key)
-                return functools.partial(self._fit, at=now)
-            if backing_off:
+            urgent = key in self._urgent  # a drift alarm: on the newest data, whatever a failure's backoff
+            work = functools.partial(self._fit, at=now) if urgent else None
+            if work is None and backing_off:
                 return None
-            if fs.key != fkey or fs.fitted_at is None or (fs.fitted_at < at
-                                                          and now >= self._spread_until.get(key, -math.inf)):
-                return functools.partial(self._fit, at=at)
-            if (spec.model in REPREDICT_MODELS and fs.forecast is not None and key in self._model_state
-                    and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
-                return self._repredict
-            return None
-        self.worker.schedule(key, now, choose, wl, spec, now, adopt)
+            if work is None and (fs.key != fkey or fs.fitted_at is None or (
+                    fs.fitted_at < at and now >= self._spread_until.get(key, -math.inf))):
+                work = functools.partial(self._fit, at=at)
+            if work is None and (spec.model in REPREDICT_MODELS and fs.forecast is not None
+                                 and key in self._model_state and now - (fs.predicted_at or 0.0) >= spec.step_seconds):
+                work = self._repredict
+            if work is None or not self.gate.enter(url, ns, now):  # its host:port or namespace at its share: due
+                return None
+            self._urgent.discard(key)
+            entered.append(True)
+            return functools.partial(self._gated, work, url, ns)
+        if not self.worker.schedule(key, now, choose, wl, spec, now, adopt) and entered:
+            self.gate.leave(url, ns)  # chosen but not submitted (stopping)
+
+    def _gated(self, work, url: str, ns: str, *args) -> None:
+        try:
+            work(*args)
+        finally:
+            self.gate.leave(url, ns)
 
     def refit_now(self, wl: Workload) -> None:
         """A drift alarm: fit on the next tick (once), whatever the refit interval or a failure's backoff."""
@@ -336,10 +351,6 @@ class FitService:
             else:
                 self.metrics.fit_failures.labels(*wl.labels).inc()
             self.worker.failed(key, now, lambda n: retry_delay(n, spec.refit_interval_seconds))
-            if not prom:
-                with self._lock:
-                    if self._failing_since is None:
-                        self._failing_since, self._failing_interval = now, spec.refit_interval_seconds
             old = wl.forecast
             if old.forecast is not None and old.key == fkey:
                 # keep serving the previous curve while it covers the lead window (decide() checks)
@@ -348,9 +359,6 @@ class FitService:
                 state = ForecastState(unusable=Reason.FIT_FAILED, detail=str(e), key=fkey, fitted_at=None)
         else:
             self.worker.succeeded(key)
-            if model_state is not None:
-                with self._lock:
-                    self._failing_since = None
         if adopt(wl, state, fkey) and model_state is not None:
             self._keep(wl, spec, state, model_state, points)
         self.metrics.fit_duration.observe(time.perf_counter() - started)
@@ -423,7 +431,10 @@ class FitService:
             warm = None if anchored(at, spec.refit_interval_seconds, wl.key) else self._model_state.get(wl.key)
         job = FitJob(spec.model, series.t, series.y, step, int(math.ceil(horizon_s / step)), quantiles, warm,
                      spec.level_correction_seconds, spec.quantile, **holiday_args(spec, float(series.t[0]), end + horizon_s))
-        out = self.worker.run(run_fit, job)
+        try:
+            out = self.worker.run(run_fit, job)
+        except InsufficientHistory as e:  # the model wants more than there is yet: waiting, not a failure
+            return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=at, detail=str(e)), None, 0
         fc = Forecast(out["t"], out["mean"], out["quantiles"], out["model"])
         fs = ForecastState(forecast=fc, fitted_at=at, completed_at=self.clock(), predicted_at=now, history_max=float(np.nanmax(series.y)),
                            model=out["model"], fit_seconds=out["seconds"], key=fkey, detail=report.message)

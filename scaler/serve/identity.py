@@ -31,6 +31,7 @@ class SpecCache:
         # (namespace, name, digest of the metadata) -> (parsed or error, bytes it stands for)
         self._specs: OrderedDict[tuple, tuple[tuple[ScalerSpec, tuple[str, ...]] | MetadataError, int]] = OrderedDict()
         self._spec_bytes = 0
+        self._by_so: dict[tuple[str, str], set[tuple]] = {}  # (namespace, name) -> its cache keys
         self._warned_unknown: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def identify(self, namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[ScalerSpec, str]:
@@ -54,9 +55,12 @@ class SpecCache:
                 if ck not in self._specs:
                     self._specs[ck] = (hit, size)
                     self._spec_bytes += size
+                    self._by_so.setdefault(ck[:2], set()).add(ck)
                 while self._specs and (len(self._specs) > self.max_specs
                                        or self._spec_bytes > self.max_bytes):
-                    self._spec_bytes -= self._specs.popitem(last=False)[1][1]
+                    old, (_, n) = self._specs.popitem(last=False)
+                    self._spec_bytes -= n
+                    self._unindex(old)
         else:
             hit = got[0]
         if isinstance(hit, MetadataError):
@@ -76,8 +80,16 @@ class SpecCache:
         with self._lock:
             if digest is None:
                 self._warned_unknown.pop((namespace, name), None)
-            for k in [k for k in self._specs if k[:2] == (namespace, name) and (digest is None or k[2] == digest)]:
+            for k in [k for k in self._by_so.get((namespace, name), ()) if digest is None or k[2] == digest]:
                 self._spec_bytes -= self._specs.pop(k)[1]
+                self._unindex(k)
+
+    def _unindex(self, ck: tuple) -> None:
+        keys = self._by_so.get(ck[:2])
+        if keys is not None:
+            keys.discard(ck)
+            if not keys:
+                del self._by_so[ck[:2]]
 
     def __len__(self) -> int:
         return len(self._specs)
@@ -114,9 +126,11 @@ def cache_key(namespace: str, name: str, metadata: Mapping[str, str]) -> tuple[t
 
 def inherit(wl, siblings, tuning) -> None:
     """A new trigger of a tracked ScaledObject (an edit) starts from what a sibling already knows about the
-    same inputs: its observation (same Prometheus and query), its tuned choice (when ``tuning`` says it still
-    applies) and its forecast (same forecast key). Copied, never shared: the sibling keeps serving its own
-    metadata until it is retired. The registry calls this under its lock, before ``wl`` is visible."""
+    same inputs: its observation (same Prometheus and query) and its tuned choice (when ``tuning`` says it still
+    applies). Copied, never shared: the sibling keeps serving its own metadata until it is retired. Never its
+    forecast: a curve is fitted for its own map (the lead, the quantile, the events it learned), and another
+    caller's map must not hand a trigger its forecast (issue 40, item 6). The registry calls this under its
+    lock, before ``wl`` is visible."""
     for other in siblings:
         if (other.namespace, other.name) != (wl.namespace, wl.name):
             continue
@@ -124,10 +138,9 @@ def inherit(wl, siblings, tuning) -> None:
                 and (other.declared.prometheus, other.declared.load_identity())
                 == (wl.spec.prometheus, wl.spec.load_identity())):
             wl.observed, wl.observed_at, wl.attempted_at = other.observed, other.observed_at, other.attempted_at
+            wl.missing_since, wl.missing_at = other.missing_since, other.missing_at
             wl.first_done.set()
         if (wl.tuned is None and other.tuned is not None and tuning is not None
                 and tuning.applies(other.tuned, wl.declared)):
             wl.tuned, wl.spec = other.tuned, other.tuned.apply(wl.declared)  # a choice the edit does not concern
-        if (wl.forecast.forecast is None and other.forecast.forecast is not None
-                and other.forecast.key == wl.spec.forecast_key()):
-            wl.forecast = other.forecast
+

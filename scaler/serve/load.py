@@ -15,12 +15,15 @@ from ..spec import ScalerSpec
 from ..tokens import binding_load, unit_refusal
 
 
-def observed_load(client, spec: ScalerSpec, at: float | None) -> float:
-    """The load now (requests/s, or the binding load in requests/s with ``tokenQuery``); PromError as the client's."""
-    r = client.scalar(spec.query, at, ignore_null=spec.ignore_null_values)
+def observed_load(client, spec: ScalerSpec, at: float | None, ignore_null: bool | None = None) -> float:
+    """The load now (requests/s, or the binding load in requests/s with ``tokenQuery``); PromError as the client's.
+    ``ignore_null`` (default the trigger's ``ignoreNullValues``): False makes no usable value NO_DATA, for a caller
+    that tells missing from zero itself (the refresher)."""
+    null = spec.ignore_null_values if ignore_null is None else ignore_null
+    r = client.scalar(spec.query, at, ignore_null=null)
     if not spec.token_query:
         return r
-    k = client.scalar(spec.token_query, at, ignore_null=spec.ignore_null_values)
+    k = client.scalar(spec.token_query, at, ignore_null=null)
     return float(binding_load(np.array([r]), np.array([k]), spec.qps_per_replica, spec.tokens_per_replica)[0][0])
 
 

@@ -14,8 +14,11 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ..policy import Reason
+
 SO = ("namespace", "scaledobject")
 TRIGGER = SO + ("trigger",)
+LEAD_PARTS = ("total", "cold_start", "buffer")  # forescale_lead_seconds' part label
 
 
 
@@ -44,6 +47,9 @@ class ScalerMetrics:
         self.decisions = Counter("forescale_decisions_total", "Decisions served to KEDA, by reason", TRIGGER + ("reason",), registry=r)
         self.event = Gauge("forescale_event_active", "1 while a user event of eventsFile is in force (its name)",
                            TRIGGER + ("event",), registry=r)
+        self.events_file_ok = Gauge("forescale_events_file_ok", "1 when the trigger's eventsFile is read and in force as "
+                                    "written; 0 when it is missing, refused or bad (its last good events stay)",
+                                    TRIGGER, registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
@@ -69,7 +75,7 @@ class ScalerMetrics:
                                  SO, registry=r)
         self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "The cutoff of the current choice (its history's end)", SO,
                                  registry=r)
-        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet)",
+        self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet, gave_up: past its time or memory bound)",
                                    SO + ("outcome",), registry=r)
 
     def export_decision(self, labels: tuple[str, str, str], d, lead, quantile: float) -> None:
@@ -82,7 +88,7 @@ class ScalerMetrics:
         drop_series(self.event, lambda k: k[:3] == labels and k[3] != d.event)  # at most the event in force
         if d.event is not None:
             self.event.labels(*labels, d.event).set(1.0)
-        for part, v in (("total", lead.seconds), ("cold_start", lead.cold_start_seconds), ("buffer", lead.buffer_seconds)):
+        for part, v in zip(LEAD_PARTS, (lead.seconds, lead.cold_start_seconds, lead.buffer_seconds)):
             self.lead.labels(*labels, part).set(v)
         if d.forecast_peak is None:  # no forecast acted on (reactive, a fallback): no stale forecast series
             self.clear_forecast(labels, model=d.reason.value == "mode_reactive")
@@ -100,10 +106,21 @@ class ScalerMetrics:
 
     def forget(self, namespace: str, name: str, trigger: str | None = None, *, whole: bool = True) -> None:
         """Drop one trigger's series (``trigger``; all of the ScaledObject's when None), and with ``whole`` (its
-        last trigger) the ScaledObject's tuning series too (bounded memory)."""
+        last trigger) the ScaledObject's tuning series too (bounded memory). A trigger's series whose extra
+        label takes known values are removed by key (a forget costs the same at 2,000 triggers as at 10); the
+        others are looked for."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
-                       self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
+        reasons = [(r.value,) for r in Reason]
+        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS]}
         for metric in per_trigger + (tuning if whole else ()):
+            if trigger is not None and metric in per_trigger and (metric._labelnames == TRIGGER or metric in known):
+                for extra in known.get(metric, ((),)):
+                    try:
+                        metric.remove(namespace, name, trigger, *extra)
+                    except KeyError:
+                        pass
+                continue
             drop_series(metric, lambda k: k[:2] == (namespace, name)
                         and (trigger is None or metric not in per_trigger or k[2] == trigger))

@@ -1,24 +1,36 @@
-"""Observation refreshes: the instant queries behind every decision, on an I/O pool, bounded per target.
+"""Observation refreshes: the instant queries behind every decision, on an I/O pool, in fair shares.
 
 Split out of the registry (issue 22, item 7): the ``Registry`` keeps lookup
 and the decision; this part runs the refreshes it schedules. Each refresh
 evaluates the trigger's query (and its ``coldStartQuery`` when due) and writes
 the result into the ``Workload`` under the registry's lock, waking the
-workload's streams. At most ``per_target_refreshes`` run per Prometheus
-address; more wait in a queue of their own target, so a hung target holds no
-one else's I/O thread.
+workload's streams. A refresh starts only when its ``Gate`` lets it: at most
+``per_target_refreshes`` in flight per Prometheus host:port, ``per_namespace_refreshes``
+per namespace, and ``per_target_qps`` started per second per host:port (a
+trigger's first refresh aside). One that cannot start waits in its host's queue,
+holding no thread, and starts as soon as a slot frees (or the scheduler's next
+tick finds tokens), oldest first. Whatever a refresh meets (an exception of any type at
+any step), its slot is given back and its workload is marked done (issue 40, item 1).
+
+No usable value (no series, NaN) with ``ignoreNullValues: true`` (issue 36, item 1): a real zero when the trigger
+had no series before or its last one was idle (at or below ``activationThreshold``: the workload scaled to zero
+and its series went with its pods); otherwise the observation is *missing* (``missing_since``): the last good one
+is held and the registry decides on it with reason ``fallback_missing_data`` until it is too old
+(``Registry.stale_after``), then UNAVAILABLE. With ``ignoreNullValues: false`` it is the error NO_DATA.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections import Counter, deque
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
 from ..prom import PromError, PromErrorKind
+from .gate import Gate, host_port
 from .identity import cut
 from .load import observed_load
 from .metrics import ScalerMetrics
@@ -45,80 +57,142 @@ class Refresher:
         self.tracked = tracked
         self.query_at = query_at
         self.ops = ops_metrics(metrics)
-        self._inflight: Counter[str] = Counter()  # refreshes in flight per Prometheus address
-        self._waiting: dict[str, deque[Workload]] = {}  # refreshes due, queued behind their target's limit
+        self.gate = Gate(config.per_target_refreshes, config.per_namespace_refreshes, config.per_target_qps)
+        self._waiting: dict[str, deque[Workload]] = {}  # per host:port: refreshes due, waiting for a slot
         self._io = ThreadPoolExecutor(max_workers=config.io_workers, thread_name_prefix="prom")
 
     def stop(self) -> None:
         self._io.shutdown(wait=False, cancel_futures=True)
 
     def in_flight(self) -> int:
-        """Caller holds the lock."""
-        return sum(self._inflight.values())
+        return self.gate.in_flight()
 
     def submit(self, wl: Workload, now: float) -> bool:
-        """Caller holds the lock. False, and the refresh stays due, while its target has
-        ``per_target_refreshes`` in flight (a hung target holds no one else's I/O thread)."""
-        target = wl.spec.prometheus.server_address
-        if self._inflight[target] >= self.config.per_target_refreshes:
-            if not wl.queued:  # started as soon as one of its target's refreshes ends
-                wl.queued = True
-                self._waiting.setdefault(target, deque()).append(wl)
+        """Caller holds the lock. False when its host:port, its namespace or the host's rate is at its limit: then
+        it waits in its host's queue, holding no thread, and starts as soon as a slot frees (``drain``)."""
+        if wl.queued or wl.refreshing:
             return False
+        why = self._start(wl, now)
+        if why is None:
+            return True
+        wl.queued = True
+        waiting = self._waiting.setdefault(host_port(wl.spec.prometheus.server_address), deque())
+        if wl.attempted_at is None:  # a new trigger's first refresh (its first call waits for it): at the front
+            waiting.appendleft(wl)
+        else:
+            waiting.append(wl)
+        return False
+
+    def _start(self, wl: Workload, now: float) -> str | None:
+        """Caller holds the lock: the refresh started (None), or the limit that refused it."""
+        url = wl.spec.prometheus.server_address
+        why = self.gate.admit(url, wl.namespace, now, rated=wl.attempted_at is not None)  # a first one: no rate
+        if why is not None:
+            return why
         wl.refreshing = True
         wl.attempted_at = now
         try:
-            self._io.submit(self._refresh, wl, target)
+            self._io.submit(self._refresh, wl, url)
         except RuntimeError:  # pool shut down
             wl.refreshing = False
-            return False
-        self._inflight[target] += 1
-        return True
+            self.gate.leave(url, wl.namespace)
+            return "stopped"
+        return None
 
-    def _start_waiting(self, target: str, now: float) -> None:
-        """Caller holds the lock: refreshes queued behind ``target``'s limit, as slots free up."""
-        waiting = self._waiting.get(target)
-        while waiting and self._inflight[target] < self.config.per_target_refreshes:
-            w = waiting.popleft()
-            w.queued = False
-            if not w.refreshing and self.tracked(w):
-                self.submit(w, now)
-        if not waiting:
-            self._waiting.pop(target, None)
+    def drain(self, now: float, host: str | None = None) -> None:
+        """Caller holds the lock: start what waits (for ``host``, or every host), oldest first, while the limits
+        let it; one refused by its namespace goes to the back, one refused by the host or its rate stops the host."""
+        for h in [host] if host is not None else list(self._waiting):
+            waiting = self._waiting.get(h)
+            if waiting is None:
+                continue
+            for _ in range(len(waiting)):
+                w = waiting.popleft()
+                if not self.tracked(w) or w.refreshing:
+                    w.queued = False
+                    continue
+                why = self._start(w, now)
+                if why is None:
+                    w.queued = False
+                    continue
+                waiting.append(w)
+                if why != "namespace":
+                    break
+            if not waiting:
+                self._waiting.pop(h, None)
 
-    def _refresh(self, wl: Workload, target: str) -> None:
-        spec = wl.spec
+    def waiting(self) -> int:
+        """Caller holds the lock: refreshes waiting for a slot."""
+        return sum(len(q) for q in self._waiting.values())
+
+    def _refresh(self, wl: Workload, url: str) -> None:
         observed: float | None = None
         error: PromError | None = None
+        now = math.nan
+        try:
+            observed, error = self._observe(wl)
+            now = self.clock()
+            if wl.spec.cold_start_query and (wl.cold_start_at is None
+                                             or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
+                self._refresh_cold_start(wl, now)
+        except Exception as e:  # never let a refresher thread die silently, nor keep its slot
+            error = error or PromError(PromErrorKind.UNREACHABLE, f"refresh failed: {type(e).__name__}")
+            self._crash(wl, e)
+        finally:
+            self._done(wl, url, observed, error, now)
+
+    def _observe(self, wl: Workload) -> tuple[float | None, PromError | None]:
+        """The observed rate, None for no usable value (no series, NaN), or the error: ``ignoreNullValues`` is
+        applied by ``_done``, which knows what the trigger saw before."""
+        spec = wl.spec
         self.ops.queries.labels("observe").inc()
         try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            observed = min(MAX_RATE, max(0.0, observed_load(wl.client, spec, self._at())))
+            v = observed_load(wl.client, spec, self._at(), ignore_null=False)
+            return min(MAX_RATE, max(0.0, v)), None
         except PromError as e:
-            error = e
-        except Exception as e:  # never let a refresher thread die silently
-            error = PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
+            if e.kind is PromErrorKind.NO_DATA and spec.ignore_null_values:
+                return None, None
+            return None, e
+        except Exception as e:
+            self._crash(wl, e)
+            return None, PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
+
+    def _crash(self, wl: Workload, e: Exception) -> None:
+        try:
             self.limiter.log(log, logging.ERROR, (*wl.labels, "crash"), "ScaledObject %s/%s: refresh failed: %s",
                              wl.namespace, wl.name, cut(repr(e), 300))
-        now = self.clock()
-        if spec.cold_start_query and (wl.cold_start_at is None or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
-            self._refresh_cold_start(wl, now)
+        except Exception:  # noqa: BLE001 - the log itself must not keep the slot
+            pass
+
+    def _done(self, wl: Workload, url: str, observed: float | None, error: PromError | None, now: float) -> None:
+        """The refresh's slot back, its result written and its workload woken, whatever happened before."""
+        if now != now:
+            now = self.clock()
+        self.gate.leave(url, wl.namespace)
         with self.changed:
-            self._inflight[target] -= 1
-            if self._inflight[target] <= 0:
-                del self._inflight[target]
             wl.refreshing = False
-            self._start_waiting(target, now)
-            if error is None:
-                wl.observed, wl.observed_at, wl.error = observed, now, None
-            else:
+            self.drain(now, host_port(url))
+            if error is not None:
                 wl.error, wl.error_at = error, now
+            elif observed is not None:
+                wl.observed, wl.observed_at, wl.error, wl.missing_since = observed, now, None, None
+            elif wl.observed is None or wl.observed <= wl.spec.activation_threshold:
+                # no series, and none (or an idle one) before: a real zero (the workload is gone, or not yet there)
+                wl.observed, wl.observed_at, wl.error, wl.missing_since = 0.0, now, None, None
+            else:  # no series where one was active: missing, not zero (the last good observation is held)
+                wl.error, wl.missing_at = None, now
+                if wl.missing_since is None:
+                    wl.missing_since = now
             wl.first_done.set()
             if wl.changed is not None:
                 wl.changed.notify_all()  # this workload's streams only: 1,000 streams must not all wake per refresh
         if error is not None:
-            self.metrics.prom_errors.labels(*wl.labels, error.kind.value).inc()
-            self.limiter.log(log, logging.WARNING, (*wl.labels, error.kind.value), "ScaledObject %s/%s: %s",
-                             wl.namespace, wl.name, error)
+            try:
+                self.metrics.prom_errors.labels(*wl.labels, error.kind.value).inc()
+                self.limiter.log(log, logging.WARNING, (*wl.labels, error.kind.value), "ScaledObject %s/%s: %s",
+                                 wl.namespace, wl.name, error)
+            except Exception:  # noqa: BLE001 - the result is written; a failing export must not escape the pool
+                pass
 
     def _at(self) -> float | None:
         return None if self.query_at is None else self.query_at()
@@ -137,10 +211,10 @@ class Refresher:
                 wl.cold_start_at = now
                 return
             wl.cold_start, wl.cold_start_at, wl.cold_start_error = v, now, None
-        except PromError as e:
-            # keep the last good T_cold, else coldStartSeconds stands in; say so once per attempt
-            self.metrics.prom_errors.labels(*wl.labels, "cold_start_" + e.kind.value).inc()
+        except Exception as e:  # any failure: keep the last good T_cold, else coldStartSeconds stands in
+            err = e if isinstance(e, PromError) else PromError(PromErrorKind.UNREACHABLE, type(e).__name__)
+            self.metrics.prom_errors.labels(*wl.labels, "cold_start_" + err.kind.value).inc()
             self.limiter.log(log, logging.WARNING, (*wl.labels, "cold_start"),
                              "ScaledObject %s/%s: coldStartQuery failed, using %s: %s", wl.namespace, wl.name,
-                        f"last value {wl.cold_start:g}s" if wl.cold_start is not None
-                        else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", e)
+                             f"last value {wl.cold_start:g}s" if wl.cold_start is not None
+                             else f"coldStartSeconds={wl.spec.lead.cold_start_seconds:g}", err)

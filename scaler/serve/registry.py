@@ -42,6 +42,8 @@ from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
 from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
+from ..events import FILES
+from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -53,6 +55,12 @@ from .watch import Watch
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
+
+def missing_why(seconds: float) -> str:
+    """The missing-data reason as a message (the decision, UNAVAILABLE and the status page say it)."""
+    return (f"the query has returned no usable value (no series, or NaN) for {seconds:.0f}s where the last one was "
+            "above activationThreshold: missing data (a scrape gap?), not zero")
+
 
 class Registry:
     def __init__(self, clock: Clock, credentials: CredentialStore, metrics: ScalerMetrics,
@@ -73,7 +81,7 @@ class Registry:
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
         self.changed = threading.Condition(self._lock)  # notified at stop; each workload has its own (``wait_changed``)
-        self._workloads: dict[tuple[str, str, str], Workload] = {}
+        self._workloads = Table()  # by key, indexed by ScaledObject and namespace (scaler.serve.admission)
         self.specs = SpecCache(config.max_specs_cached, config.max_spec_cache_bytes)
         self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
         self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
@@ -85,6 +93,7 @@ class Registry:
                                    lambda w: self._workloads.get(w.key) is w, query_at)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.ticks = 0  # scheduler rounds done: the process' heartbeat (the server's health reads it)
 
     # -- lookup (RPC threads) -------------------------------------------------
     def spec_for(self, namespace: str, name: str, metadata: Mapping[str, str]) -> ScalerSpec:
@@ -104,18 +113,22 @@ class Registry:
         spec, digest = self.identify(namespace, name, metadata)
         now = self.clock()
         key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
+        evicted, last = None, False
         with self._lock:
             wl = self._workloads.get(key)
             if wl is None:
-                if len(self._workloads) >= self.config.max_tracked:
-                    raise ScalerError("RESOURCE_EXHAUSTED",
-                                      f"ScaledObject {namespace}/{name}: this scaler tracks {len(self._workloads)} "
-                                      f"triggers, its limit (MAX_TRACKED {self.config.max_tracked}); run another "
-                                      "scaler for more ScaledObjects, or wait until unused ones are forgotten")
+                full = self._workloads.no_room(namespace, self.config)
+                if full is not None:  # the cap or the namespace's quota: the least recently polled unproven goes
+                    evicted = self._workloads.evictable(namespace, name, full)
+                    if evicted is None:
+                        raise ScalerError("RESOURCE_EXHAUSTED", f"ScaledObject {namespace}/{name}: {full}, and every "
+                                          "trigger in it is in use; run another scaler for more ScaledObjects, or "
+                                          "wait until unused ones are forgotten")
+                    last = self._unlink(evicted)
                 wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
-                inherit(wl, self._workloads.values(), self.tuning)  # an edit starts from what its sibling knows
-                self._workloads[key] = wl
+                inherit(wl, self._workloads.of(namespace, name), self.tuning)  # an edit starts from its sibling
+                self._workloads.add(wl)
                 self._unswept.pop(key, None)  # back before the sweep: its files serve it again
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
@@ -127,7 +140,10 @@ class Registry:
                 created = False
                 if poll:
                     wl.learn_poll(now)
+            if poll:
+                wl.polls += 1
             wl.last_polled = now
+            self._workloads.polled(wl)
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
             if tuned is not None:
@@ -136,6 +152,11 @@ class Registry:
             fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
             if fs is not None:
                 self.adopt_forecast(wl, fs, fs.key)
+        if evicted is not None:
+            self._cleanup(evicted, last, f"evicted for a new trigger: polled fewer than {PROVEN_POLLS} times while the "
+                                         "scaler was at its limit")
+        if wait and created and spec.events_file:  # its events read off this thread: waited for once, bounded
+            FILES.wait(spec.events_file, self.config.first_wait_seconds)
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
@@ -207,18 +228,20 @@ class Registry:
             raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
         if wl.cold_start_error is not None:
             raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {wl.cold_start_error}")
-        why = str(err) if failing else "no observation from Prometheus yet (refresh pending)"
+        missing = not failing and wl.missing_since is not None  # no usable value: unknown, not zero (refresher)
+        why = str(err) if failing else (missing_why(now - wl.missing_since) if missing
+                                        else "no observation from Prometheus yet (refresh pending)")
         if observed is None or wl.observed_at is None:
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
         age = now - wl.observed_at
         if age > self.stale_after(wl):
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
                                              f"last good observation {age:.0f}s ago")
-        if failing or age > self.late_after(wl):
+        if failing or (age > self.late_after(wl) and not missing):
             stale = True
         fs = wl.forecast
         d = decide(observed, fs.forecast, wl.params(), self.wall(), unusable=fs.unusable, history_max=fs.history_max,
-                   with_mean=True)
+                   with_mean=True, missing=missing)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
         elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
@@ -239,9 +262,21 @@ class Registry:
         if self.watch is not None:
             self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
+    def note_active(self, wl: Workload, d: Decision, active: bool) -> None:
+        """An IsActive answer (its metrics, and its changes in the decision log)."""
+        self.export(wl, d)
+        if self.watch is not None:
+            self.watch.note_active(wl, d, active, self.wall())
+
     def export(self, wl: Workload, d: Decision) -> None:
-        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve)."""
+        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
+        with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
+        if wl.spec.events_file:
+            reading = FILES.get(wl.spec.events_file)
+            self.metrics.events_file_ok.labels(*wl.labels).set(0.0 if reading.error else 1.0)
+            if self.watch is not None:
+                self.watch.note_events(wl, reading, self.wall())
 
     # -- background ------------------------------------------------------------
     def start(self, tick_seconds: float = 1.0) -> None:
@@ -255,6 +290,7 @@ class Registry:
                     self.tick()
                 except Exception:  # the loop must survive anything
                     log.exception("scheduler tick failed")
+                self.ticks += 1
         self._thread = threading.Thread(target=loop, name="forescale-scheduler", daemon=True)
         self._thread.start()
 
@@ -305,10 +341,13 @@ class Registry:
                                  "its metadata changed")
                 continue
             kept.append(wl)
-            if not wl.refreshing and not wl.queued and (wl.attempted_at is None or now - wl.attempted_at >= self.refresh_interval(wl)):
+            if not wl.refreshing and not wl.queued and (wl.attempted_at is None
+                                                        or now - wl.attempted_at >= self.refresh_interval(wl)):
                 due.append(wl)
-        # oldest first; a target with per_target_refreshes in flight waits (its own hung requests hold no one else)
+        # oldest first; a host:port or namespace at its limit waits (its own hung requests hold no one else)
         due.sort(key=lambda w: w.attempted_at or 0.0)
+        with self._lock:
+            self.refresher.drain(now)  # what waits for a rate's tokens goes first
         for wl in due:
             late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
             with self._lock:
@@ -353,8 +392,12 @@ class Registry:
                     log.warning("cannot remove state of %s/%s: %s", k[0], k[1], e.strerror)
 
     def retire_after(self, wl: Workload) -> float:
-        """Silence after which a trigger whose ScaledObject has a more recently polled one is retired."""
-        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * self.refresh_interval(wl)))
+        """Silence after which a trigger whose ScaledObject has a more recently polled one (an edit) is retired:
+        three of its own learned polls, at least ``retire_seconds``; with no cadence learned yet, ``forget_seconds``
+        (issue 40, item 6: a sibling polled by another caller never makes a trigger silent)."""
+        if wl.poll_interval is None:
+            return self.config.forget_seconds
+        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * wl.poll_interval))
 
     def stale_after(self, wl: Workload) -> float:
         """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
@@ -378,13 +421,22 @@ class Registry:
         with self._lock:
             if self._workloads.get(wl.key) is not wl:
                 return
-            del self._workloads[wl.key]
-            self._unswept[wl.key] = self.clock()
-            self.metrics.workloads.set(len(self._workloads))
-            last = not any(k[:2] == (wl.namespace, wl.name) for k in self._workloads)
+            last = self._unlink(wl)
+        self._cleanup(wl, last, why)
+
+    def _unlink(self, wl: Workload) -> bool:
+        """Caller holds the lock: ``wl`` out of the table; True when it was its ScaledObject's last trigger."""
+        last = self._workloads.remove(wl)
+        self._unswept[wl.key] = self.clock()
+        self.metrics.workloads.set(len(self._workloads))
+        return last
+
+    def _cleanup(self, wl: Workload, last: bool, why: str) -> None:
+        """The rest of forgetting an unlinked workload: its cached spec, series, services' state, log."""
         self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
         self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
-        self.limiter.forget(lambda k: k[:3] == wl.labels)
+        labels = wl.labels
+        self.limiter.forget(lambda k: k[:3] == labels)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
@@ -392,9 +444,11 @@ class Registry:
         self.coldstarts.forget(wl)
         if self.watch is not None:
             self.watch.forget(wl)
-        log.info("forgot ScaledObject %s/%s trigger %s (%s)", wl.namespace, wl.name, wl.trigger, why)
+        # at most one line a minute per namespace (a caller churning one-shot triggers must not flood the log)
+        self.limiter.log(log, logging.INFO, (wl.namespace, "forgot"), "forgot ScaledObject %s/%s trigger %s (%s)",
+                         wl.namespace, wl.name, wl.trigger, why)
 
     def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
         """The tracked workloads (of one ScaledObject, given its namespace and name)."""
         with self._lock:
-            return [w for w in self._workloads.values() if namespace is None or (w.namespace, w.name) == (namespace, name)]
+            return list(self._workloads.values()) if namespace is None else self._workloads.of(namespace, name)

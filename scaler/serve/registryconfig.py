@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..limits import MAX_TRACKED
+from ..limits import MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..prom import PromErrorKind
 
 # Errors that mean the configuration is wrong: no amount of waiting fixes them.
@@ -21,10 +21,14 @@ class RegistryConfig:
     forget_seconds: float = 900.0  # a ScaledObject not polled this long is forgotten; its files a sweep later
     retire_seconds: float = 60.0  # ... or this long (at least 3 polls) once its ScaledObject has a newer trigger
     stall_seconds: float = 30.0  # a scheduler tick this late means the process was frozen: silence is not counted
-    max_tracked: int = MAX_TRACKED  # workloads (triggers) at most; a new one beyond is RESOURCE_EXHAUSTED
+    max_tracked: int = MAX_TRACKED  # workloads (triggers) at most; a new one beyond evicts an unproven one, else
+    # is RESOURCE_EXHAUSTED
+    max_tracked_per_namespace: int = MAX_TRACKED_PER_NAMESPACE  # the same per namespace (one caller's share)
     first_wait_seconds: float = 2.5  # the first call may wait this long for the first refresh
-    io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung targets before others wait
-    per_target_refreshes: int = 8  # refreshes in flight per Prometheus: a hung target holds at most these threads
+    io_workers: int = 256  # threads made on demand; with per_target_refreshes 8, 32 hung host:ports before others wait
+    per_target_refreshes: int = 8  # refreshes in flight per Prometheus host:port: a hung one holds at most these threads
+    per_namespace_refreshes: int = 64  # refreshes in flight per namespace: one caller's hung targets hold at most these
+    per_target_qps: float = 200.0  # refreshes started per second per host:port (2,000 triggers every 10 s)
     max_specs_cached: int = 4096
     max_spec_cache_bytes: int = 16 << 20  # metadata bytes behind the cached specs and errors
     log_interval_seconds: float = 60.0  # a repeated warning (same ScaledObject, same kind) at most this often

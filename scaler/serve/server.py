@@ -17,6 +17,7 @@ on the next handshake; plaintext gRPC logs a warning at start and exports
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import json
 import logging
@@ -25,7 +26,6 @@ import signal
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -36,14 +36,19 @@ from grpc_reflection.v1alpha import reflection
 
 from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
-from .http import HttpEndpoint, add_runtime_collectors, make_app
+from .http import HttpEndpoint, TokenFile, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
+from ..events import DEFAULT_DIRS as DEFAULT_EVENTS_DIRS, FILES as EVENTS_FILES
 from ..prom import CredentialStore, PrometheusClient, PromPool
 from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
 from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
+from .decisionlog import DecisionLog
+from .files import load_key
 from .state import JsonStore
+from .threads import ReapingExecutor
+from .tuning import MAX_RUN_RSS_BYTES, MAX_RUN_SECONDS
 from .view import StatusView
 from .watch import Watch, WatchCollector
 
@@ -57,6 +62,7 @@ class ServerConfig:
     grpc_port: int = GRPC_PORT
     http_port: int = 8080
     state_dir: str | None = None
+    state_key_file: str | None = None  # the HMAC key of the state files (a mounted Secret); else <state-dir>/.state-key
     credentials_dir: str | None = None
     log_level: str = "info"
     log_format: str = "text"  # or "json": one JSON object per line
@@ -64,6 +70,8 @@ class ServerConfig:
     tls_key: str | None = None
     tls_client_ca: str | None = None  # given: clients must present a certificate (mTLS)
     max_streams: int = 1000  # open StreamIsActive/StreamMetricSpec at most; more are RESOURCE_EXHAUSTED
+    max_streams_per_namespace: int = 100  # ... per namespace (one caller cannot take KEDA's slots)
+    rpc_idle_seconds: float = 30.0  # an RPC thread idle this long exits (cancelled streams give theirs back)
     grpc_workers: int = 1064  # each open stream holds one; max_streams + 64 are left for unary RPCs
     prom_connections_per_target: int = 8  # shared by every ScaledObject querying that Prometheus
     prom_max_in_flight: int = 256  # all targets together (32 hung targets of 8 before a healthy one queues)
@@ -71,6 +79,12 @@ class ServerConfig:
     self_watch: bool = True  # live scores, drift response and the decision log (scaler.serve.watch)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
+    events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
+    liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
+    http_token_file: str | None = None  # every HTTP path but /healthz wants this bearer token (--http-token-file)
+    http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
+    tuning_max_seconds: float = MAX_RUN_SECONDS  # a tuning run past this gives up (outcome gave_up)
+    tuning_max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its worker over this resident memory
     scheduler_tick_seconds: float = 1.0  # the registry's background tick (wall seconds; the drill's is 1/k)
 
 
@@ -89,23 +103,28 @@ class Server:
             monotonic = time.monotonic if clock is time.time else clock
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
+        EVENTS_FILES.allow(config.events_dirs)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
         self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
                              clock=monotonic)
-        forecast_store = JsonStore(config.state_dir, self.metrics) if config.state_dir else None
-        tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics) if config.state_dir else None
+        key = load_key(config.state_key_file, config.state_dir) if config.state_dir else None
+        forecast_store = JsonStore(config.state_dir, self.metrics, key) if config.state_dir else None
+        tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics, key) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
-        self.tuning = _tuning_service(clock, self.metrics, tuning_store)
-        self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None) \
-            if config.self_watch else None
+        self.tuning = _tuning_service(config, clock, self.metrics, tuning_store)
+        self.journal = DecisionLog(Path(config.state_dir) / "decisions", self.metrics) \
+            if config.state_dir and config.self_watch else None  # the durable decision log (scaler.serve.decisionlog)
+        self.watch = Watch(on_alarm=self.forecasts.refit_now if self.forecasts is not None else None,
+                           journal=self.journal) if config.self_watch else None
         if self.watch is not None:
             self.metrics.registry.register(WatchCollector(self.watch, clock))
             if self.tuning is not None:
                 self.tuning.on_run = self.watch.note_tuning_run  # waits and failures in the decision log too
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
-                                 stores=tuple(x for x in (forecast_store, tuning_store) if x is not None),
+                                 stores=tuple(x for x in (forecast_store, tuning_store, self.journal)
+                                              if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
                                  monotonic=monotonic, watch=self.watch,
                                  query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
@@ -113,11 +132,13 @@ class Server:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
                              f"({config.grpc_workers}) to unary RPCs and the health check")
         # no SO_REUSEPORT: a second scaler on a busy port must fail, not share it silently
-        self.grpc = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="rpc"),
-                                handlers=list(extra_handlers), interceptors=list(interceptors),
+        # threads made on demand and given back after 30 s idle (1,000 cancelled streams must not leave 1,000)
+        self.rpc_pool = ReapingExecutor(config.grpc_workers, config.rpc_idle_seconds, thread_name_prefix="rpc")
+        self.grpc = grpc.server(self.rpc_pool, handlers=list(extra_handlers), interceptors=list(interceptors),
                                 options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_ExternalScalerServicer_to_server(
-            ExternalScalerServicer(self.registry, max_streams=config.max_streams), self.grpc)
+            ExternalScalerServicer(self.registry, max_streams=config.max_streams,
+                                   max_streams_per_namespace=config.max_streams_per_namespace), self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
@@ -131,20 +152,29 @@ class Server:
         if self.grpc_port == 0:
             raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
         self._stopping = threading.Event()
+        token = TokenFile(config.http_token_file) if config.http_token_file else None
         self.http = HttpEndpoint(config.host, config.http_port,
                                  make_app(self.metrics.registry, self.healthy, clock,
-                                          StatusView(self.registry, self.watch)))
+                                          StatusView(self.registry, self.watch, config.http_hide_queries), token),
+                                 monotonic=time.monotonic)
         self.http_port = self.http.port
         self._serving = True
+        self._stalled_rounds = 0  # supervisor rounds (1 s) since the scheduler last ticked
         self._watch_thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
 
     def healthy(self) -> bool:
-        """Serving: not stopping, and the forecast fits are not all failing for longer than a refit interval."""
-        return not self._stopping.is_set() and (self.forecasts is None or self.forecasts.healthy(self.clock()))
+        """The process can serve: not stopping, and its scheduler (the refreshes behind every answer) has ticked in
+        the last ``liveness_seconds`` rounds of the supervisor (1 s each). Never one workload's state: a
+        trigger whose fits fail or whose history is short has its own reason, metric and alert (issue 40, item 3)."""
+        return not self._stopping.is_set() and self._stalled_rounds < self.config.liveness_seconds
 
     def _watch(self) -> None:
-        """Every second: health follows the fit worker's state; connection and in-flight gauges follow the pool."""
+        """Every second: health follows the scheduler's heartbeat; connection and in-flight gauges follow the pool."""
+        seen = self.registry.ticks
         while not self._stopping.wait(1.0):
+            ticks = self.registry.ticks
+            self._stalled_rounds = 0 if ticks != seen else self._stalled_rounds + 1
+            seen = ticks
             ok = self.healthy()
             if ok != self._serving:
                 self._serving = ok
@@ -152,7 +182,7 @@ class Server:
                 for name in ("", SERVICE_NAME):
                     self.health.set(name, status)
                 log.log(logging.INFO if ok else logging.ERROR, "health: %s",
-                        "SERVING" if ok else "NOT_SERVING (every forecast fit failing for longer than a refit interval)")
+                        "SERVING" if ok else f"NOT_SERVING (the scheduler has not ticked for {self._stalled_rounds}s)")
             self.ops.connections.set(self.pool.connections())
 
     def start(self) -> "Server":
@@ -187,6 +217,9 @@ class Server:
             self.forecasts.stop()
         self.tuning.stop()
         self.http.stop()
+        if self.journal is not None:
+            self.journal.stop()
+        EVENTS_FILES.allow(None)
         log.info("forescale stopped")
 
 
@@ -285,11 +318,13 @@ def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics:
     return FitService(clock, metrics, store=store, workers=config.fit_workers)
 
 
-def _tuning_service(clock: Callable[[], float], metrics: ScalerMetrics, store: JsonStore | None):
-    """``tuning: auto``: one background sweep at a time, in a low-priority worker process."""
-    from .tuning import TuningService
+def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics, store: JsonStore | None):
+    """``tuning: auto``: one background sweep at a time, in a low-priority worker process, bounded in time and
+    memory."""
+    from .tuning import TuningConfig, TuningService
 
-    return TuningService(clock, metrics, store=store)
+    return TuningService(clock, metrics, store=store, config=TuningConfig(max_seconds=config.tuning_max_seconds,
+                                                                          max_rss_bytes=config.tuning_max_rss_bytes))
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c not in (9,)}
@@ -326,6 +361,20 @@ def setup_logging(level: str, fmt: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
+def handle_other_signals() -> None:
+    """Signals that used to kill the server at once (issue 40, item 11): SIGUSR1 writes every thread's stack to
+    stderr (faulthandler: a hung server's state, as ``kill -USR1`` asks of many daemons); SIGHUP and SIGUSR2 are
+    ignored and logged (nothing needs reloading: TLS, events and credential files are re-read when they change)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    def ignored(signum, _frame) -> None:
+        log.info("received %s: ignored (TLS, events and credential files are re-read when they change; "
+                 "SIGUSR1 dumps the threads' stacks, SIGTERM stops)", signal.Signals(signum).name)
+
+    for sig in (signal.SIGHUP, signal.SIGUSR2):
+        signal.signal(sig, ignored)
+
+
 def run(config: ServerConfig) -> None:
     setup_logging(config.log_level, config.log_format)
     if config.credentials_dir is None and os.environ.get("FORESCALE_CREDENTIALS_DIR"):
@@ -339,6 +388,7 @@ def run(config: ServerConfig) -> None:
     # before start: a SIGTERM that lands once "serving" is logged (or during start) stops gracefully too
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    handle_other_signals()
     server = Server(config).start()
     done.wait()
     server.stop(grace=min(config.grace_seconds, 5.0))  # the whole stop within 10 s (kubelet's grace is 30 s)

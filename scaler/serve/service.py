@@ -11,6 +11,7 @@ import contextlib
 import logging
 import math
 import threading
+from collections import Counter
 from typing import Iterator
 
 import grpc
@@ -18,6 +19,7 @@ import grpc
 from .._proto import externalscaler_pb2 as pb
 from .._proto import externalscaler_pb2_grpc as pb_grpc
 from .opsmetrics import ops_metrics
+from .identity import cut
 from .registry import Registry
 from .workload import ScalerError, Workload
 
@@ -35,28 +37,39 @@ def _ceil_int(x: float) -> int:
 
 
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
-    def __init__(self, registry: Registry, max_streams: int = 1000):
+    def __init__(self, registry: Registry, max_streams: int = 1000, max_streams_per_namespace: int = 100):
         self.registry = registry
         self.max_streams = max_streams  # each open stream holds a gRPC worker thread: bounded
+        self.max_streams_per_namespace = max_streams_per_namespace  # one caller's share (issue 40, item 8)
         self._streams = 0
+        self._by_namespace: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.ops = ops_metrics(registry.metrics)
 
     @contextlib.contextmanager
-    def _stream_slot(self):
+    def _stream_slot(self, namespace: str):
         with self._lock:
             if self._streams >= self.max_streams:
                 self.ops.streams_refused.inc()
                 raise ScalerError("RESOURCE_EXHAUSTED",
                                   f"{self.max_streams} streams are open, the most this scaler serves (max_streams); "
                                   "use polling (external) or raise the limit")
+            if self._by_namespace[namespace] >= self.max_streams_per_namespace:
+                self.ops.streams_refused.inc()
+                raise ScalerError("RESOURCE_EXHAUSTED",
+                                  f"{self.max_streams_per_namespace} streams are open for namespace {cut(namespace)}, "
+                                  "the most one namespace holds (max_streams_per_namespace); use polling (external)")
             self._streams += 1
+            self._by_namespace[namespace] += 1
             self.ops.streams.set(self._streams)
         try:
             yield
         finally:
             with self._lock:
                 self._streams -= 1
+                self._by_namespace[namespace] -= 1
+                if self._by_namespace[namespace] <= 0:
+                    del self._by_namespace[namespace]
                 self.ops.streams.set(self._streams)
 
     # -- error mapping: the one place ------------------------------------------
@@ -74,8 +87,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def _active(self, wl: Workload) -> bool:
         d = self.registry.decision(wl)
-        self.registry.export(wl, d)  # its metrics (at zero replicas KEDA asks IsActive only)
-        return d.planned > wl.spec.activation_threshold
+        active = d.planned > wl.spec.activation_threshold
+        self.registry.note_active(wl, d, active)  # its metrics (at zero replicas KEDA asks IsActive only), the log
+        return active
 
     def _spec(self, wl: Workload) -> pb.GetMetricSpecResponse:
         target = wl.spec.qps_per_replica
@@ -116,7 +130,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         """The current state at once, then every change. Errors end the stream with their status."""
         last: bool | None = None
         try:
-            with self._stream_slot():
+            with self._stream_slot(request.namespace):
                 wl = self._workload(request)
                 while context.is_active() and not self.registry.stopping:
                     now_active = self._active(wl)
@@ -133,7 +147,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     def StreamMetricSpec(self, request, context) -> Iterator[pb.GetMetricSpecResponse]:
         """The current spec at once; then again only if it changes (it is static per metadata)."""
         try:
-            with self._stream_slot():
+            with self._stream_slot(request.namespace):
                 wl = self.registry.workload(request.namespace, request.name, dict(request.scalerMetadata), wait=False)
                 sent = self._spec(wl)
                 yield sent

@@ -3,11 +3,12 @@
 One store serves both background services: the forecast service keeps its
 curves directly under ``--state-dir``, the tuner its choices under
 ``<state-dir>/tuning/``. A document is ``<namespace>__<name>__<metric>.json``
-(other characters replaced by ``_``), written atomically (a temporary file,
-then ``os.replace``), and carries a ``version`` and a ``key`` (a one-way
-digest of the inputs it was made for): ``load`` returns it only when both
-match. An unreadable or malformed file is logged and ignored: the service
-then recomputes what it held.
+(other characters replaced by ``_``), written atomically through the state
+dir's descriptor without following links (``files.StateDir``), and carries a
+``version``, a ``key`` (a one-way digest of the inputs it was made for) and an
+``hmac`` (HMAC-SHA256 with the scaler's state key, ``--state-key-file``):
+``load`` returns it only when all three match. An unreadable, malformed or
+unsigned file is logged and ignored: the service then recomputes what it held.
 
 Bounds: a document over ``MAX_STATE_FILE_BYTES`` is neither written nor read;
 only a regular file is read (a FIFO or device swapped in is refused, opened
@@ -26,13 +27,13 @@ import logging
 import math
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 
 from ..limits import MAX_STATE_FILE_BYTES
+from .files import StateDir, load_key, sign, verify
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,9 @@ def float_array(v: Iterable[float | None]) -> np.ndarray:
 class JsonStore:
     """JSON documents on disk, one per trigger, written atomically, checked on load."""
 
-    def __init__(self, root: str | os.PathLike, metrics=None):
-        """``metrics``: a ``ScalerMetrics`` whose registry gets the store's error counter and writable gauge."""
+    def __init__(self, root: str | os.PathLike, metrics=None, key: bytes | None = None):
+        """``metrics``: a ``ScalerMetrics`` whose registry gets the store's error counter and writable gauge.
+        ``key``: the HMAC key documents are signed with (``files.load_key``; None: the one under ``root``)."""
         self.root = Path(root)
         self._errors = self._writable = None
         if metrics is not None:
@@ -89,11 +91,11 @@ class JsonStore:
             ops = ops_metrics(metrics)
             self._errors, self._writable = ops.state_errors, ops.state_writable
             self._writable.set(1)
-        probe = self.root / ".write-test"
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe.write_text("ok")
-            probe.unlink()
+            self.dir = StateDir(self.root)
+            self.dir.write_atomic(".write-test", b"ok")
+            self.dir.unlink(".write-test")
+            self.key = key if key is not None else load_key(None, self.root)
         except OSError as e:
             raise OSError(f"--state-dir: {self.root} is not writable: {e.strerror or e}") from None
 
@@ -101,26 +103,21 @@ class JsonStore:
         return self.root / file_name(namespace, name, metric)
 
     def save(self, namespace: str, name: str, metric: str, doc: dict, *, version: int, key: str) -> None:
-        """Write ``doc`` with its envelope (version, trigger, key). OSError/ValueError (a NaN) on failure."""
+        """Write ``doc`` with its envelope (version, trigger, key) and its HMAC. OSError/ValueError (a NaN)."""
         full = {"version": version, "namespace": namespace, "name": name, "metric": metric, "key": key, **doc}
-        path = self.path(namespace, name, metric)
-        tmp = path.with_suffix(".tmp")
-        text = json.dumps(full, allow_nan=False).encode()
+        body = json.dumps(full, allow_nan=False, sort_keys=True).encode()
+        # the MAC is over the canonical (sorted) form; the file keeps the document's own order
+        text = json.dumps({**full, "hmac": sign(self.key, body)}, allow_nan=False).encode()
         if len(text) > MAX_STATE_FILE_BYTES:
             self._count("write_too_large")
             raise StateTooLarge(f"state document of {len(text)} bytes is over the {MAX_STATE_FILE_BYTES} bytes a "
                                 "state file may hold (MAX_STATE_FILE_BYTES): not stored, recomputed after a restart")
         try:
-            tmp.write_bytes(text)
-            os.replace(tmp, path)
+            self.dir.write_atomic(file_name(namespace, name, metric), text)
         except OSError:
             self._count("write")
             if self._writable is not None:
                 self._writable.set(0)
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
             raise
         if self._writable is not None:
             self._writable.set(1)
@@ -129,31 +126,12 @@ class JsonStore:
         if self._errors is not None:
             self._errors.labels(op).inc()
 
-    def _read(self, path: Path) -> bytes:
-        """A regular file's bytes, at most ``MAX_STATE_FILE_BYTES``: opened non-blocking and without following
-        a link, checked before any read (a FIFO would block, a sparse file claim gigabytes). OSError/ValueError."""
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError("not a regular file")
-            if st.st_size > MAX_STATE_FILE_BYTES:
-                raise ValueError(f"{st.st_size} bytes, over the {MAX_STATE_FILE_BYTES} a state file may hold")
-            with os.fdopen(fd, "rb", closefd=True) as f:
-                fd = -1
-                data = f.read(MAX_STATE_FILE_BYTES + 1)
-            if len(data) > MAX_STATE_FILE_BYTES:
-                raise ValueError(f"over the {MAX_STATE_FILE_BYTES} bytes a state file may hold")
-            return data
-        finally:
-            if fd >= 0:
-                os.close(fd)
-
     def load(self, namespace: str, name: str, metric: str, *, version: int, key: str) -> dict | None:
-        """The stored document, or None: none, unreadable, another version, or made for another key."""
+        """The stored document, or None: none, unreadable, not signed with this scaler's key, another version, or
+        made for another key."""
         path = self.path(namespace, name, metric)
         try:
-            doc = json.loads(self._read(path))
+            doc = json.loads(self.dir.read(file_name(namespace, name, metric), MAX_STATE_FILE_BYTES))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
@@ -163,15 +141,22 @@ class JsonStore:
         if not isinstance(doc, dict):
             log.warning("ignoring malformed state file %s: not a JSON object", path)
             return None
+        mac = doc.pop("hmac", None)
+        try:
+            body = json.dumps(doc, allow_nan=False, sort_keys=True).encode()
+        except ValueError:
+            body = b""
+        if not verify(self.key, body, mac):
+            self._count("read_unsigned")
+            log.warning("ignoring state file %s: not signed with this scaler's state key (forged, edited, or "
+                        "written before signing); recomputed", path)
+            return None
         if doc.get("version") != version or doc.get("key") != key:
             return None  # made for other inputs: recompute
         return doc
 
     def forget(self, namespace: str, name: str, metric: str) -> None:
-        try:
-            self.path(namespace, name, metric).unlink()
-        except FileNotFoundError:
-            pass
+        self.dir.unlink(file_name(namespace, name, metric))
 
     def read(self, key3: tuple[str, str, str], decode: Callable[[dict], T], *, version: int, key: str) -> T | None:
         """``decode`` of the stored document for ``(namespace, name, metric)``; None when there is none or

@@ -53,7 +53,7 @@ from ..spec import ScalerSpec
 from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
-from .worker import SETTLE_SECONDS, Worker, cutoff, last_boundary, phase
+from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
 MIN_WAIT_SECONDS = 600.0  # at least between two looks at a history still too short
+MAX_RUN_SECONDS = 300.0  # a tuning run past this gives up (issue 40, item 14: a pathological trace ran past 420 s)
+MAX_RUN_RSS_BYTES = 1 << 30  # ... as does one whose worker process (and its CmdStan children) holds more
 # Expressible as metadata and run by the server as simulated (the fit service re-predicts linear_trend and
 # seasonal_naive from every step's newest points, as the simulation does). Not hybrid: its floor needs
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
@@ -77,6 +79,10 @@ class NotEnoughHistory(Exception):
         super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
                          f"(tuningMinHistory)")
         self.wait_seconds = need - covered
+
+
+class NoHistory(ValueError):
+    """The query returned no history up to the cutoff."""
 
 
 def covered(series: Series) -> float:
@@ -193,11 +199,16 @@ def run_job(job: TuningJob, fits=None) -> dict:
     }
 
 
-def _lower_priority() -> None:
-    try:
-        os.nice(10)
-    except OSError:  # pragma: no cover
-        pass
+def _tuning_worker_init(parent_pid: int, nice: bool) -> None:
+    """The tuning worker dies with the server, as a fit worker does (``fitting.worker_init``), at a lower priority."""
+    from .fitting import worker_init
+
+    worker_init(parent_pid)
+    if nice:
+        try:
+            os.nice(10)
+        except OSError:  # pragma: no cover
+            pass
 
 
 # --------------------------------------------------------------------------- persistence
@@ -230,6 +241,8 @@ class TuningConfig:
     min_wait_seconds: float = MIN_WAIT_SECONDS
     nice: bool = True
     families: tuple[str, ...] = field(default=SERVER_FAMILIES)
+    max_seconds: float = MAX_RUN_SECONDS  # a run past this is stopped (its process killed): outcome gave_up
+    max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its process over this resident memory
 
 
 class TuningService:
@@ -255,8 +268,8 @@ class TuningService:
 
     def _new_pool(self) -> Executor:
         ctx = multiprocessing.get_context("forkserver")  # never fork the gRPC process itself
-        return ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                   initializer=_lower_priority if self.config.nice else None)
+        return ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_tuning_worker_init,
+                                   initargs=(os.getpid(), self.config.nice))
 
     def start(self) -> None:
         self.worker.start()
@@ -338,6 +351,12 @@ class TuningService:
                     "" if declared.max_cost_ratio is None else f", cap {declared.max_cost_ratio:g}x",
                     tuned.cost_ratio or float("nan"), out["violation_minutes"], out["simulated_days"], out["points"],
                     out["pareto"], out["seconds"], "" if tuned.met else f" -- TARGET NOT MET: {out['message']}")
+        except GaveUp as e:  # bounded: the run is stopped, its process killed; tried again after retry_seconds
+            self.metrics.tuning_runs.labels(ns, name, "gave_up").inc()
+            self.worker.failed(key, now, lambda _: min(declared.tuning_interval_seconds, self.config.retry_seconds))
+            log.warning("ScaledObject %s/%s: tuning %s (keeping %s)", ns, name, e,
+                        wl.tuned.label if wl.tuned is not None else "the declared configuration")
+            self._note(wl, at, "gave_up", str(e))
         except NotEnoughHistory as e:  # the normal first week: not a failure
             self.metrics.tuning_runs.labels(ns, name, "waiting").inc()
             self.worker.retry_at(key, now + min(max(e.wait_seconds, self.config.min_wait_seconds),
@@ -370,7 +389,7 @@ class TuningService:
             series, _ = load_series(wl.client, spec, start, end, step)
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA:
-                raise ValueError("no history returned by the query") from None
+                raise NoHistory("no history returned by the query") from None
             raise
         return series, covered(series)
 
@@ -400,7 +419,10 @@ class TuningService:
         """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
         step = spec.step_seconds
         need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        series, have = self._history(wl, spec, at)
+        try:
+            series, have = self._history(wl, spec, at)
+        except NoHistory:  # the data began after this cutoff (a young workload): the first window's grid below
+            have = 0.0
         if have < need:
             series, at, have = self._first_window(wl, spec, now, at, need)
         if have < need:
@@ -416,7 +438,7 @@ class TuningService:
                         max_cost_ratio=spec.max_cost_ratio, families=self.config.families, holidays=spec.holidays,
                         holiday_window=spec.holiday_window, holiday_as=spec.holiday_as, timezone=spec.timezone,
                         events=FILES.get(spec.events_file).events if spec.events_file else ())
-        return self.worker.run(run_job, job), at
+        return self.worker.run(run_job, job, seconds=self.config.max_seconds, max_rss=self.config.max_rss_bytes), at
 
     def _export(self, wl: Workload, tuned: Tuned) -> None:
         m, ns, name = self.metrics, wl.namespace, wl.name

@@ -16,7 +16,8 @@ import numpy as np
 from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
-from .registry import Registry
+from ..prom import short
+from .registry import Registry, missing_why
 from .watch import Watch, clean
 from .workload import Workload
 
@@ -28,8 +29,14 @@ def last_error(wl: Workload) -> str | None:
     err = wl.error
     if err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at):
         return clean(f"Prometheus: {err}")
+    if wl.missing_since is not None and wl.missing_at is not None:
+        return clean(f"Prometheus: {missing_why(wl.missing_at - wl.missing_since)}")
     if wl.cold_start_error is not None:
         return clean(f"coldStartQuery: {wl.cold_start_error}")
+    if wl.spec.events_file:
+        reading = FILES.get(wl.spec.events_file)
+        if reading.error:
+            return clean(f"eventsFile: {reading.error}")
     fs = wl.forecast
     if fs.unusable is not None and fs.detail:
         return clean(f"forecast ({fs.unusable.value}): {fs.detail}")
@@ -73,24 +80,52 @@ def calendar(wl: Workload, now: float, t_from: float, t_to: float) -> dict | Non
     return {"periods": shown, "active": active, "coming": coming}
 
 
+def events_file(wl: Workload) -> dict | None:
+    """The trigger's eventsFile for the status page: its path, the events in force and why its content is not."""
+    if not wl.spec.events_file:
+        return None
+    r = FILES.get(wl.spec.events_file)
+    return {"path": clean(wl.spec.events_file), "events": len(r.events), "read": r.read,
+            "error": clean(r.error) if r.error else None}
+
+
 def _floats(a) -> list:
     return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
 
 
+HIDDEN = "<query hidden>"
+
+
+def scrub(wl: Workload, value):
+    """``value`` (a message, or a log entry's strings) without the trigger's PromQL (``--http-hide-queries``)."""
+    if isinstance(value, dict):
+        return {k: scrub(wl, v) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+    for q in (wl.spec.query, wl.spec.cold_start_query):
+        if q:
+            value = value.replace(clean(short(q)), HIDDEN).replace(short(q), HIDDEN).replace(q, HIDDEN)
+    return value
+
+
 class StatusView:
-    def __init__(self, registry: Registry, watch: Watch | None):
-        self.registry, self.watch = registry, watch
+    def __init__(self, registry: Registry, watch: Watch | None, hide_queries: bool = False):
+        """``hide_queries``: the triggers' PromQL is left out of every message and log entry shown."""
+        self.registry, self.watch, self.hide_queries = registry, watch, hide_queries
+
+    def _shown(self, wl: Workload, value):
+        return scrub(wl, value) if self.hide_queries else value
 
     def details(self, now: float) -> dict[tuple[str, str, str], dict]:
         """Per trigger (namespace, name, trigger): last error, tuned choice, scores, drift, the forecast band."""
         out = {}
         for wl in self.registry.workloads():
-            d = {"last_error": last_error(wl), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
+            d = {"last_error": self._shown(wl, last_error(wl)), "mode": wl.spec.mode, "quantile": wl.spec.quantile,
                  "fitted_at": wl.forecast.fitted_at,  # the fit's data cutoff (the same in every replica)
                  "tuned": None if wl.tuned is None else {
                      "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
                      "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},
-                 "band": self._band(wl, now)}
+                 "band": self._band(wl, now), "events_file": events_file(wl)}
             if self.watch is not None:
                 d.update(self.watch.summary(wl, now))
                 d["recent"] = [[x["time"], x["observed"], x["planned"]] for x in self.watch.log(wl)["decisions"]]
@@ -120,18 +155,48 @@ class StatusView:
         return {"t": _floats(fc.t[sl]), "low": curve(0.1), "mid": curve(0.5) or _floats(fc.mean[sl]),
                 "provisioned": curve(wl.spec.quantile), "lead_seconds": wl.lead().seconds}
 
-    def decisions(self, path: str) -> dict | None:
-        """``/api/scaledobjects/{namespace}/{name}/decisions``: None for another path or an unknown ScaledObject."""
+    def decisions(self, path: str, query: str = "") -> dict | None:
+        """``/api/scaledobjects/{namespace}/{name}/decisions``: None for another path or an unknown ScaledObject.
+        Each trigger's ``history`` is the durable log (``--state-dir``; ``?since=UNIX`` from then on): after a
+        restart, before KEDA polls a trigger again, its history alone is served."""
         parts = path.split("/")
         if len(parts) != 6 or parts[:3] != ["", "api", "scaledobjects"] or parts[5] != "decisions":
             return None
         namespace, name = unquote(parts[3]), unquote(parts[4])
+        since = _since(query)
         wls = self.registry.workloads(namespace, name)
-        if not wls:
-            return None
+        journal = self.watch.journal if self.watch is not None else None
         triggers = []
         for wl in sorted(wls, key=lambda w: w.trigger):
-            logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": []}
+            logged = self.watch.log(wl) if self.watch is not None else {"decisions": [], "fits": [], "tuning": [],
+                                                                         "events_file": []}
+            history = self.watch.history(wl.key, since) if self.watch is not None else []
+            logged = {k: [self._shown(wl, e) for e in v] for k, v in logged.items()}
             triggers.append({"trigger": wl.trigger, "metric": wl.spec.metric_name, "mode": wl.spec.mode,
-                             "last_error": last_error(wl), **logged})
+                             "last_error": self._shown(wl, last_error(wl)), **logged,
+                             "history": [self._shown(wl, e) for e in history]})
+        if journal is not None:
+            tracked = {w.key for w in wls}
+            for key3 in journal.triggers(namespace, name):
+                if key3 not in tracked:  # not polled since a restart (or forgotten, files not yet swept)
+                    digest = key3[2].rsplit(".", 1)[-1]
+                    history = self.watch.history(key3, since)  # no spec here: the messages' PromQL, if hidden, goes
+                    if self.hide_queries:
+                        history = [{k: v for k, v in e.items() if k not in ("detail", "why", "error")} for e in history]
+                    triggers.append({"trigger": digest[:8], "metric": key3[2].rsplit(".", 1)[0], "tracked": False,
+                                     "history": history})
+        if not triggers:
+            return None
         return {"namespace": namespace, "name": name, "triggers": triggers}
+
+
+def _since(query: str) -> float | None:
+    for part in query.split("&"):
+        k, _, v = part.partition("=")
+        if k == "since":
+            try:
+                x = float(v)
+            except ValueError:
+                return None
+            return x if math.isfinite(x) else None
+    return None

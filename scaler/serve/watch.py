@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..policy import REASONS, Decision, Reason
 from ..drift import WINDOWS, DriftConfig, Scorecard
+from .decisionlog import HEARTBEAT_SECONDS
 from .workload import ForecastState, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,8 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
 
 
 class _Entry:
-    __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit")
+    __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit", "files", "seen_file", "logged",
+                 "active")
 
     def __init__(self, step: float, config: DriftConfig):
         self.card = Scorecard(step, config)
@@ -56,12 +58,31 @@ class _Entry:
         self.fits: deque[tuple] = deque(maxlen=EVENTS_KEPT)
         self.tunings: deque[tuple] = deque(maxlen=EVENTS_KEPT)
         self.seen_fit: float | None = None
+        self.files: deque[tuple] = deque(maxlen=EVENTS_KEPT)  # eventsFile: each change of its state
+        self.seen_file: tuple | None = None
+        self.logged: tuple | None = None  # (time, what it said) of the last decision in the durable log
+        self.active: bool | None = None  # the last IsActive answer (its changes go to the durable log)
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else float(x)
+
+
+def _row_doc(r: np.ndarray, lab: tuple) -> dict:
+    """A decision ring row as the log shows it."""
+    return {"time": _num(r[_T]), "observed": _num(r[_OBS]), "forecast_window_max": _num(r[_PEAK]),
+            "planned": _num(r[_PLANNED]), "replicas": None if r[_REPLICAS] != r[_REPLICAS] else int(r[_REPLICAS]),
+            "reason": REASONS[int(r[_REASON_C])].value, "lead_seconds": _num(r[_LEAD]),
+            "model": lab[0] or None, "tuned": lab[1] or None, "tuned_at": _num(r[_TUNED_AT])}
 
 
 class Watch:
-    def __init__(self, config: DriftConfig = DriftConfig(), on_alarm: Callable[[Workload], None] | None = None):
+    def __init__(self, config: DriftConfig = DriftConfig(), on_alarm: Callable[[Workload], None] | None = None,
+                 journal=None):
+        """``journal``: a ``decisionlog.DecisionLog`` (``--state-dir``): the durable log, read after a restart."""
         self.config = config
         self.on_alarm = on_alarm  # the forecast service's refit-now
+        self.journal = journal
         self._lock = threading.Lock()
         self._entries: dict[tuple, _Entry] = {}
         self._workloads: dict[tuple, Workload] = {}
@@ -95,7 +116,7 @@ class Watch:
         alarm = False
         with self._lock:
             e = self._entry(wl)
-            if d.reason is not Reason.PROMETHEUS_STALE:  # a reused observation scores nothing
+            if d.reason not in (Reason.PROMETHEUS_STALE, Reason.MISSING_DATA):  # a held observation scores nothing
                 events = e.card.observe(now, d.observed)
                 alarm = "alarm" in events
                 for ev in events:
@@ -113,6 +134,14 @@ class Watch:
             last = e.labels[(e.n - 1) % DECISIONS_KEPT]
             e.labels[e.n % DECISIONS_KEPT] = last if last == label else label  # one shared tuple while it holds
             e.n += 1
+            said = (row[_REPLICAS], row[_REASON_C], d.event, label)
+            journal = self.journal is not None and (e.logged is None or e.logged[1] != said
+                                                     or now - e.logged[0] >= HEARTBEAT_SECONDS)
+            if journal:
+                e.logged = (now, said)
+                entry = {"kind": "decision", **_row_doc(row, label), "event": d.event}
+        if journal:
+            self.journal.append(wl.key, entry)
         if alarm and self.on_alarm is not None:
             self.on_alarm(wl)
 
@@ -128,6 +157,41 @@ class Watch:
             e.seen_fit = stamp
             e.fits.append((stamp, fs.model or wl.spec.model, fs.fit_seconds,
                            fs.unusable.value if fs.unusable is not None else "fitted", clean(fs.detail, 200)))
+            t, m, sec, o, dt = e.fits[-1]
+        self._journal(wl, {"kind": "fit", "time": t, "model": m, "seconds": sec, "outcome": o, "detail": dt or None})
+
+    def note_active(self, wl: Workload, d: Decision, active: bool, now: float) -> None:
+        """An IsActive answer (KEDA's activation, 0 <-> 1): each change goes to the durable log."""
+        with self._lock:
+            e = self._entry(wl)
+            if e.active is active:
+                return
+            e.active = active
+        self._journal(wl, {"kind": "is_active", "time": now, "active": active, "planned": d.planned,
+                           "activation_threshold": wl.spec.activation_threshold, "reason": d.reason.value})
+
+    def note_events(self, wl: Workload, reading, now: float) -> None:
+        """The trigger's eventsFile (an ``events.EventsReading``): logged when its state changes (read, or why not)."""
+        if not reading.read:
+            return
+        state = (reading.error, len(reading.events))
+        with self._lock:
+            e = self._entry(wl)
+            if e.seen_file == state:
+                return
+            e.seen_file = state
+            e.files.append((now, "error" if reading.error else "read", len(reading.events),
+                            clean(reading.error, 200) if reading.error else None))
+            t, o, n, err = e.files[-1]
+        self._journal(wl, {"kind": "events_file", "time": t, "outcome": o, "events": n, "error": err})
+
+    def _journal(self, wl: Workload, entry: dict) -> None:
+        if self.journal is not None:
+            self.journal.append(wl.key, entry)
+
+    def history(self, key3: tuple, since: float | None = None) -> list[dict]:
+        """The durable log of a trigger (tracked or not), oldest first; [] without one."""
+        return [] if self.journal is None else self.journal.read(key3, since=since)
 
     def note_tuned(self, wl: Workload, tuned: Tuned) -> None:
         with self._lock:
@@ -136,11 +200,16 @@ class Watch:
                 return
             e.tunings.append((tuned.chosen_at, tuned.label, tuned.policy, tuned.met, tuned.miss, tuned.cost_ratio,
                               clean(tuned.summary, 200) or None, "chosen"))
+            doc = _tuning_doc(e.tunings[-1])
+        self._journal(wl, doc)
 
     def note_tuning_run(self, wl: Workload, at: float, outcome: str, detail: str) -> None:
         """A tuning run that chose nothing (``waiting`` for history, ``failed``, ``discarded``): logged with why."""
         with self._lock:
-            self._entry(wl).tunings.append((at, None, None, None, None, None, clean(detail, 200) or None, outcome))
+            e = self._entry(wl)
+            e.tunings.append((at, None, None, None, None, None, clean(detail, 200) or None, outcome))
+            doc = _tuning_doc(e.tunings[-1])
+        self._journal(wl, doc)
 
     def forget(self, wl: Workload) -> None:
         with self._lock:
@@ -163,27 +232,19 @@ class Watch:
         with self._lock:
             e = self._entries.get(wl.key)
             if e is None:
-                return {"decisions": [], "fits": [], "tuning": []}
+                return {"decisions": [], "fits": [], "tuning": [], "events_file": []}
             k = min(e.n, DECISIONS_KEPT)
             order = [(e.n - k + i) % DECISIONS_KEPT for i in range(k)]
             rows = e.ring[order].copy()
             labels = [e.labels[i] for i in order]
-            fits, tunings = list(e.fits), list(e.tunings)
+            fits, tunings, files = list(e.fits), list(e.tunings), list(e.files)
 
-        def num(x: float) -> float | None:
-            return None if x != x else float(x)
-
-        decisions = [{"time": num(r[_T]), "observed": num(r[_OBS]), "forecast_window_max": num(r[_PEAK]),
-                      "planned": num(r[_PLANNED]), "replicas": None if r[_REPLICAS] != r[_REPLICAS] else int(r[_REPLICAS]),
-                      "reason": REASONS[int(r[_REASON_C])].value, "lead_seconds": num(r[_LEAD]),
-                      "model": lab[0] or None, "tuned": lab[1] or None, "tuned_at": num(r[_TUNED_AT])}
-                     for r, lab in zip(rows, labels)]
+        decisions = [_row_doc(r, lab) for r, lab in zip(rows, labels)]
         return {"decisions": decisions,
                 "fits": [{"time": t, "model": m, "seconds": s, "outcome": o, "detail": dt or None}
                          for t, m, s, o, dt in fits],
-                "tuning": [{"time": t, "outcome": out, "chosen": lab, "policy": p, "target_met": met,
-                            "expected_miss": miss, "expected_cost_ratio": cost, "why": why}
-                           for t, lab, p, met, miss, cost, why, out in tunings]}
+                "tuning": [{k: v for k, v in _tuning_doc(x).items() if k != "kind"} for x in tunings],
+                "events_file": [{"time": t, "outcome": o, "events": n, "error": err} for t, o, n, err in files]}
 
     def collect(self, now: float):
         """Metric families for the scrape (a collector: no per-label children are kept)."""
@@ -223,6 +284,12 @@ class Watch:
                 covered.add_metric(labels, c.covered_total)
                 alarms.add_metric(labels, c.alarms)
         return [cov, pin, under, above, drift, scored, covered, alarms]
+
+
+def _tuning_doc(x: tuple) -> dict:
+    t, lab, p, met, miss, cost, why, out = x
+    return {"kind": "tuning", "time": t, "outcome": out, "chosen": lab, "policy": p, "target_met": met,
+            "expected_miss": miss, "expected_cost_ratio": cost, "why": why}
 
 
 class WatchCollector:

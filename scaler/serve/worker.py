@@ -23,14 +23,51 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import signal
 import threading
-from concurrent.futures import Executor
+import time
+from concurrent.futures import Executor, TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
 from .state import digest
 
 log = logging.getLogger(__name__)
+WATCH_SECONDS = 1.0  # how often a bounded run's time and memory are looked at
+
+
+class GaveUp(RuntimeError):
+    """A bounded run was stopped: past its time or over its memory (the message says which, with the figures)."""
+
+    def __init__(self, why: str, seconds: float, rss: int):
+        super().__init__(f"gave up after {seconds:.0f}s: {why}")
+        self.seconds, self.rss = seconds, rss
+
+
+def _tree(pids: list[int]) -> list[int]:
+    """``pids`` and their descendants (Linux: /proc/<pid>/task/<pid>/children)."""
+    out, todo = [], list(pids)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 # a boundary's data is used once this long has passed: the samples up to it have been scraped and ingested
@@ -159,14 +196,19 @@ class Worker:
     forget = succeeded  # a workload no longer tracked: its backoff goes with it
 
     # -- the worker pool ----------------------------------------------------------
-    def run(self, fn: Callable, job) -> dict:
-        """``fn(job)`` in the worker pool; a dead worker's (own) pool is replaced and ``fn`` run once more."""
+    def run(self, fn: Callable, job, *, seconds: float | None = None, max_rss: int | None = None) -> dict:
+        """``fn(job)`` in the worker pool; a dead worker's (own) pool is replaced and ``fn`` run once more.
+        ``seconds``/``max_rss``: past that time, or with the worker (and its children) over that resident memory,
+        its processes are killed, the pool replaced and ``GaveUp`` raised (issue 40, item 14)."""
         for attempt in (0, 1):
             pool = self._pool
             if pool is None:
                 raise RuntimeError("service stopped")
             try:
-                return pool.submit(fn, job).result()
+                fut = pool.submit(fn, job)
+                if seconds is None and max_rss is None:
+                    return fut.result()
+                return self._watched(pool, fut, seconds, max_rss)
             except BrokenProcessPool:
                 if attempt == 1 or not self._own_pool:
                     raise
@@ -178,3 +220,28 @@ class Worker:
                         self._on_broken(replaced)
                 pool.shutdown(wait=False, cancel_futures=True)
         raise AssertionError("unreachable")
+
+    def _watched(self, pool: Executor, fut, seconds: float | None, max_rss: int | None) -> dict:
+        t0 = time.monotonic()
+        while True:
+            try:
+                return fut.result(timeout=WATCH_SECONDS)
+            except FutureTimeout:
+                pass
+            took, pids = time.monotonic() - t0, _tree([p.pid for p in (getattr(pool, "_processes", None) or {}).values()])
+            rss = sum(_rss(p) for p in pids)
+            why = (f"ran past {seconds:g}s" if seconds is not None and took > seconds else
+                   f"used {rss / 2 ** 20:.0f} MiB, over its {max_rss / 2 ** 20:.0f} MiB" if max_rss is not None
+                   and rss > max_rss else None)
+            if why is None:
+                continue
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            with self.lock:
+                if self._own_pool and self._pool is pool:
+                    self._pool = self._pool_factory()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise GaveUp(why, took, rss)

@@ -120,14 +120,17 @@ class Workload:
     observed_at: float | None = None
     error: PromError | None = None  # set when the latest attempt failed
     error_at: float | None = None
+    missing_since: float | None = None  # the query has returned no usable value since then (refresher): held
+    missing_at: float | None = None  # the latest attempt that returned none
     attempted_at: float | None = None
     refreshing: bool = False
-    queued: bool = False  # a refresh waits for a free slot of its Prometheus target (registry)
+    queued: bool = False  # a refresh waits for a slot of its Prometheus host:port (refresher)
     cold_start: float | None = None  # T_cold from coldStartQuery, when set
     cold_start_at: float | None = None
     cold_start_error: PromError | None = None  # coldStartQuery gave a lead above the maximum
     cluster_cold: ClusterReading | None = None  # coldStartFrom: cluster (scaler.serve.coldstart), adopted by the registry
     poll_interval: float | None = None  # KEDA's polling cadence, learned from its calls (seconds)
+    polls: int = 0  # calls that were polls (the registry's eviction keeps those polled PROVEN_POLLS times)
     forecast: ForecastState = field(default_factory=ForecastState)
     first_done: threading.Event = field(default_factory=threading.Event)
     changed: threading.Condition | None = field(default=None, repr=False)  # notified after each refresh (registry)

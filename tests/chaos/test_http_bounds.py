@@ -163,3 +163,128 @@ def test_a_gzip_answer_of_millions_of_series_is_refused_early_with_bounded_memor
     # before issue 27: 1.7 GB peak, 1.5 GB kept; the cap is 1 MiB decompressed
     assert peak - before < 50 << 20, (before, peak)
     print(f"gzip bomb: {len(Hostile.body)} bytes sent, RSS {before >> 20} -> {peak >> 20} MiB")
+
+
+def probe(url: str, timeout: float = 3.0) -> float | None:
+    """Seconds a GET took (kubelet's 3 s timeout), None when it failed or timed out."""
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            r.read()
+            return time.monotonic() - t0 if r.status == 200 else None
+    except OSError:
+        return None
+
+
+def test_slow_clients_do_not_starve_liveness_or_the_scrape(live_scaler):
+    """Issue 40, item 5: 300 connections dripping one byte every 5 s (waitress' idle timeout never fired, and 256 of
+    them filled its connection limit: /healthz and /metrics timed out on 7 of 7 probes over 72 s). Now every probe
+    answers within kubelet's 3 s; the drippers are closed (request deadline, or evicted for a newer connection);
+    threads stay bounded."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 8192)), hard))
+    s = live_scaler()
+    port = s.server.http_port
+    base = threads()
+    stop = threading.Event()
+    socks: list[socket.socket] = []
+    closed_by_server = [0]
+
+    def drip() -> None:  # an attacker that keeps 300 connections open, re-opening what the server closes
+        request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4096
+        pos: dict[socket.socket, int] = {}
+        while not stop.is_set():
+            while len(pos) < 300 and not stop.is_set():
+                c = socket.socket()
+                c.settimeout(2)
+                try:
+                    c.connect(("127.0.0.1", port))
+                except OSError:
+                    c.close()
+                    break
+                c.setblocking(False)
+                pos[c] = 0
+                socks.append(c)
+            for c in list(pos):
+                try:
+                    if c.recv(1, socket.MSG_PEEK) == b"":
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed_by_server[0] += 1
+                    del pos[c]
+                    c.close()
+                    continue
+                try:
+                    c.send(request[pos[c]:pos[c] + 1])
+                    pos[c] += 1
+                except OSError:
+                    closed_by_server[0] += 1
+                    del pos[c]
+                    c.close()
+            stop.wait(5.0)
+        for c in pos:
+            c.close()
+
+    attacker = threading.Thread(target=drip, daemon=True)
+    attacker.start()
+    try:
+        time.sleep(6.0)  # every dripper connected and has sent its first bytes
+        health, scrape, held = [], [], []
+        for _ in range(7):  # the issue's 7 probes, over ~35 s (one per kubelet period of 5 s)
+            health.append(probe(f"http://127.0.0.1:{port}/healthz"))
+            scrape.append(probe(f"http://127.0.0.1:{port}/metrics"))
+            held.append(threads())
+            time.sleep(5.0)
+    finally:
+        stop.set()
+        attacker.join(10)
+    assert all(h is not None for h in health), health
+    assert all(m is not None for m in scrape), scrape
+    assert closed_by_server[0] >= 300  # every dripper was closed at least once (deadline or eviction)
+    assert max(held) - base <= 10, (base, held)  # no thread per connection; /healthz's own thread
+    srv = s.server.http.server
+    print(f"slow clients: /healthz worst {max(health):.3f}s, /metrics worst {max(scrape):.3f}s over 7 probes; "
+          f"drippers closed {closed_by_server[0]} times (request deadline {srv.timed_out}, evicted {srv.evicted}); "
+          f"threads {base} -> {max(held)}")
+
+
+def test_half_sent_requests_are_closed_by_the_request_deadline(live_scaler):
+    """Round 2's attack: 1,000 connections that send half a request and wait. Before: 238 of 1,000 still open
+    after 30 s. Now none past the request deadline (10 s) plus a sweep."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 8192)), hard))
+    s = live_scaler()
+    port = s.server.http_port
+    socks = []
+    try:
+        for _ in range(1000):
+            c = socket.socket()
+            c.settimeout(2)
+            try:
+                c.connect(("127.0.0.1", port))
+                c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never the blank line that ends the headers
+            except OSError:
+                pass
+            c.setblocking(False)
+            socks.append(c)
+        t0 = time.monotonic()
+        open_ = len(socks)
+        while time.monotonic() - t0 < 30 and open_ > 0:
+            time.sleep(1.0)
+            open_ = 0
+            for c in socks:
+                try:
+                    open_ += c.recv(1, socket.MSG_PEEK) != b""
+                except BlockingIOError:
+                    open_ += 1
+                except OSError:
+                    pass
+        took = time.monotonic() - t0
+    finally:
+        for c in socks:
+            c.close()
+    assert open_ == 0, open_
+    assert probe(f"http://127.0.0.1:{port}/healthz") is not None
+    print(f"half-sent requests: 1,000 open -> 0 after {took:.1f}s")

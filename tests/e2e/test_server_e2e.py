@@ -23,6 +23,7 @@ from scaler._proto import externalscaler_pb2 as pb
 from scaler._proto import externalscaler_pb2_grpc as pb_grpc
 from scaler.serve.registry import metadata_digest
 from support.clock import FakeClock
+from support.fakes import sample_value
 from support.scaler import Scaler
 
 RATE = "sum(rate(forescale_requests_total[2m]))"
@@ -119,11 +120,13 @@ def test_empty_result_with_ignore_null_values_is_zero(scaler, prometheus):
 def test_stream_is_active_delivers_a_change(prometheus):
     s = Scaler(FakeClock(prometheus.now), refresh_seconds=1.0)
     try:
-        flat = "sum(rate(forescale_flat_requests_total[2m]))"
+        # the rate until now + 30 s, a real 0 after (an empty result after an active series would be missing data,
+        # held, not a zero: issue 36)
+        flat = f"sum(rate(forescale_flat_requests_total[2m])) * (time() < bool {prometheus.now + 30:.0f})"
         stream = s.stub.StreamIsActive(s.ref(md(prometheus, query=flat, activationThreshold="1")), timeout=30)
         first = next(stream)
         assert first.result is True
-        s.clock.advance(600)  # past the end of the data: rate() is empty -> 0 req/s -> inactive
+        s.clock.advance(60)  # 0 req/s -> inactive
         second = next(stream)
         assert second.result is False
         stream.cancel()
@@ -289,32 +292,51 @@ def test_serve_reports_a_port_in_use(free_port):
     assert f"127.0.0.1:{busy}" in r.stderr and "HTTP" in r.stderr
 
 
-def test_health_follows_the_fit_service(scaler):
-    """Every forecast fit failing for longer than a refit interval: NOT_SERVING (gRPC) and 503 (/healthz); back
-    to SERVING when a fit succeeds again (the supervisor checks every second)."""
-    health = health_pb2_grpc.HealthStub(scaler.channel)
-    url = f"http://127.0.0.1:{scaler.server.http_port}/healthz"
+def test_health_is_the_process_not_a_workload(prometheus):
+    """A trigger whose every fit fails leaves the server SERVING (issue 40, item 3); a scheduler that stops ticking
+    (the refreshes behind every answer) is NOT_SERVING (gRPC) and 503 (/healthz) after liveness_seconds, and
+    SERVING again once it ticks."""
+    s = Scaler(FakeClock(prometheus.now), server={"liveness_seconds": 3})
+    try:
+        health = health_pb2_grpc.HealthStub(s.channel)
+        url = f"http://127.0.0.1:{s.server.http_port}/healthz"
 
-    def states():
-        grpc_state = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
-        try:
-            code = urllib.request.urlopen(url, timeout=2).status
-        except urllib.error.HTTPError as e:
-            code = e.code
-        return grpc_state, code
+        def states():
+            grpc_state = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+            try:
+                code = urllib.request.urlopen(url, timeout=2).status
+            except urllib.error.HTTPError as e:
+                code = e.code
+            return grpc_state, code
 
-    fits = scaler.server.forecasts
-    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
-    fits.healthy = lambda now: False  # as FitService.healthy says when every fit has failed for a refit interval
-    deadline = time.monotonic() + 3
-    while states() != (health_pb2.HealthCheckResponse.NOT_SERVING, 503) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert states() == (health_pb2.HealthCheckResponse.NOT_SERVING, 503)
-    del fits.healthy
-    deadline = time.monotonic() + 3
-    while states() != (health_pb2.HealthCheckResponse.SERVING, 200) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert states() == (health_pb2.HealthCheckResponse.SERVING, 200)
+        def within(want, seconds):
+            deadline = time.monotonic() + seconds
+            while states() != want and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return states()
+
+        fits = s.server.forecasts
+        fits.worker.run = lambda fn, job: (_ for _ in ()).throw(RuntimeError("model crashed"))  # every fit fails
+        s.value(md(prometheus, mode="forecastAndScale", model="naive", refitInterval="10s", minHistory="1h"))
+        serving = (health_pb2.HealthCheckResponse.SERVING, 200)
+        deadline = time.monotonic() + 30
+        while (sample_value(s.server.metrics.registry, "forescale_fit_failures_total",
+                            {"namespace": "serving", "scaledobject": "llm"}) or 0) < 1:
+            assert time.monotonic() < deadline, "no fit failed within 30 s"
+            time.sleep(0.1)
+        s.clock.advance(7200)  # two hours of failing fits (ages count on the fake clock)
+        time.sleep(1.5)
+        assert states() == serving
+        gate = threading.Event()
+        real_tick = s.server.registry.tick
+        s.server.registry.tick = lambda: gate.wait(30)  # the scheduler hangs
+        assert within((health_pb2.HealthCheckResponse.NOT_SERVING, 503), 10) == (
+            health_pb2.HealthCheckResponse.NOT_SERVING, 503)
+        s.server.registry.tick = real_tick
+        gate.set()
+        assert within(serving, 5) == serving
+    finally:
+        s.close()
 
 
 def test_the_value_sent_to_keda_is_finite_and_agrees_with_is_active(scaler, prometheus):

@@ -97,15 +97,42 @@ def test_staleness_scales_with_refresh_interval(env):
     assert env.reg.decision(wl).planned == 12.0
 
 
-def test_the_tracked_trigger_cap_refuses_a_new_one_not_an_old_one():
-    assert RegistryConfig().max_tracked == MAX_TRACKED == 2000
+def test_the_tracked_trigger_cap_evicts_unproven_triggers_and_refuses_when_all_are_in_use():
+    """Issue 40, item 7: the cap was first come, first kept (one caller filled it in 2.7 s; then every new
+    ScaledObject and every edit was RESOURCE_EXHAUSTED). A trigger polled fewer than PROVEN_POLLS times (a caller's
+    one-shot) goes first, the least recently polled; only when every tracked one is in use is a new one refused."""
+    from scaler.serve.registry import PROVEN_POLLS
+
+    assert RegistryConfig().max_tracked == MAX_TRACKED == 2000 and PROVEN_POLLS == 3
     e = Env(max_tracked=3)
     try:
-        wls = [e.reg.workload("serving", f"so-{i}", md()) for i in range(3)]
+        wls = [e.reg.workload("serving", f"so-{i}", md()) for i in range(3)]  # polled once each: unproven
+        e.advance(1)
+        new = e.reg.workload("serving", "so-3", md())  # evicts so-0, the least recently polled
+        assert {w.name for w in e.reg.workloads()} == {"so-1", "so-2", "so-3"} and new not in wls
+        for _ in range(PROVEN_POLLS):  # KEDA polls the three: in use
+            e.advance(15)
+            for w in e.reg.workloads():
+                e.reg.workload("serving", w.name, md())
         with pytest.raises(ScalerError) as err:
-            e.reg.workload("serving", "so-3", md())
+            e.reg.workload("serving", "so-4", md())
         assert err.value.code == "RESOURCE_EXHAUSTED" and "MAX_TRACKED 3" in str(err.value)
-        assert e.reg.workload("serving", "so-0", md()) is wls[0]  # the tracked ones are still served
+        assert e.reg.workload("serving", "so-1", md()) is wls[1]  # the tracked ones are still served
+    finally:
+        e.reg.stop()
+
+
+def test_a_namespace_quota_keeps_one_caller_from_the_whole_cap():
+    e = Env(max_tracked=10, max_tracked_per_namespace=3)
+    try:
+        for i in range(3):
+            for _ in range(3):  # in use
+                e.reg.workload("attacker", f"so-{i}", md())
+                e.advance(15)
+        with pytest.raises(ScalerError) as err:
+            e.reg.workload("attacker", "so-3", md())
+        assert "namespace attacker has 3 triggers here, its quota (--max-triggers-per-namespace 3)" in str(err.value)
+        assert e.reg.workload("victims", "so-0", md()).namespace == "victims"  # another namespace: room
     finally:
         e.reg.stop()
 
@@ -224,3 +251,36 @@ def test_a_changed_quantile_leaves_no_series_of_the_old_one():
     got = {s.labels["quantile"]: s.value for fam in metrics.registry.collect() for s in fam.samples
            if s.name == "forescale_forecast_qps"}
     assert got == {"0.9": 40.0, "mean": 35.0}  # before: 0.8 stayed, frozen at its last value
+
+
+def _series(metrics: ScalerMetrics) -> set[tuple[str, tuple]]:
+    return {(s.name, tuple(sorted(s.labels.items()))) for fam in metrics.registry.collect() for s in fam.samples
+            if s.labels.get("namespace") is not None}
+
+
+def test_forgetting_a_trigger_removes_every_series_of_it_and_none_of_its_siblings():
+    """``ScalerMetrics.forget`` removes the series whose extra label takes known values (reason, lead part) by key,
+    and looks for the others (event, model, kind): a forgotten trigger leaves no series, its sibling keeps all."""
+    from scaler.policy import Decision, Reason
+    from scaler.spec import parse_metadata
+
+    metrics = ScalerMetrics()
+    spec, _ = parse_metadata(md(mode="forecastAndScale"), name="llm", namespace="serving")
+    mine, sibling, other = ("serving", "llm", "aaaa0000"), ("serving", "llm", "bbbb1111"), ("serving", "web", "cccc2222")
+    for labels, reason in ((mine, Reason.EVENT), (sibling, Reason.FORECAST), (other, Reason.MISSING_DATA)):
+        d = Decision(planned=40.0, reason=reason, observed=30.0, forecast_peak=40.0, base=40.0, forecast_mean_peak=35.0,
+                     event="launch")
+        metrics.export_decision(labels, d, spec.lead, 0.9)
+        metrics.prom_errors.labels(*labels, "timeout").inc()
+        metrics.model_info.labels(*labels, "prophet").set(1)
+        metrics.events_file_ok.labels(*labels).set(1)
+    before = _series(metrics)
+    keep = {s for s in before if ("trigger", mine[2]) not in s[1]}
+    # 27 samples per trigger: 13 reason gauges, 3 lead parts, 2 forecast quantiles, observed, planned, the decisions
+    # and errors counters' _total and _created, the event, events_file_ok, the model
+    assert len(before) - len(keep) == len(keep) // 2 == 27
+    metrics.forget(*mine, whole=False)
+    assert _series(metrics) == keep
+    metrics.forget("serving", "llm")  # the ScaledObject's every trigger: the other ScaledObject's stay
+    assert {s for s in _series(metrics) if ("scaledobject", "llm") in s[1]} == set()
+    assert any(("trigger", other[2]) in s[1] for s in _series(metrics))

@@ -17,7 +17,7 @@ from scaler.serve.state import JsonStore, file_name
 from scaler.serve.workload import ForecastState
 from support.clock import FakeClock
 from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
-from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
+from support.fakes import FakePrometheus, Harness, InlineExecutor, signed, wait_for
 
 T0 = 1_700_000_400.0  # a multiple of 60: the clock's start
 END = T0  # where a history queried at T0 ends: re-predictions'
@@ -286,11 +286,27 @@ def old_format_document(key: str) -> dict:
             "model_state": None}
 
 
-def test_a_file_written_by_the_previous_version_is_read(tmp_path, env):
+def test_an_unsigned_file_is_ignored_and_refitted(tmp_path, env, caplog):
+    """A document without the scaler's HMAC (a forged one, or one written before signing) is not adopted."""
     spec_env = Env(prom=env.prom)
     key = forecast_key_hash(spec_env.workload().spec)
     spec_env.close()
     (tmp_path / FILE).write_text(json.dumps(old_format_document(key)))
+    e = Env(state_dir=tmp_path, prom=env.prom)
+    try:
+        with caplog.at_level(logging.WARNING):
+            wl = e.workload()
+        assert wl.forecast == ForecastState()
+        assert any("not signed with this scaler's state key" in r.getMessage() for r in caplog.records)
+    finally:
+        e.close()
+
+
+def test_a_signed_file_in_the_previous_layout_is_read(tmp_path, env):
+    spec_env = Env(prom=env.prom)
+    key = forecast_key_hash(spec_env.workload().spec)
+    spec_env.close()
+    (tmp_path / FILE).write_text(signed(tmp_path, old_format_document(key)))
     e = Env(state_dir=tmp_path, prom=env.prom)
     try:
         wl = e.workload()
@@ -328,7 +344,7 @@ def test_an_unreadable_or_malformed_file_is_ignored(tmp_path, env, caplog, conte
          "KEYED:unordered": lambda: f["t"].reverse(),
          "KEYED:nan-fitted": lambda: doc.update(fitted_at="soon"),
          "KEYED:bad-level": lambda: f["quantiles"].update({"1.5": f["mean"]})}[content]()
-        path.write_text(json.dumps(doc))
+        path.write_text(signed(tmp_path, doc))  # signed: the content's own checks refuse it
     else:
         path.write_text(content)
     e = Env(state_dir=tmp_path, prom=env.prom)

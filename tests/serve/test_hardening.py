@@ -194,28 +194,44 @@ def test_a_dead_fit_worker_is_replaced_and_the_fit_retried(tmp_path):
         assert wl.forecast.unusable is None and wl.forecast.model == "naive"
         assert h.metrics.registry.get_sample_value("forescale_fit_worker_restarts_total") == 1
         assert h.metrics.registry.get_sample_value("forescale_fit_retries_total") == 1
-        assert fits.healthy(h.clock())
     finally:
         h.close()
 
 
-def test_health_turns_bad_when_every_fit_fails_longer_than_a_refit_interval(tmp_path):
-    class Broken:
+def test_failing_fits_are_the_workloads_own_and_short_history_is_waiting(tmp_path):
+    """A model that always crashes: the trigger's reason is fallback_fit_failed and its failures are counted on its
+    own series; a model that wants more history (InsufficientHistory from the worker) is waiting: reason
+    fallback_insufficient_history, no failure counted, tried again on the next cutoff (issue 40, item 3: either used
+    to turn the whole server NOT_SERVING; the service has no health of its own any more)."""
+    from forecaster.base import InsufficientHistory
+
+    class Pool:
+        def __init__(self, exc):
+            self.exc = exc
+
         def submit(self, fn, *a):
-            raise RuntimeError("model crashed")
+            raise self.exc
 
         def shutdown(self, **kw):
             pass
 
-    h, fits = _fit_env(tmp_path, Broken)
+    h, fits = _fit_env(tmp_path, lambda: Pool(RuntimeError("model crashed")))
     try:
-        h.workload()
+        wl = h.workload()
         h.reg.tick()
-        assert fits.healthy(h.clock())
-        h.clock.advance(3600)  # exactly one refit interval (1h): still healthy
-        assert fits.healthy(h.clock())
-        h.clock.advance(1)
-        assert not fits.healthy(h.clock())
+        assert wl.forecast.unusable is Reason.FIT_FAILED and h.reg.decision(wl).reason is Reason.FIT_FAILED
+        assert h.sample("forescale_fit_failures_total") == 1
+        assert not hasattr(fits, "healthy")
+    finally:
+        h.close()
+    h, fits = _fit_env(tmp_path, lambda: Pool(InsufficientHistory("seasonal_naive: 2 days needed")))
+    try:
+        wl = h.workload()
+        h.reg.tick()
+        assert wl.forecast.unusable is Reason.INSUFFICIENT_HISTORY and "2 days needed" in wl.forecast.detail
+        assert h.reg.decision(wl).reason is Reason.INSUFFICIENT_HISTORY
+        assert h.sample("forescale_fit_failures_total") is None
+        assert wl.forecast.fitted_at is not None  # tried again on the next cutoff, not after a failure's backoff
     finally:
         h.close()
 

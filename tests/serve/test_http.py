@@ -290,3 +290,48 @@ def test_scrape_keeps_the_scaledobject_namespace_with_honor_labels(prometheus_fa
     # process metrics (no namespace of their own) keep the target's
     (proc,) = prom.query('process_resident_memory_bytes{job="honor"}')
     assert proc["metric"]["namespace"] == "forescale" and float(proc["value"][1]) > 20e6
+
+
+def test_a_bearer_token_guards_every_path_but_healthz_and_queries_can_be_hidden(prometheus_factory, tmp_path):
+    """Issue 40, item 13: /status.json quoted failing triggers' PromQL and listed every namespace/name to anyone on
+    the port. With --http-token-file every path but /healthz wants the token (401 otherwise, re-read when the file
+    changes); with --http-hide-queries no message shows the PromQL."""
+    import urllib.error
+
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-0123456789\n")
+    now = time.time()
+    t = pf.sample_times(now - 600, now)
+    prom = prometheus_factory([pf.SeriesSpec("other", {"job": "x"}, "counter", t, pf.counter_from_rate(t, 1.0))])
+    s = Scaler(FakeClock(now), server={"http_token_file": str(token), "http_hide_queries": True})
+    base = f"http://127.0.0.1:{s.server.http_port}"
+    query = 'sum(rate(secret_metric_total{team="payments"}[2m]))'  # no such series: NO_DATA quotes the query
+    md = {"serverAddress": prom.url, "query": query, "qpsPerReplica": "1", "mode": "reactive",
+          "ignoreNullValues": "false"}
+
+    def get(path, tok=None):
+        req = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {tok}"} if tok else {})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    try:
+        with pytest.raises(Exception):
+            s.value(md, name="failing")  # FAILED_PRECONDITION: "query returned no series ...: <the query>"
+        assert query in str(s.server.registry.workloads()[0].error)  # the message does quote it
+        assert get("/healthz") == (200, "ok\n")  # kubelet's probe needs no token
+        for path in ("/metrics", "/status.json", "/", "/api/scaledobjects/serving/failing/decisions"):
+            code, body = get(path)
+            assert code == 401 and "bearer token" in body and "failing" not in body, path
+            assert get(path, "wrong")[0] == 401
+        code, body = get("/status.json", "s3cret-token-0123456789")
+        assert code == 200 and "serving" in body and "no series" in body and "query hidden" in body
+        assert "secret_metric_total" not in body and "payments" not in body
+        code, body = get("/api/scaledobjects/serving/failing/decisions", "s3cret-token-0123456789")
+        assert code == 200 and "secret_metric_total" not in body
+        token.write_text("rotated-token-9876543210\n")
+        os.utime(token, ns=(1, 1))
+        assert get("/metrics", "s3cret-token-0123456789")[0] == 401 and get("/metrics", "rotated-token-9876543210")[0] == 200
+    finally:
+        s.close()

@@ -110,13 +110,13 @@ def test_several_series_are_refused(server):
 
 
 @pytest.mark.parametrize("raw", ["NaN", "+Inf", "-Inf"])
-def test_non_finite_is_zero_with_ignore_null_else_bad_value(server, raw):
+def test_non_finite_is_zero_with_ignore_null_else_no_data(server, raw):
     server.responder = lambda path, params: (200, vector(raw))
     c = client(server)
     assert c.scalar("q", T0) == 0.0
     with pytest.raises(PromError) as err:
         c.scalar("q", T0, ignore_null=False)
-    assert err.value.kind is PromErrorKind.BAD_VALUE and raw in str(err.value)
+    assert err.value.kind is PromErrorKind.NO_DATA and raw in str(err.value)  # no usable value, like no series
 
 
 def test_negative_values_are_returned_as_they_are(server):

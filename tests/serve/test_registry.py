@@ -61,7 +61,8 @@ def test_first_call_waits_for_one_refresh_at_the_clock(env):
     wl = env.reg.workload("serving", "llm", md())
     assert wl.first_done.is_set() and (wl.observed, wl.observed_at) == (12.5, T0)
     # evaluated at Prometheus' own now (no time=): a scaler clock ahead or behind moves nothing (issue 27)
-    assert env.prom.calls_of("scalar") == [("scalar", Q, None, True)]
+    # ignoreNullValues is the registry's to apply (a missing series is not a zero): the client is asked for a value
+    assert env.prom.calls_of("scalar") == [("scalar", Q, None, False)]
     d = env.reg.decision(wl)
     assert (d.planned, d.reason) == (12.5, Reason.MODE_REACTIVE)
     # the next calls answer from memory: no query until the cache expires
@@ -132,7 +133,8 @@ def test_unreachable_on_first_sight_is_unavailable(env):
                                   PromErrorKind.BAD_VALUE])
 def test_configuration_errors_are_failed_precondition_even_with_a_good_value_before(env, kind):
     env.prom.set_scalar(Q, 12.0)
-    wl = env.reg.workload("serving", "llm", md())
+    # no series is an error where ignoreNullValues is false (with the default it is missing data or a zero)
+    wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false" if kind is PromErrorKind.NO_DATA else None))
     assert env.reg.decision(wl).planned == 12.0
     env.prom.set_scalar(Q, PromError(kind, f"the {kind.value} message"))
     env.clock.advance(5)
@@ -144,9 +146,8 @@ def test_configuration_errors_are_failed_precondition_even_with_a_good_value_bef
     assert env.sample("forescale_prometheus_errors_total", kind=kind.value) == 1
 
 
-def test_ignore_null_values_false_reaches_the_client(env):
+def test_ignore_null_values_false_makes_no_series_an_error(env):
     wl = env.reg.workload("serving", "llm", md(ignoreNullValues="false"))  # the fake has no value: NO_DATA
-    assert env.prom.calls_of("scalar") == [("scalar", Q, None, False)]
     with pytest.raises(ScalerError) as err:
         env.reg.decision(wl)
     assert err.value.code == "FAILED_PRECONDITION" and "ignoreNullValues=false" in str(err.value)
@@ -226,15 +227,18 @@ def test_another_metadata_map_is_another_workload_that_starts_from_what_its_sibl
     # another query: a third workload, refreshed on its own; the first ones keep their value
     wl_c = env.reg.workload("serving", "llm", md(qpsPerReplica="20", query=Q2))
     assert (wl_c.observed, wl_c.observed_at) == (30.0, T0)
-    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, None, True)
+    assert env.prom.calls_of("scalar")[-1] == ("scalar", Q2, None, False)
     assert env.reg.decision(wl).planned == 12.0 and env.reg.decision(wl_c).planned == 30.0
 
 
 def test_an_edited_trigger_is_retired_after_its_silence_and_its_series_go(env):
     """The user edits the ScaledObject: KEDA polls only the new map; the old one is retired once it was silent
-    for retire_after (60 s floor, 3 refresh intervals) while the new one is polled, and its series go with it."""
+    for retire_after (60 s floor, 3 of its learned polls) while the new one is polled, and its series go with it."""
     env.prom.set_scalar(Q, 12.0)
     old = env.reg.workload("serving", "llm", md())
+    for _ in range(4):  # KEDA polled the old map every 15 s: its cadence is learned (retire after max(60, 3 x 15))
+        env.clock.advance(15)
+        old = env.reg.workload("serving", "llm", md())
     env.reg.record(old, env.reg.decision(old))  # served: exported
     env.clock.advance(10)
     new = env.reg.workload("serving", "llm", md(metricName="renamed"))
@@ -277,7 +281,10 @@ def test_a_forecast_is_adopted_only_for_the_current_forecast_key(env):
     assert env.reg.adopt_forecast(wl, other, key, replaces=fresh) and wl.forecast is other
 
 
-def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
+def test_another_map_never_inherits_a_forecast(env):
+    """Issue 40, item 6: a caller's map with the victim's forecast key (same Prometheus, query, model, history) made
+    the victim's new trigger inherit the caller's curve, fitted for another lead, quantile and events. A curve is
+    its own map's: another map starts with none and is fitted on its own."""
     env.prom.set_scalar(Q, 12.0)
     wl = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0"))
     fc = Forecast(T0 + 60 * np.arange(0, 100), np.full(100, 40.0), {0.8: np.full(100, 45.0)}, "naive")  # 0.8: the default
@@ -285,10 +292,68 @@ def test_a_change_that_keeps_the_forecast_key_keeps_the_forecast(env):
     assert env.reg.adopt_forecast(wl, fs, fs.key)
     edited = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
                                                    qpsPerReplica="20", coldStartSeconds="600"))
-    assert edited is not wl and edited.forecast is fs  # inherited: same forecast inputs
-    d = env.reg.decision(edited)
-    assert (d.planned, d.reason, d.forecast_peak) == (45.0, Reason.FORECAST, 45.0)
-    other = env.reg.workload("serving", "llm", md(mode="forecastAndScale", model="naive", levelCorrection="0",
-                                                  qpsPerReplica="20", history="7d"))
-    assert other.forecast == ForecastState() and wl.forecast is fs
-    assert env.reg.decision(other).reason is Reason.NO_FORECAST_YET
+    assert edited is not wl and edited.spec.forecast_key() == fs.key and edited.forecast == ForecastState()
+    assert (edited.observed, edited.observed_at) == (12.0, T0)  # the observation (the same series) is shared
+    assert env.reg.decision(edited).reason is Reason.NO_FORECAST_YET and wl.forecast is fs
+
+
+# -- missing data is unknown, not zero (issue 36, item 1) ----------------------------------------------------------
+def test_a_series_that_stops_is_held_as_missing_then_unavailable(env):
+    """12 req/s, then no series: served 12 (the last good observation, held), reason fallback_missing_data, not 0;
+    UNAVAILABLE once the last good observation is older than stale_seconds (120 s), as a stale one; back when the
+    series is."""
+    env.prom.set_scalar(Q, 12.0)
+    wl = env.reg.workload("serving", "llm", md())
+    env.prom.set_scalar(Q, None)  # the series stops (a scrape gap): the query returns no series
+    for t in (5, 60, 120):  # refreshed at T0 + 5, + 60, + 120: still within 120 s of the last good one (T0)
+        env.clock.advance(t - (env.clock() - T0))
+        env.refresh(wl)
+        d = env.reg.decision(wl)
+        assert (d.planned, d.reason, d.observed) == (12.0, Reason.MISSING_DATA, 12.0), t
+    assert env.sample("forescale_prometheus_errors_total", kind="no_data") is None  # no error: a successful query
+    env.clock.advance(1)  # 121 s after the last good observation
+    with pytest.raises(ScalerError) as err:
+        env.reg.decision(wl)
+    assert err.value.code == "UNAVAILABLE"
+    # missing since the refresh at T0 + 5: 116 s; the last good observation (T0) is 121 s old
+    assert "no usable value (no series, or NaN) for 116s" in str(err.value) and "121s ago" in str(err.value)
+    env.prom.set_scalar(Q, 9.0)  # back
+    env.clock.advance(5)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (9.0, Reason.MODE_REACTIVE) and wl.missing_since is None
+
+
+@pytest.mark.parametrize("before,activation", [(None, "0"), (0.0, "0"), (0.4, "0.5")])
+def test_no_series_after_none_or_an_idle_one_is_a_real_zero(env, before, activation):
+    """ignoreNullValues true, as KEDA users expect it: no series ever, or none after the last one was at or below
+    activationThreshold (the workload scaled to zero, its pods and series gone) reads 0."""
+    env.prom.set_scalar(Q, before)
+    wl = env.reg.workload("serving", "llm", md(activationThreshold=activation))
+    env.prom.set_scalar(Q, None)
+    env.clock.advance(5)
+    env.refresh(wl)
+    d = env.reg.decision(wl)
+    assert (d.planned, d.reason) == (0.0, Reason.MODE_REACTIVE) and wl.missing_since is None
+    assert env.reg.workloads()[0].observed_at == T0 + 5  # a fresh observation: never UNAVAILABLE for it
+
+
+def test_a_sibling_polled_by_another_caller_never_retires_a_trigger(env):
+    """Issue 40, item 6: a victim at zero replicas, polled by KEDA's IsActive every 90 s, and an attacker's
+    GetMetricSpec every 2 s for the same namespace/name with another map: the victim was 'edited' and forgotten
+    between KEDA's polls (a new trigger's bound was 60 s). Now its own silence is measured against its own learned
+    cadence (3 x 90 s), and a trigger with no cadence learned yet is not retired before forget_seconds."""
+    env.prom.set_scalar(Q, 0.0)
+    victim = env.reg.workload("serving", "llm", md())
+    attacker = md(query="vector(0)")
+    t = 0.0
+    for poll in range(5):  # 5 KEDA polls, 90 s apart: 450 s, with the attacker at work in between
+        for _ in range(45):
+            env.clock.advance(2)
+            t += 2
+            env.reg.workload("serving", "llm", attacker, wait=False)
+            env.reg.tick()
+        assert victim in env.reg.workloads(), (poll, t)
+        assert env.reg.workload("serving", "llm", md()) is victim  # KEDA's poll finds the same workload
+    assert victim.poll_interval == pytest.approx(90.0)
+    assert env.reg.retire_after(victim) == 270.0

@@ -52,7 +52,7 @@ def test_event_column_and_chart_shading(prometheus_factory, tmp_path):
     soon_file.write_text("name,start,end,multiplier,floor_qps\n"
                          f"launch,{iso(end + 90)},{iso(end + 3600)},2,\n")
     clock = FakeClock(end)
-    s = Scaler(clock)
+    s = Scaler(clock, server={"events_dirs": (str(tmp_path),)})
     try:
         md = {"serverAddress": prom.url, "query": "max(forescale_events_qps)", "qpsPerReplica": "5",
               "model": "naive", "history": "2h", "minHistory": "1h", "levelCorrection": "0", "hpaTolerance": "0",

@@ -17,7 +17,7 @@ from scaler.spec import parse_metadata
 from scaler.serve.tuning import TuningService, tuning_key
 from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
 from support.clock import FakeClock
-from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor
+from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor, signed
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -265,7 +265,7 @@ def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
     key = tuning_key(wl.declared)
     env.close()
     path = tmp_path / file_name(*wl.key)
-    path.write_text(json.dumps({"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
+    path.write_text(signed(tmp_path, {"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
     e = Env(state_dir=tmp_path, prom=env.prom)
     try:
         with caplog.at_level(logging.WARNING):
@@ -351,3 +351,43 @@ def test_runs_that_choose_nothing_are_in_the_decision_log_with_why(tmp_path):
     t = first_run_logged(Env(state_dir=tmp_path / "short", prom=scripted(FakePrometheus(), hours=20.0)))
     assert t["outcome"] == "waiting" and t["chosen"] is None
     assert "h of history, the first selection needs 24.0 h" in t["why"]
+
+
+def test_a_run_past_its_bound_gives_up_and_says_so(tmp_path):
+    """Issue 40, item 14: a run the worker stopped (GaveUp: past max_seconds, or over max_rss_bytes) keeps the
+    declared knobs, is counted outcome=gave_up, noted in the decision log with why, and tried again later."""
+    from scaler.serve.tuning import MAX_RUN_RSS_BYTES, MAX_RUN_SECONDS
+    from scaler.serve.watch import Watch
+    from scaler.serve.worker import GaveUp
+
+    assert (MAX_RUN_SECONDS, MAX_RUN_RSS_BYTES) == (300.0, 1 << 30)
+    e = Env(state_dir=tmp_path, answer=GaveUp("ran past 300s", 301.0, 250 << 20), prom=scripted(FakePrometheus()))
+    watch = Watch()
+    e.tuning.on_run = watch.note_tuning_run
+    try:
+        wl = e.workload()
+        e.reg.tick()
+        assert wl.tuned is None and wl.spec.headroom == 1.4
+        assert e.sample("forescale_tuning_runs_total", outcome="gave_up") == 1
+        (run,) = watch.log(wl)["tuning"]
+        assert run["outcome"] == "gave_up" and run["why"] == "gave up after 301s: ran past 300s"
+    finally:
+        e.close()
+
+
+def test_history_that_began_after_the_cutoff_is_waiting_not_a_failure(tmp_path):
+    """A young workload whose data begins after its tuning cutoff: the query up to the cutoff is empty. That was
+    'failed: no history returned by the query' (retried an hour later, a day's first choice lost); it is the first
+    window's case: waiting while the history is short."""
+    prom = FakePrometheus()
+    e = Env(state_dir=tmp_path, prom=prom)
+    try:
+        wl = e.workload()
+        begin = tc(wl) + 600.0  # after the cutoff
+        prom.set_scalar(Q, 12.0)
+        prom.set_range(Q, lambda t: np.where(t > begin, 30.0, np.nan))
+        e.reg.tick()
+        assert e.sample("forescale_tuning_runs_total", outcome="failed") is None
+        assert e.sample("forescale_tuning_runs_total", outcome="waiting") == 1
+    finally:
+        e.close()

@@ -3,6 +3,8 @@ FitService fitting in this thread, the real Watch), and the decisions API over r
 
 from __future__ import annotations
 
+import time
+
 import json
 import urllib.request
 
@@ -118,7 +120,7 @@ def test_decisions_api_over_http_404_and_no_unbounded_text(env):
     wl, d = env.minute(LEVEL)
     assert d.reason is Reason.INSUFFICIENT_HISTORY
     http = HttpEndpoint("127.0.0.1", 0, make_app(env.metrics.registry, lambda: True, env.clock,
-                                                  StatusView(env.reg, env.watch)))
+                                                  StatusView(env.reg, env.watch)), monotonic=time.monotonic)
     http.start()
     try:
         url = f"http://127.0.0.1:{http.port}"

@@ -76,3 +76,46 @@ def test_an_own_pool_is_made_at_start_and_its_processes_killed_at_stop():
         while p.is_alive() and time.monotonic() < deadline:
             p.join(0.1)
         assert not p.is_alive()
+
+
+# -- bounded runs (issue 40, item 14) --------------------------------------------------------------------------------
+def _sleep(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+    return {"slept": seconds}
+
+
+def _grow(mib):
+    import time as _t
+
+    block = bytearray(mib << 20)  # touched: resident
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    _t.sleep(30)
+    return {"n": len(block)}
+
+
+def test_a_bounded_run_gives_up_past_its_time_or_memory_and_the_pool_is_replaced():
+    import multiprocessing
+    import time as _t
+    from concurrent.futures import ProcessPoolExecutor
+
+    from scaler.serve.worker import GaveUp, Worker
+    from support.fakes import InlineExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    w = Worker(InlineExecutor(), None, lambda: ProcessPoolExecutor(1, mp_context=ctx))
+    w.start()
+    try:
+        assert w.run(_sleep, 0.1, seconds=10.0, max_rss=1 << 30) == {"slept": 0.1}
+        t0 = _t.monotonic()
+        with pytest.raises(GaveUp, match="ran past 2s"):
+            w.run(_sleep, 60, seconds=2.0)
+        assert _t.monotonic() - t0 < 10  # not the 60 s the job wanted
+        with pytest.raises(GaveUp, match="MiB, over its 100 MiB") as e:
+            w.run(_grow, 300, max_rss=100 << 20)
+        assert e.value.rss > 100 << 20
+        assert w.run(_sleep, 0.1, seconds=10.0) == {"slept": 0.1}  # a fresh pool runs the next one
+    finally:
+        w.stop()

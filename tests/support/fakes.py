@@ -29,6 +29,7 @@ class FakePrometheus:
     def __init__(self) -> None:
         self._scalars: dict[str, object] = {}
         self._ranges: dict[str, object] = {}
+        self._instants: dict[str, object] = {}
         self.calls: list[tuple] = []
         self.targets: list = []  # the PrometheusTarget of every client the factory built
         self.gate: threading.Event | None = None
@@ -89,6 +90,21 @@ class FakePrometheus:
         return [{"metric": {}, "values": values}] if values else []
 
     range_series = PrometheusClient.range_series
+
+    def instant(self, query: str, at: float | None = None, *, one_series: bool = False,
+                max_bytes: int = 0) -> list[dict]:
+        """The scripted vector of ``set_instant`` (default: none), recorded."""
+        with self._lock:
+            self.calls.append(("instant", query, at))
+            answer = self._instants.get(query, [])
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def set_instant(self, query: str, answer) -> None:
+        """``answer``: a vector (list of ``{"metric", "value"}``) or a PromError (raised) for ``instant``."""
+        with self._lock:
+            self._instants[query] = answer
 
 
 class InlineExecutor(Executor):
@@ -192,3 +208,14 @@ def sample_value(registry, name: str, labels: dict) -> float | None:
              and {k: v for k, v in s.labels.items() if k != "trigger"} == labels]
     assert len(found) <= 1, f"{name}{labels}: {len(found)} triggers match; name the trigger"
     return found[0] if found else None
+
+
+def signed(state_dir, doc: dict) -> str:
+    """``doc`` as ``JsonStore`` writes it: with its HMAC under the state dir's key (``files.load_key``: made there
+    when absent), for tests that write state files by hand."""
+    import json
+
+    from scaler.serve.files import load_key, sign
+
+    body = json.dumps(doc, allow_nan=False, sort_keys=True).encode()
+    return json.dumps({**doc, "hmac": sign(load_key(None, state_dir), body)})

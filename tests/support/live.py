@@ -20,6 +20,55 @@ FLAT_QPS = 5.0
 RATE = 'sum(rate(chaos_requests_total{job="flat"}[2m]))'
 
 
+def threads(pid: str = "self") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+def sockets(pid: str = "self") -> int:
+    """Open sockets of the process (its fds that are sockets)."""
+    import os
+
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def server_threads() -> int:
+    """Python threads of this process but the test's own and its fakes' (unnamed: ``Thread-N``): the server's."""
+    return sum(1 for t in threading.enumerate() if not t.name.startswith("Thread-"))
+
+
+class Vitals:
+    """The server's threads (``server_threads``), this process' sockets and resident memory (the server under test
+    runs in it), at the start and as the worst seen; ``figures()`` for a test's printed line."""
+
+    def __init__(self):
+        self.base = (server_threads(), sockets(), rss_bytes())
+        self.worst = self.base
+
+    def sample(self) -> tuple[int, int, int]:
+        now = (server_threads(), sockets(), rss_bytes())
+        self.worst = tuple(max(a, b) for a, b in zip(self.worst, now))  # type: ignore[assignment]
+        return now
+
+    def figures(self) -> str:
+        (t0, s0, r0), (t1, s1, r1) = self.base, self.worst
+        return f"threads {t0} -> {t1}, sockets {s0} -> {s1}, RSS {r0 >> 20} -> {r1 >> 20} MiB"
+
+
+def health(channel) -> str:
+    """The gRPC health check's status name (SERVING, NOT_SERVING)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+
+
 def rss_bytes(pid: str = "self") -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -92,8 +141,8 @@ class Switchable:
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c: socket.socket) -> None:
-        c.settimeout(0.5)
         try:
+            c.settimeout(0.5)  # inside: ``close`` may have closed it already
             while not self._stop.is_set():
                 try:
                     req = c.recv(65536)

@@ -18,11 +18,12 @@ from .clock import FakeClock
 
 
 class Scaler:
-    def __init__(self, clock: FakeClock, state_dir=None, **registry):
+    def __init__(self, clock: FakeClock, state_dir=None, server: dict | None = None, **registry):
+        """``server``: more ``ServerConfig`` fields (``events_dirs``, ...); the rest are ``RegistryConfig``'s."""
         # the fake clock jumps when a test advances it: that is not a frozen process (stall_seconds off)
         registry = {"stall_seconds": math.inf, **registry}
         cfg = ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, grace_seconds=1.0, state_dir=state_dir,
-                           registry=RegistryConfig(**registry))
+                           registry=RegistryConfig(**registry), **(server or {}))
         self.clock = clock
         self.server = Server(cfg, clock=clock).start()
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.server.grpc_port}")
