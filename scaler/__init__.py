@@ -3,7 +3,8 @@
 Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` -> ``serve`` | ``fleet`` ->
 ``replay`` -> core -> ``forecaster``; ``loadtest`` and ``probe`` stand alone; only ``serve.tuning`` reaches ``replay``.
 
-* core      ``spec`` (metadata -> ``ScalerSpec``) and ``specwrite`` (the way back), ``keys`` (the vocabulary, every
+* core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors) and
+            ``specwrite`` (the way back), ``keys`` (the vocabulary, every
             default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
             (``decide``), ``scaledobject`` (KEDA's and the HPA's defaults, the manifest writer), ``durations``,
             ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 
 from forecaster.calendar import MAX_EVENTS_BYTES, CalendarError, Event, parse_events
 
+from .limits import EVENTS_DIRS as DEFAULT_DIRS  # noqa: F401 - the server's default, declared once in limits
+
 log = logging.getLogger("scaler.events")
 
 CHECK_SECONDS = 5.0  # a path is checked (stat) at most this often, and only while someone asks for it
 READ_SECONDS = 2.0  # a check still running after this is reported as hung
 MAX_PATHS = 4096  # paths remembered; the least recently asked are dropped past it
-DEFAULT_DIRS = ("/etc/forescale",)  # where the server reads events files unless told otherwise (--events-dir)
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,5 @@ def name_violation(namespace: str, name: str) -> str | None:
         return (f"name of {len(name)} characters is not a Kubernetes object name (a DNS-1123 subdomain: at most "
                 f"{MAX_NAME_BYTES} characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit)")
     return None
+
+EVENTS_DIRS = ("/etc/forescale",)  # where the server reads eventsFile files unless told otherwise (--events-dir)

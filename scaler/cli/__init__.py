@@ -23,7 +23,7 @@ from collections.abc import MutableMapping
 
 import click
 
-from ..limits import MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
+from ..limits import EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -97,7 +97,7 @@ def _env(name: str) -> dict:
 @click.option("--http-hide-queries", is_flag=True, default=False,
               help="Leave the triggers' PromQL out of the status page and the decisions API.",
               **_env("HTTP_HIDE_QUERIES"))
-@click.option("--events-dir", multiple=True, default=("/etc/forescale",), show_default=True,
+@click.option("--events-dir", multiple=True, default=EVENTS_DIRS, show_default=True,
               type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
               "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
 @click.option("--max-triggers-per-namespace", default=MAX_TRACKED_PER_NAMESPACE, show_default=True,

@@ -16,4 +16,9 @@
 * ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger
                  detail and the decision log; ``watch``: live scores and drift per trigger
 * ``ratelimit``  a repeated log message at most once per interval
+* ``admission``  room for a new trigger: the cap, the namespace's quota, which trigger goes for a new one
+* ``gate``       fair shares of the Prometheus I/O per host:port and per caller namespace
+* ``threads``    a thread pool that gives idle threads back (the gRPC server's executor)
+* ``decisionlog``  the durable decision log (JSON lines under --state-dir); ``files``: state files opened
+                 through a directory descriptor, never through a link
 """

@@ -40,7 +40,17 @@ def test_server_fit_job_gets_the_events_file(tmp_path):
     path.write_text(EVENTS)
     spec, _ = parse_metadata({"serverAddress": "http://prometheus:9090", "query": "sum(rate(x[1m]))", "qpsPerReplica": "10",
                               "eventsFile": str(path)})
-    args = holiday_args(spec, ts(2014, 11, 1), ts(2014, 12, 1))
+    # the server reads events files in the background (scaler.events): wait for this one's first read, from the
+    # one cache holiday_args reads, allowed under tmp_path whatever a server test left allowed before
+    from scaler.events import FILES
+
+    before = FILES.allowed
+    FILES.allow((str(tmp_path),))
+    try:
+        assert FILES.wait(str(path), 30.0).error is None
+        args = holiday_args(spec, ts(2014, 11, 1), ts(2014, 12, 1))
+    finally:
+        FILES.allow(before)
     assert "holiday_days" not in args and [e.name for e in args["events"]] == ["promo"]
     spec, _ = parse_metadata({"serverAddress": "http://prometheus:9090", "query": "sum(rate(x[1m]))", "qpsPerReplica": "10",
                               "holidays": "US", "holidayAs": "ordinary"})
