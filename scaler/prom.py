@@ -324,7 +324,8 @@ class PrometheusClient:
             raise PromError(PromErrorKind.UNREACHABLE, f"Prometheus at {where} is unreachable: {type(e).__name__}") from None
         if status != 200:
             kind = PromErrorKind.UNREACHABLE if status >= 500 or status < 400 else PromErrorKind.REJECTED
-            raise PromError(kind, f"Prometheus at {where} answered HTTP Status Code {status}{_error_type(body)}")
+            raise PromError(kind, f"Prometheus at {where} answered HTTP Status Code {status}{_error_type(body)}",
+                            _error_text(body) if 400 <= status < 500 else None)
         try:
             doc = json.loads(body)
             if doc["status"] != "success":
@@ -428,6 +429,18 @@ def _within(sample, lo: float, hi: float) -> bool:
         return lo <= float(sample[0]) <= hi
     except (TypeError, ValueError, IndexError, KeyError):
         return True
+
+
+def _error_text(body: bytes) -> str | None:
+    """Prometheus' own ``error`` of an answer (e.g. its PromQL "parse error ..."), cut to 300 characters with
+    control characters escaped; None when the body is not Prometheus' JSON error."""
+    try:
+        text = json.loads(body).get("error") if len(body) <= (1 << 20) else None
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(text, str) or not text:
+        return None
+    return short("".join(c if c.isprintable() else repr(c)[1:-1] for c in text), 300)
 
 
 def _error_type(body: bytes) -> str:

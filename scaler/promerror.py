@@ -17,8 +17,12 @@ class PromErrorKind(str, Enum):
 
 
 class PromError(Exception):
-    def __init__(self, kind: PromErrorKind, message: str):
+    """``detail``: Prometheus' own ``error`` text of a 4xx answer (cut, control characters escaped), for the CLI's
+    messages about the user's own query; the server does not show it (it may quote the PromQL: --http-hide-queries)."""
+
+    def __init__(self, kind: PromErrorKind, message: str, detail: str | None = None):
         self.kind = kind
+        self.detail = detail
         super().__init__(message)
 
 

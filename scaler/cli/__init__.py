@@ -2,8 +2,10 @@
 
 The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is thin over ``scaler.replay``:
 
-* ``options``  shared options (durations, traffic source, replica economics), errors, JSON files, and
-               ``replay_settings`` (the ``Settings`` tune and its fleet build alike)
+* ``options``  shared options (durations, traffic source, replica economics) and ``replay_settings`` (the
+               ``Settings`` tune and its fleet build alike); ``clitypes``: ``fail`` (exit 2), the finite float
+               type every float option uses, ``--prometheus``'s check; ``outputs``: every output checked before
+               the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import click
 
+from .clitypes import FiniteRange
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
 from .coldstarts import cold_start_options, sampled_world, wanted
 from .pools import PoolOptionError, with_pools
-from .options import (Duration, calendar_options, check_output, cold_start_value, fail, hpa_options, load_trace, model_option,
+from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
 from .tokenopts import token_options
@@ -29,7 +30,7 @@ from .scaledobjects import (check_series, fetch_missing, load_plans, load_series
               help=f"Policies to compare. [default: all = {','.join(POLICY_NAMES)}]")
 @click.option("--model", callback=model_option, type=click.Choice(MODELS), default=DEFAULTS["model"], show_default=True,
               help="Forecast model of the predictive and hybrid policies.")
-@click.option("--quantile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=float(DEFAULTS["quantile"]),
+@click.option("--quantile", type=FiniteRange(0, 1, min_open=True, max_open=True), default=float(DEFAULTS["quantile"]),
               show_default=True,
               help="Forecast quantile to provision for.")
 @click.option("--span", type=Duration(), default=format_duration(Settings.span_seconds), show_default=True,
@@ -78,10 +79,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     from .traces import parse_time
 
     t0 = time.perf_counter()
-    check_output(json_path, "--json")
-    check_output(timeseries_path, "--timeseries")
-    check_output(report_dir, "--report", directory=True)
-    echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
+    on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (report_dir, "--report", "dir"))
+    echo = functools.partial(click.echo, err=on_stdout)  # --json - or --timeseries -: stdout is that document alone
     sampled = wanted(cold_start_from, world_opts["cold_starts_csv"])  # --cold-starts, --cold-start-from cluster
     cold = cold_start_value(cold_start, None if sampled else cold_start_from)
     cold, world = world_from_options(cold, None if sampled else cold_start_from, world_opts)
@@ -160,7 +159,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         from .report_html import write_timeseries
 
         write_timeseries(result, timeseries_path)
-        echo(f"wrote {timeseries_path}")
+        if not to_stdout(timeseries_path):
+            echo(f"wrote {timeseries_path}")
 
 
 def _pooled(world, cold: float, qps: float | None, o: dict):

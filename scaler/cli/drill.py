@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .clitypes import FiniteRange
 from .options import Duration, fail
 
 
@@ -21,7 +22,7 @@ from .options import Duration, fail
               help="Your own ScaledObject (one; external forescale and prometheus triggers), with --trace.")
 @click.option("--span", type=Duration(), default="1h", show_default=True,
               help="With --trace: the last part of the trace to drill (the time before it is history).")
-@click.option("--k", "k", type=click.FloatRange(min=1.0), default=5.0, show_default=True,
+@click.option("--k", "k", type=FiniteRange(min=1.0), default=5.0, show_default=True,
               help="Time compression: every period (HPA sync, pollingInterval, cooldown, windows, T_cold, "
                    "forescale's clock) divided by k.")
 @click.option("--bin-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("build/drill/bin"),

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .clitypes import FiniteRange
 from ..spec import DEFAULTS, parse_duration
 from .options import fail, replay_settings, write_json
 
@@ -53,7 +54,7 @@ def fleet_options(command):
         click.option("--ray", "ray_address", metavar="local|auto|ADDRESS", default=None,
                      help="Fleet: run the workloads as Ray tasks: local (a Ray cluster here, --jobs CPUs), auto "
                           "(the cluster `ray start` runs) or its address. Default: a local process pool."),
-        click.option("--gpus-per-replica", type=click.FloatRange(min=0, min_open=True), default=1.0,
+        click.option("--gpus-per-replica", type=FiniteRange(min=0, min_open=True), default=1.0,
                      show_default=True, help="Fleet: GPUs one replica holds (the totals are in GPU-hours)."),
         click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "

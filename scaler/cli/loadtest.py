@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .clitypes import FiniteRange
 from ..loadtest import stats
 from ..loadtest.report import LoadtestReportError, document, read_capacity
 from ..loadtest.workload import WorkloadError, read_prompts, template
@@ -162,13 +163,13 @@ def write_plot(doc: dict, path: Path) -> None:
               help="Open loop: Poisson arrivals at each rate (req/s), ascending, --duration each.")
 @click.option("--ramp", is_flag=True, help="Open loop from --start-rate, x --ramp-factor while the SLO holds, then "
               "--refine bisections around the knee. [the default mode]")
-@click.option("--start-rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--start-rate", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="With --ramp: the first rate (req/s).")
-@click.option("--ramp-factor", type=click.FloatRange(min=1, min_open=True), default=1.5, show_default=True,
+@click.option("--ramp-factor", type=FiniteRange(min=1, min_open=True), default=1.5, show_default=True,
               help="With --ramp: the next rate is the last passing one times this.")
 @click.option("--refine", type=click.IntRange(0, 10), default=2, show_default=True,
               help="With --ramp: bisections between the last passing and the first failing rate.")
-@click.option("--max-rate", type=click.FloatRange(min=0, min_open=True), default=10000.0, show_default=True,
+@click.option("--max-rate", type=FiniteRange(min=0, min_open=True), default=10000.0, show_default=True,
               help="With --ramp: stop here.")
 @click.option("--concurrency", callback=_ints, default=None, metavar="N1,N2,...",
               help="Closed loop instead: N workers each sending back to back (the server's slowness slows it).")
@@ -180,9 +181,9 @@ def write_plot(doc: dict, path: Path) -> None:
 @click.option("--duration", type=Duration(), default="30s", show_default=True, help="Per step.")
 @click.option("--slo", type=Duration(), default="2s", show_default=True,
               help="Latency objective (a duration): request start to last byte.")
-@click.option("--percentile", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=95.0,
+@click.option("--percentile", type=FiniteRange(0, 100, min_open=True, max_open=True), default=95.0,
               show_default=True, help="Share of requests (%) that must meet --slo; errors and timeouts miss it.")
-@click.option("--margin", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
+@click.option("--margin", type=FiniteRange(0, 1, max_open=True), default=0.2, show_default=True,
               help="Safety margin: qpsPerReplica = capacity x (1 - margin).")
 @click.option("--prompt", default=DEFAULT_PROMPT, show_default=True,
               help="Template prompt ({n} = the request number).")

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
-import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -17,6 +13,8 @@ from ..replay.variants import POLICIES as POLICY_NAMES
 from ..misstarget import COST_CAP_FORM, parse_cost_cap, parse_miss_target
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
+from .clitypes import FiniteRange, fail, prometheus_url
+from .outputs import check_output, check_outputs, to_stdout, write_json  # noqa: F401 - the verbs' one import
 
 
 class Duration(click.ParamType):
@@ -98,12 +96,6 @@ def model_option(ctx, param, value: str) -> str:
     return value
 
 
-def fail(msg: str) -> None:
-    """A bad input: one clear line on stderr and exit code 2 (click's usage-error code)."""
-    click.echo(f"Error: {msg}", err=True)
-    raise SystemExit(2)
-
-
 def load_trace(trace: Path | None, prometheus_url: str | None, query: str | None, start: str, end: str,
                step: float, *, now: float):
     """The trace from a CSV, Prometheus or the bundled one; ``now`` for ``now-14d``. Exits 2 on bad input."""
@@ -156,7 +148,7 @@ def source_options(default_start: str):
     """TRACE or --prometheus/--query/--start/--end/--step: the traffic, for backtest and tune."""
     return _compose(
         click.argument("trace", required=False, type=click.Path(dir_okay=False, path_type=Path)),
-        click.option("--prometheus", "prometheus_url", metavar="URL",
+        click.option("--prometheus", "prometheus_url", metavar="URL", callback=prometheus_url,
                      help="Read the traffic from Prometheus (base URL) instead of a file."),
         click.option("--query", metavar="PROMQL",
                      help="With --prometheus: PromQL whose single result is the request rate (req/s)."),
@@ -250,15 +242,15 @@ def calendar_options(f):
 
 replica_options = _compose(
     qps_per_replica_from,
-    click.option("--qps-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
+    click.option("--qps-per-replica", type=FiniteRange(min=0, min_open=True), default=None,
                  help="Sustainable req/s of one ready replica (the HPA target). Default: derived so that the "
                       f"simulated peak needs about {TARGET_PEAK_REPLICAS} replicas (printed)."),
-    click.option("--cold-start", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+    click.option("--cold-start", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                  help=f"T_cold: seconds from pod creation to ready. [default: {DEFAULTS['coldStartSeconds']}]"),
     click.option("--cold-start-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
                  metavar="PROBE.json|cluster", help="Take T_cold from a `forescale probe --json` report, or (backtest) "
                  "`cluster`: sample the start-ups kube-state-metrics recorded in --prometheus (--cold-start-workload)."),
-    click.option("--buffer", "buffer_seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+    click.option("--buffer", "buffer_seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                  help="T_buffer (lead = T_cold + T_buffer). [default: the scaler's forecastErrorSeconds + "
                       "schedulingSeconds + readinessSeconds = "
                       f"{Settings().lead().buffer_seconds:g}]"),
@@ -270,7 +262,7 @@ def hpa_options(tolerance_help: str):
     return _compose(
         click.option("--history", type=Duration(), default=DEFAULTS["history"], show_default=True,
                      help="Training window before each cutoff."),
-        click.option("--hpa-tolerance", type=click.FloatRange(0, 1, max_open=True),
+        click.option("--hpa-tolerance", type=FiniteRange(0, 1, max_open=True),
                      default=float(DEFAULTS["hpaTolerance"]), show_default=True, help=tolerance_help),
         click.option("--min-replicas", type=click.IntRange(min=0), default=Settings.min_replicas, show_default=True,
                      help="KEDA minReplicaCount."),
@@ -288,48 +280,6 @@ def require_length(tr, settings: Settings) -> None:
         fail(str(e))
 
 
-def to_stdout(path) -> bool:
-    """``--json -``: the document goes to standard output (and the human output to stderr)."""
-    return path is not None and str(path) == "-"
-
-
-def check_output(path, flag: str, *, directory: bool = False) -> None:
-    """Exit 2 before the run when an output cannot be written: a file (``-`` = stdout) or a directory.
-    Missing parent directories are created, and a file is really created and removed there."""
-    if path is None or (not directory and to_stdout(path)):
-        return
-    p = Path(path)
-    if not directory and p.is_dir():
-        fail(f"{flag} {p}: is a directory; accepted: a file path, or - for standard output")
-    if directory and p.exists() and not p.is_dir():
-        fail(f"{flag} {p}: exists and is not a directory; accepted: a directory (created if missing)")
-    where = p if directory else p.parent
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=where, prefix=".forescale-write-check-"):
-            pass
-    except OSError as e:
-        fail(f"{flag} {p}: cannot write there ({e.strerror or e}); nothing was run")
-
-
-def write_json(path: Path, doc: dict) -> None:
-    if to_stdout(path):
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
-        sys.stdout.flush()
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        fail(f"--json {path}: cannot write ({e.strerror})")
-
-
-# --------------------------------------------------------------------------- the replay's world (cluster, queue,
-# scenarios, advice): backtest only; every default leaves the replay as it is without them
-
-
 def _cluster_option_list() -> list:
     from ..replay.cluster import Pool
     from .pools import pool_option_list
@@ -337,13 +287,13 @@ def _cluster_option_list() -> list:
     pool = Pool()
     return [
         *pool_option_list(),
-        click.option("--scheduling-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--scheduling-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="Cold-start phase: scheduling (part of T_cold). [default: the probe's with "
                           "--cold-start-from, else 0]"),
-        click.option("--image-pull-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--image-pull-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="Cold-start phase: image pull, paid only on a node without the image (part of T_cold). "
                           "[default: the probe's with --cold-start-from, else 0]"),
-        click.option("--container-start-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--container-start-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="Cold-start phase: container start (part of T_cold). [default: 0]"),
         click.option("--prepull", is_flag=True, help="The image is on every node (the pre-puller DaemonSet): no pull."),
         click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
@@ -351,21 +301,21 @@ def _cluster_option_list() -> list:
                           "until a GPU is free. [default: no pool, unlimited GPUs]"),
         click.option("--max-nodes", type=click.IntRange(min=1), default=None,
                      help=f"With --gpus-per-node: the pool's maximum. [default: {pool.max_nodes}]"),
-        click.option("--node-provision-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--node-provision-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="With --gpus-per-node: Pending noticed + node boot (GPU nodes: 3-10 min). "
                           f"[default: {pool.provision_seconds:g}]"),
-        click.option("--node-idle-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--node-idle-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="With --gpus-per-node: an empty node is removed after this (cluster autoscaler's "
                           f"scale-down-unneeded-time). [default: {pool.idle_seconds:g}]"),
         click.option("--overprovision-gpus", type=click.IntRange(min=0), default=0, show_default=True,
                      help="With --gpus-per-node: placeholder pods of a low PriorityClass always holding this "
                           "many GPUs (real pods preempt them)."),
-        click.option("--service-seconds", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+        click.option("--service-seconds", type=FiniteRange(min=0), default=None, metavar="SECONDS",
                      help="Latency of one request on a free replica; turns on the latency columns. [default: the "
                           "probe's steady p50 with --cold-start-from, else 0 (queueing delay only)]"),
-        click.option("--timeout", "timeout_seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--timeout", "timeout_seconds", type=FiniteRange(min=0, min_open=True), default=None,
                      metavar="SECONDS", help="Client timeout: a request waiting longer has failed (timed_out_fraction)."),
-        click.option("--p95-target", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+        click.option("--p95-target", type=FiniteRange(min=0, min_open=True), default=None, metavar="SECONDS",
                      help="P95 latency target: the scenarios' P95 check, the SLO of --advise, and what tune may pick."),
     ]
 
@@ -392,7 +342,7 @@ def world_options(f):
         *cluster[-3:],
         click.option("--scenario", "scenario_specs", multiple=True, metavar="SPEC",
                      help=f"A test before going live (repeatable): {FORM}."),
-        click.option("--flat-load", type=click.FloatRange(min=0, min_open=True), default=None, metavar="REQ/S",
+        click.option("--flat-load", type=FiniteRange(min=0, min_open=True), default=None, metavar="REQ/S",
                      help="Replay a flat synthetic load of this rate (history + span) instead of a trace."),
         click.option("--advise", is_flag=True,
                      help="Rank keep-alive, scheduled, hybrid, reactive and predictive by GPU-node-hours at the "

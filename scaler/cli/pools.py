@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from .clitypes import FiniteRange
+
 POOL_DEFAULTS = {"pools_file": None, "placement": None, "lost_request_value": None}
 
 
@@ -25,7 +27,7 @@ def pool_option_list() -> list:
         click.option("--placement", default=None, metavar="POOL[,POOL...]",
                      help="With --pools: where replicas go, preferred first (a pool, or POOL/MIG-PROFILE for a "
                           "slice). [default: the file's placement, else its pools in order]"),
-        click.option("--lost-request-value", type=click.FloatRange(min=0), default=None, metavar="DOLLARS",
+        click.option("--lost-request-value", type=FiniteRange(min=0), default=None, metavar="DOLLARS",
                      help="With --pools: what one missed request costs; adds lost_dollars and total_dollars "
                           "(GPUs + lost requests), and tune ranks by total_dollars."),
     ]

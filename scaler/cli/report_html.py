@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import html
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -221,8 +222,15 @@ def write_timeseries(r: Result, path: str | Path) -> None:
     def fmt(x: float) -> str:
         return "" if not np.isfinite(x) else f"{x:.6g}"
 
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    def rows(f) -> None:
         w = csv.writer(f)
         w.writerow(cols)
         for i in range(sc.n):
             w.writerow([iso[i] + "Z", fmt(sc.demand[i]), fmt(sc.observed[i]), *(fmt(s[i]) for s in series)])
+
+    if str(path) == "-":  # --timeseries -: standard output (the human output went to stderr)
+        rows(sys.stdout)
+        sys.stdout.flush()
+        return
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        rows(f)

@@ -6,6 +6,7 @@ import functools
 
 import click
 
+from .clitypes import FiniteRange
 from ..tokens import TokenCapacity
 from .options import fail
 
@@ -28,11 +29,11 @@ def token_options(f):
         return f(*args, tokens=tokens, token_aware=scale_on == "binding", **kwargs)
 
     for opt in reversed((
-        click.option("--tokens-per-replica", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--tokens-per-replica", type=FiniteRange(min=0, min_open=True), default=None,
                      metavar="TOKENS/S", help="Weighted tokens/s one ready replica sustains (a trace with "
                      "input_tokens and output_tokens columns): the replay judges each interval on the binding "
                      "load max(req/s, qps-per-replica x tokens/s / this)."),
-        click.option("--input-token-weight", type=click.FloatRange(min=0, max=1000), default=1.0, show_default=True,
+        click.option("--input-token-weight", type=FiniteRange(min=0, max=1000), default=1.0, show_default=True,
                      help="What one prompt (input) token costs in output tokens: weighted tokens = weight x input "
                           "+ output."),
         click.option("--scale-on", type=click.Choice(["binding", "requests"]), default="binding", show_default=True,

@@ -30,33 +30,33 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
     from forecaster.series import from_csv
 
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ReplayError(f"trace file {str(p)!r} does not exist; expected a CSV with a header 'timestamp,count' "
-                            f"or 'timestamp,qps' (optionally gzip'd, .csv.gz)")
+                          f"or 'timestamp,qps' (optionally gzip'd, .csv.gz)")
+    if not p.is_file():
+        raise ReplayError(f"trace file {str(p)!r} is not a regular file (a directory, device or FIFO); expected a "
+                          "CSV file with a header 'timestamp,count' or 'timestamp,qps' (optionally gzip'd)")
+    if p.stat().st_size == 0:
+        raise ReplayError(f"trace file {str(p)!r} is empty; expected a CSV with a header 'timestamp,count' or "
+                          "'timestamp,qps' and one row per interval")
     label = name or re.sub(r"\.csv$", "", p.name[:-3] if p.name.endswith(".gz") else p.name)
-    try:
-        if p.suffix == ".gz":
-            with tempfile.TemporaryDirectory(prefix="forescale-") as d:
-                tmp = Path(d) / "trace.csv"
-                try:
-                    with gzip.open(p, "rb") as src, open(tmp, "wb") as dst:
-                        _copy_capped(src, dst, p)
-                except (OSError, EOFError) as e:
-                    raise ReplayError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
-                try:
-                    refuse_several_series(tmp, p)
-                    series, rep = from_csv(tmp)
-                    tokens = token_columns(tmp, series)
-                except ValueError as e:
-                    raise ReplayError(str(e).replace(str(tmp), str(p))) from None
-        else:
-            refuse_several_series(p, p)
-            series, rep = from_csv(p)
-            tokens = token_columns(p, series)
-    except ReplayError:
-        raise
-    except ValueError as e:
-        raise ReplayError(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="forescale-") as d:
+        src = plain_text(p, Path(d))
+        try:
+            refuse_several_series(src, p)
+            series, rep = from_csv(src)
+            tokens = token_columns(src, series)
+        except ReplayError:
+            raise
+        except ValueError as e:
+            raise ReplayError(str(e).replace(str(src), str(p))) from None
+    if len(series) >= 2 and series.step < 1.0 and SERIAL_DAYS[0] <= series.t[0] and series.t[-1] <= SERIAL_DAYS[1]:
+        day = datetime.fromtimestamp((series.t[0] - EXCEL_EPOCH_SERIAL) * 86400.0, tz=timezone.utc)
+        raise ReplayError(f"{p}: the timestamps ({series.t[0]:.6f} .. {series.t[-1]:.6f}, {series.step:g} apart) "
+                          f"look like spreadsheet serial days ({series.t[0]:.0f} = {day:%Y-%m-%d}), not epoch "
+                          "seconds of 1970; accepted: epoch seconds, epoch milliseconds or ISO-8601 times; convert "
+                          f"a serial day with (serial - {EXCEL_EPOCH_SERIAL}) x 86400, or format the column as "
+                          "ISO-8601 before saving the CSV")
     if len(series) < 2 or not np.isfinite(series.y).any():
         raise ReplayError(f"{p}: no usable rows ({rep.message})")
     hygiene = rep.message
@@ -135,6 +135,65 @@ def refuse_several_series(path: Path, shown: Path) -> None:
             first_line[ts] = lineno
 
 
+EXCEL_EPOCH_SERIAL = 25569  # 1970-01-01 as a spreadsheet serial day (Excel, LibreOffice, Google Sheets)
+SERIAL_DAYS = (1.0, 2958466.0)  # serial days 1900-01-01 .. 9999-12-31: as epoch seconds, the first 34 days of 1970
+GZIP_MAGIC = b"\x1f\x8b"
+BOMS = ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))  # UTF-16 LE and BE; a UTF-8 BOM is read as is
+TEXT_FORM = "UTF-8 text (or UTF-16 with a byte-order mark), gzip'd or not"
+
+
+def plain_text(p: Path, d: Path) -> Path:
+    """``p`` as a UTF-8 file to read: gunzipped into ``d`` when it is gzip (its magic bytes, whatever its name),
+    UTF-16 with a byte-order mark re-encoded; ReplayError naming the first line that is not UTF-8."""
+    src = p
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if head.startswith(GZIP_MAGIC) or p.suffix == ".gz":
+        src = d / "trace.csv"
+        try:
+            with gzip.open(p, "rb") as fh, open(src, "wb") as dst:
+                _copy_capped(fh, dst, p)
+        except (OSError, EOFError) as e:
+            raise ReplayError(f"{p}: not a readable gzip file ({e}); expected a gzip'd trace CSV") from None
+        with open(src, "rb") as fh:
+            head = fh.read(4)
+    for bom, enc in BOMS:
+        if head.startswith(bom):
+            if src.stat().st_size > MAX_CSV_BYTES:
+                raise ReplayError(f"{p}: larger than {MAX_CSV_BYTES >> 20} MiB of UTF-16; accepted: at most that")
+            try:
+                text = src.read_bytes().decode(enc)
+            except UnicodeDecodeError as e:
+                raise ReplayError(f"{p}: starts with a UTF-16 byte-order mark but byte {e.start} is not UTF-16; "
+                                  f"accepted: {TEXT_FORM}") from None
+            out = d / "trace-utf8.csv"
+            out.write_text(text, encoding="utf-8")
+            return out
+    _check_utf8(src, p)
+    return src
+
+
+def _check_utf8(src: Path, p: Path) -> None:
+    """ReplayError naming the first line of ``src`` (shown as ``p``) that is not UTF-8, and how to convert it."""
+    import codecs
+
+    dec, line, offset = codecs.getincrementaldecoder("utf-8")(), 1, 0
+    with open(src, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            try:
+                dec.decode(chunk)
+            except UnicodeDecodeError as e:
+                bad = e.start  # within what the decoder held: its buffered tail and this chunk
+                held = len(e.object) - len(chunk)
+                at = max(bad - held, 0)
+                line += chunk.count(b"\n", 0, at)
+                raise ReplayError(f"{p}: line {line} is not UTF-8 (byte 0x{e.object[bad]:02x} at byte "
+                                  f"{offset + at}); accepted: {TEXT_FORM}; convert it, e.g. `iconv -f latin1 -t "
+                                  "utf-8 FILE`") from None
+            line += chunk.count(b"\n")
+            offset += len(chunk)
+
+
 MAX_CSV_BYTES = 256 << 20  # a trace CSV decompressed (a 1-s trace of 58 days is ~100 MB)
 
 
@@ -175,6 +234,7 @@ def bundled_trace() -> Trace:
 def load_prometheus(url: str, query: str, start: float, end: float, step: float) -> Trace:
     """A range query through the server's own client (split under 11,000 points per request)."""
     from ..prom import PrometheusClient
+    from ..promerror import PromError, redact_url, short
     from ..spec import PrometheusTarget
 
     if end <= start:
@@ -183,10 +243,12 @@ def load_prometheus(url: str, query: str, start: float, end: float, step: float)
     try:
         series, rep = client.range_series(query, start, end, step)
     except ValueError as e:  # malformed samples
-        raise ReplayError(f"Prometheus query {query!r}: {e}") from None
-    except Exception as e:  # network, HTTP, PromQL errors, no or several series: one clear line
-        raise ReplayError(f"Prometheus range query failed at {url}: {type(e).__name__}: {e}") from None
-    return Trace(f"prometheus: {query}", series, rep.message, url)
+        raise ReplayError(f"Prometheus query {short(query)!r}: {short(str(e))}") from None
+    except Exception as e:  # network, HTTP, PromQL errors, no or several series: one clear line, no secret
+        said = f"; Prometheus said: {e.detail}" if isinstance(e, PromError) and e.detail else ""
+        raise ReplayError(f"Prometheus range query failed at {redact_url(url)}: {type(e).__name__}: "
+                          f"{short(str(e), 500)}{said}") from None
+    return Trace(f"prometheus: {query}", series, rep.message, redact_url(url))
 
 
 def parse_time(text: str, *, now: float) -> float:

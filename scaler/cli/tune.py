@@ -21,7 +21,7 @@ from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_N
                            PLACEHOLDER_SERVER)
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
-from .options import (Duration, calendar_options, check_output, cluster_options, fail, hpa_options, load_trace,
+from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
                       model_option, replay_settings, replica_options, require_length, source_options, target_options,
                       to_stdout, write_json)
 
@@ -174,10 +174,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     from . import render
 
     t0 = time.perf_counter()
-    check_output(json_path, "--json")
-    check_output(timeseries_path, "--timeseries")
-    check_output(report_dir, "--report", directory=True)
-    echo = functools.partial(click.echo, err=to_stdout(json_path))  # --json -: stdout is the JSON alone
+    on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (report_dir, "--report", "dir"))
+    echo = functools.partial(click.echo, err=on_stdout)  # --json - or --timeseries -: stdout is that document alone
     def settings_for(c: dict):
         return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
@@ -252,7 +250,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         from .report_html import write_timeseries
 
         write_timeseries(r, timeseries_path)
-        echo(f"wrote {timeseries_path}")
+        if not to_stdout(timeseries_path):
+            echo(f"wrote {timeseries_path}")
 
 
 if __name__ == "__main__":  # pragma: no cover
