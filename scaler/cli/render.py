@@ -167,7 +167,12 @@ def calendar_json(r: Result) -> dict:
 
 
 def _f(x: float, w: int, d: int) -> str:
-    return f"{x:>{w}.{d}f}" if x is not None and math.isfinite(x) else f"{'-':>{w}}"
+    """``x`` in a column of width ``w`` with ``d`` decimals; one too large for it in 3 significant digits (a
+    column never grows with the value: a 600-digit WAPE once did); None, NaN and Inf as ``-``."""
+    if x is None or not math.isfinite(x):
+        return f"{'-':>{w}}"
+    text = f"{x:.{d}f}"
+    return f"{text:>{w}}" if len(text) < w else f"{x:>{w}.3g}"
 
 
 def frontier_json(r: Result) -> list[dict]:

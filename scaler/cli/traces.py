@@ -12,12 +12,44 @@ from pathlib import Path
 
 import numpy as np
 
+from ..policy import MILLI_MAX
 from ..replay.engine import ReplayError, Trace
+from ..replay.scenario import MAX_RATE_RANGE
 from ..spec import parse_duration
 from ..tokens import unit_refusal
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
+
+
+MAX_RATE = MILLI_MAX / 1000.0  # req/s: KEDA's milli-quantities (policy.to_milli) are exact below it (~1.1e12)
+
+
+def check_values(series, where: str) -> None:
+    """Refuse a series the replay cannot replay right, naming what it holds and what is accepted: no finite,
+    non-negative value (all NaN, Inf or negative: a table of zeros said nothing), a rate at or above
+    ``MAX_RATE`` req/s, or one more than ``MAX_RATE_RANGE`` times the median (a unit error or a corrupt sample).
+    The answer then never depends on the unit: within these bounds, a trace and its qpsPerReplica scaled
+    together replay the same."""
+    y = np.asarray(series.y, dtype=np.float64)
+    ok = np.isfinite(y) & (y >= 0)
+    if not ok.any():
+        nan, inf = int(np.isnan(y).sum()), int(np.isinf(y).sum())
+        raise ReplayError(f"{where}: no usable value in {len(y)} points ({nan} NaN, {inf} infinite, "
+                          f"{int((y < 0).sum())} negative); accepted: request rates >= 0 (req/s) or counts per "
+                          "interval, a gap left empty")
+    top = int(np.argmax(np.where(ok, y, -1.0)))
+    when = datetime.fromtimestamp(float(series.t[top]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if y[top] >= MAX_RATE:
+        raise ReplayError(f"{where}: {y[top]:.3g} req/s at {when}: at or above {MAX_RATE:.3g} req/s KEDA's "
+                          "milli-quantities are not exact; accepted: rates below it (a trace in another unit, "
+                          "e.g. per minute instead of per millisecond, or without the bad sample)")
+    positive = y[ok & (y > 0)]
+    median = float(np.median(positive)) if len(positive) else 0.0
+    if median > 0 and y[top] > MAX_RATE_RANGE * median:
+        raise ReplayError(f"{where}: {y[top]:.3g} req/s at {when} is {y[top] / median:.2g} times the median rate "
+                          f"{median:.3g}: a corrupt sample or a unit error; accepted: values within "
+                          f"{MAX_RATE_RANGE:.0e} times the median (remove or fix that sample)")
 
 
 MIN_HISTORY_POINTS = 30  # the newest-points models re-predict from the last 30 points, as the server does
@@ -59,6 +91,7 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
                           "ISO-8601 before saving the CSV")
     if len(series) < 2 or not np.isfinite(series.y).any():
         raise ReplayError(f"{p}: no usable rows ({rep.message})")
+    check_values(series, str(p))
     hygiene = rep.message
     if step is not None and series.step < step - 1e-9:
         from forecaster.series import resample
@@ -248,6 +281,7 @@ def load_prometheus(url: str, query: str, start: float, end: float, step: float)
         said = f"; Prometheus said: {e.detail}" if isinstance(e, PromError) and e.detail else ""
         raise ReplayError(f"Prometheus range query failed at {redact_url(url)}: {type(e).__name__}: "
                           f"{short(str(e), 500)}{said}") from None
+    check_values(series, f"Prometheus query {short(query)!r}")
     return Trace(f"prometheus: {query}", series, rep.message, redact_url(url))
 
 

@@ -66,6 +66,12 @@ def drift_summary(result, config: DriftConfig = DEFAULT) -> dict | None:
     step = result.trace.series.step
     off = replay_drift(su.scenario, su.hpa, params, run.curves, step=step, config=config, respond=False)
     on = replay_drift(su.scenario, su.hpa, params, run.curves, step=step, config=config, respond=True)
+    if s.world.active:  # through the same world as the table's rows (sampled T_cold, node pools, the queue)
+        from .world import live
+
+        for r in (off, on):
+            lv = live(s.world, su.scenario, r.timeline, seed=s.seed)
+            r.timeline, r.outcome = lv.timeline, lv.outcome
     days = max((su.end - su.start) / 86400.0, 1e-9)
     polls = max(1, sum(on.reasons.values()))
     return {"missed_fraction_without": off.outcome.underprovisioned_fraction,

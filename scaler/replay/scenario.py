@@ -23,6 +23,10 @@ TICK_SECONDS = 15.0
 DAY = 86400.0
 EPS = 1e-9
 RATE_WINDOW = 120.0  # the window of the query's rate(): observed, and the server's view of the history
+# The replay counts requests cumulatively (float64, 16 digits): a value this many times the trace's median rate
+# would leave the smaller ones fewer than 7 digits (1e300 in a history of 100s left them none: every later rate
+# read 0), so a trace spanning more is refused (scaler.cli.traces.check_values), never replayed wrong.
+MAX_RATE_RANGE = 1e9
 
 
 @dataclass(frozen=True)
