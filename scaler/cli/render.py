@@ -132,6 +132,7 @@ def format_table(r: Result) -> str:
                      f"{100 * o.cold_start_requests / o.requests if o.requests else 0:>17.1f}")
     lines.append("(missed: requests above ready capacity; viol min: minutes with any; in cold start: requests that "
                  "arrived while a replica was starting)")
+    lines += [f"replayed  {p.note}" for p in r.policies.values() if p.note.startswith("ScaledObject ")]
     lines.append("")
     lines.append(f"forecast accuracy at horizon L (rolling origin, {len(next(iter(r.models.values())).curves)} cutoffs; "
                  f"scored level-corrected, as the policy uses it)")

@@ -202,6 +202,9 @@ def _caveats(t: Trigger) -> str:
         out += f"; {t.name}: tuning auto replayed as the knobs written (self-tuning is not replayed)"
     if s.cold_start_query:
         out += f"; {t.name}: coldStartQuery not read, lead from coldStartSeconds"
+    if s.cold_start_cluster is not None:
+        out += (f"; {t.name}: coldStartFrom cluster not replayed, T_cold {s.lead.cold_start_seconds:g}s "
+                f"(coldStartSeconds)")
     if s.events_file:
         out += f"; {t.name}: eventsFile {s.events_file} read from {t.events_source} ({len(t.events)} events)"
     return out
