@@ -11,8 +11,9 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom`` and ``promerror`` (Prometheus),
             ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
-            ``gpus`` (GPU types, MIG slices, the pool file) and
-            ``money`` (prices, lost requests' value, the break-even rate)
+            ``gpus`` (GPU types, MIG slices, the pool file),
+            ``money`` (prices, lost requests' value, the break-even rate) and ``budget`` (a fleet GPU budget's
+            arbitration, one rule for the replay and the server)
 * ``serve``     ONLINE: the gRPC server KEDA calls, background fits and tuning
 * ``replay``    OFFLINE ENGINE, pure: a trace through KEDA/HPA with cold starts, per policy family
 * ``fleet``     many workloads of one query tuned as ``forescale tune`` tunes one
