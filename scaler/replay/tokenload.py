@@ -18,7 +18,7 @@ import numpy as np
 from forecaster.base import Series
 
 from ..tokens import TokenCapacity, binding_load
-from .scenario import Scenario, rate_view
+from .scenario import Scenario, rate_view, scenario
 
 
 def equivalent(tokens_per_s: np.ndarray, qps: float, cap: TokenCapacity) -> np.ndarray:
@@ -59,3 +59,13 @@ def token_share(series: Series, tokens: np.ndarray, qps: float, cap: TokenCapaci
     sel = (series.t >= start) & (series.t < end)
     bind = binding_load(series.y[sel], tokens[sel], qps, cap.tokens_per_replica)[1]
     return float(bind.mean()) if bind.size else 0.0
+
+
+def prompt_per_request(requests: Scenario, series: Series, input_tokens: np.ndarray, start: float,
+                       end: float) -> np.ndarray:
+    """Prompt tokens per request in each tick of ``requests``' grid (0 where no request arrives)."""
+    toks = scenario(series.t, np.asarray(input_tokens, dtype=np.float64), series.step, start, end,
+                    cold_start_seconds=requests.cold_start_seconds, qps_per_replica=requests.qps_per_replica,
+                    tick=requests.tick)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(requests.demand > 0, toks.demand / np.where(requests.demand > 0, requests.demand, 1.0), 0.0)
