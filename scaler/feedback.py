@@ -57,7 +57,7 @@ class Rule:
     max_excess: float = 1.0  # the excess (p - 1) counted at most
     max_factor: float = 2.0  # the loop at most doubles the plan
     inside: float = 0.5  # every known signal under half its target: well inside, the factor decays
-    half_life_seconds: float = 3600.0  # the decay's half-life
+    half_life_seconds: float = 86400.0  # the decay's half-life: a day (a capacity error learned at one peak holds to the next)
 
 
 RULE = Rule()
