@@ -21,32 +21,42 @@ def go(state=LoopState(), *, waiting=math.nan, ready=math.nan, ttft=math.nan, it
     return step(state, Signals(waiting, ready, ttft, itl), targets, now=now, dt=dt, asked=asked, settle_seconds=settle)
 
 
-def test_a_queue_over_its_target_raises_by_ten_percent_of_the_excess_when_settled():
-    # 30 waiting over 10 ready replicas = 3 per replica, target 2: p = 1.5, excess 0.5 -> x (1 + 0.1 x 0.5) = 1.05
+def test_a_queue_over_its_target_raises_by_five_percent_of_the_excess_when_settled():
+    # 30 waiting over 10 ready replicas = 3 per replica, target 2: p = 1.5, excess 0.5 -> x (1 + 0.05 x 0.5) = 1.025
     s = go(waiting=30, ready=10, asked=10)
-    assert s.factor == pytest.approx(1.05) and s.pressure == pytest.approx(1.5) and s.raised_at == NOW
-    assert "raised 1.000 -> 1.050" in s.why
-    # 100 waiting over 10: p = 5, the excess is capped at 1: x 1.1 on top -> 1.05 x 1.1 = 1.155
+    assert s.factor == pytest.approx(1.025) and s.pressure == pytest.approx(1.5) and s.raised_at == NOW
+    assert "raised 1.000 -> 1.025" in s.why
+    # 100 waiting over 10 (the 10 asked for are ready): p = 5, the excess capped at 1: x 1.05 -> 1.07625
     s = go(s, waiting=100, ready=10, asked=10, now=NOW + 15)
-    assert s.factor == pytest.approx(1.155)
+    assert s.factor == pytest.approx(1.025 * 1.05)
 
 
 def test_no_raise_while_the_replicas_asked_for_are_starting():
     # 8 of the 10 asked for are ready: held (the raise already asked for will be ready one cold start later)
-    s = go(LoopState(factor=1.2), waiting=100, ready=8, asked=10)
+    s = go(LoopState(factor=1.2, raised_at=NOW - 60), waiting=100, ready=8, asked=10)
     assert s.factor == 1.2 and "8 of the 10 replicas asked for ready" in s.why
+    # ... unless settle_seconds passed since that raise (the HPA's tolerance swallowed it, or maxReplicaCount):
+    # then it raises again, 1.2 x 1.05 = 1.26
+    assert go(LoopState(factor=1.2, raised_at=NOW - 300), waiting=100, ready=8, asked=10).factor == pytest.approx(1.26)
     # the queue per replica is per READY replica: 100 / 8 = 12.5 per replica, p = 6.25
     assert s.pressure == pytest.approx(6.25)
 
 
 def test_without_a_ready_count_a_raise_waits_settle_seconds_and_the_queue_is_per_replica_asked_for():
-    # no readyReplicasQuery: 40 waiting over the 10 asked for = 4 per replica, p = 2 -> x 1.1
+    # no readyReplicasQuery: 40 waiting over the 10 asked for = 4 per replica, p = 2 -> x 1.05
     s = go(waiting=40, asked=10, now=NOW)
-    assert s.factor == pytest.approx(1.1) and s.pressure == pytest.approx(2.0)
+    assert s.factor == pytest.approx(1.05) and s.pressure == pytest.approx(2.0)
     s2 = go(s, waiting=40, asked=10, now=NOW + 299.0)  # 299 s < settle 300 s after the raise: held
-    assert s2.factor == pytest.approx(1.1)
-    s3 = go(s2, waiting=40, asked=10, now=NOW + 300.0)  # then the next raise: 1.1 x 1.1 = 1.21
-    assert s3.factor == pytest.approx(1.21)
+    assert s2.factor == pytest.approx(1.05)
+    s3 = go(s2, waiting=40, asked=10, now=NOW + 300.0)  # then the next raise (p 2, not falling): 1.05^2 = 1.1025
+    assert s3.factor == pytest.approx(1.1025)
+
+
+def test_a_queue_that_falls_is_draining_and_holds_the_factor():
+    # 60 over 10 (p 3) after 80 over 10 (p 4): over the target but falling: held; then level at p 3: raised
+    s = go(LoopState(factor=1.1, pressure=4.0), waiting=60, ready=10, asked=10)
+    assert s.factor == 1.1 and "falling from 4.00x (draining)" in s.why
+    assert go(s, waiting=60, ready=10, asked=10, now=NOW + 15).factor == pytest.approx(1.1 * 1.05)
 
 
 def test_the_dead_zone_holds_and_well_inside_decays_with_the_half_life():
@@ -70,9 +80,9 @@ def test_the_factor_is_bounded_at_two():
 
 def test_the_worst_signal_counts():
     t = Targets(queue=2.0, ttft=1.0, itl=0.05)
-    # queue 1 per replica (0.5), TTFT 3 s (3.0), ITL 40 ms (0.8): p = 3, excess capped at 1 -> 1.1
+    # queue 1 per replica (0.5), TTFT 3 s (3.0), ITL 40 ms (0.8): p = 3, excess capped at 1 -> 1.05
     s = go(waiting=10, ready=10, ttft=3.0, itl=0.04, asked=10, targets=t)
-    assert s.pressure == pytest.approx(3.0) and s.factor == pytest.approx(1.1) and "ttft" in s.why
+    assert s.pressure == pytest.approx(3.0) and s.factor == pytest.approx(1.05) and "ttft" in s.why
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])

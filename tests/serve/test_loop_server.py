@@ -81,19 +81,22 @@ def test_a_queue_over_target_raises_the_answer_once_the_asked_replicas_are_ready
     env.reg.record(wl, d)
     assert (d.planned, d.reason, d.feedback) == (50.0, Reason.MODE_REACTIVE, 1.0)  # well inside: nothing changes
     assert wl.signals == Signals(0.0, 5.0, 0.4, math.nan) and wl.signals_why == {}
-    # 40 waiting over 5 ready = 8 per replica, target 2: p = 4, the excess capped at 1: factor 1.1 -> 55 req/s
+    # 40 waiting over 5 ready = 8 per replica, target 2: p = 4, the excess capped at 1: factor 1.05 -> 52.5 req/s
     env.prom.set_scalar(WAIT, 40.0)
     d = step(env, wl)
-    assert d.feedback == pytest.approx(1.1) and d.planned == pytest.approx(55.0) and d.reason is Reason.FEEDBACK
-    assert env.sample("forescale_feedback_factor", trigger=wl.trigger) == pytest.approx(1.1)
+    assert d.feedback == pytest.approx(1.05) and d.planned == pytest.approx(52.5) and d.reason is Reason.FEEDBACK
+    assert env.sample("forescale_feedback_factor", trigger=wl.trigger) == pytest.approx(1.05)
     assert env.sample("forescale_server_signal", trigger=wl.trigger, signal="waiting") == 40.0
-    # 55 asks for 6 replicas; 5 are ready: held, whatever the queue
+    # 52.5 asks for 6 replicas; 5 are ready: held, whatever the queue
     d = step(env, wl)
-    assert d.feedback == pytest.approx(1.1) and "5 of the 6 replicas asked for ready" in wl.loop.why
-    env.prom.set_scalar(READY, 6.0)  # the sixth is ready and the queue still over: 40 / 6 = 6.67 per replica -> x 1.1
+    assert d.feedback == pytest.approx(1.05) and "5 of the 6 replicas asked for ready" in wl.loop.why
+    env.prom.set_scalar(READY, 6.0)  # the sixth is ready; 40 / 6 = 6.67 per replica: over, but falling from 8: held
     d = step(env, wl)
-    assert d.feedback == pytest.approx(1.21) and d.planned == pytest.approx(60.5)
-    # the queues and TTFT go well inside: a day later the factor has halved its excess: 1 + 0.21 / 2
+    assert d.feedback == pytest.approx(1.05) and "falling from 4.00x (draining)" in wl.loop.why
+    env.prom.set_scalar(WAIT, 60.0)  # growing again: 60 / 6 = 10 per replica, p = 5 -> x 1.05: 1.1025, 55.125 req/s
+    d = step(env, wl)
+    assert d.feedback == pytest.approx(1.1025) and d.planned == pytest.approx(55.125)
+    # the queues and TTFT go well inside: a day later the factor has halved its excess
     env.prom.set_scalar(WAIT, 0.0)
     env.prom.set_scalar(READY, 7.0)
     env.prom.set_scalar(Q, 50.0)
