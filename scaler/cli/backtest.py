@@ -67,8 +67,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
                      do_sweep, drift, jobs, scaledobject_files, trigger_series, events_map, calendar=None,
-                     tokens=None, token_aware=True, loop=None, itl_seconds=0.02, capacity_factor=1.0,
-                     **world_opts) -> None:
+                     tokens=None, token_aware=True, llm_settings=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -77,7 +76,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     per policy and forecast accuracy; --json and --report write them out.
     """
     from ..replay import engine, variants
-    from . import render, render_llm
+    from . import render
     from .traces import parse_time
 
     t0 = time.perf_counter()
@@ -105,8 +104,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
-                               world=world, tokens=tokens, token_aware=token_aware, loop=loop,
-                               itl_seconds=itl_seconds, capacity_factor=capacity_factor, **(calendar or {}))
+                               world=world, tokens=tokens, token_aware=token_aware, **(llm_settings or {}),
+                               **(calendar or {}))
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
@@ -133,11 +132,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         fail(str(e))
     finally:
         close()
-    echo(render.format_table(result))
-    if world.active:
-        echo("\n" + render.format_world(result))
-    if settings.llm_figures:
-        echo("\n" + render_llm.format_llm(result))
+    _tables(result, echo)
     adv = _advice(result, world, world_opts["target_miss"], prometheus_url, query, echo) if world_opts["advise"] \
         else None
     drifted = None
@@ -166,6 +161,17 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         write_timeseries(result, timeseries_path)
         if not to_stdout(timeseries_path):
             echo(f"wrote {timeseries_path}")
+
+
+def _tables(result, echo) -> None:
+    """The terminal's tables: the policies, the world's (cluster, queue) and the LLM's (TTFT, ITL, the loop)."""
+    from . import render, render_llm
+
+    echo(render.format_table(result))
+    if result.settings.world.active:
+        echo("\n" + render.format_world(result))
+    if result.settings.llm_figures:
+        echo("\n" + render_llm.format_llm(result))
 
 
 def _pooled(world, cold: float, qps: float | None, o: dict):

@@ -49,15 +49,17 @@ def token_options(f):
 
 
 def loop_options(f):
-    """``--queue-target``, ``--ttft-target``, ``--itl-target`` (the closed loop: handed over as ``loop``, a
-    ``feedback.Targets`` or None), ``--itl-seconds`` and ``--capacity-factor`` (as ``itl_seconds``,
-    ``capacity_factor``)."""
+    """``--queue-target``, ``--ttft-target``, ``--itl-target`` (the closed loop), ``--itl-seconds`` and
+    ``--capacity-factor``: handed over as ``llm_settings``, the ``Settings`` keywords ``loop`` (a
+    ``feedback.Targets`` or None), ``itl_seconds`` and ``capacity_factor``."""
 
     @functools.wraps(f)
     def wrapper(*args, queue_target: float | None = None, ttft_target: float | None = None,
-                itl_target: float | None = None, **kwargs):
+                itl_target: float | None = None, itl_seconds: float = ITL_SECONDS, capacity_factor: float = 1.0,
+                **kwargs):
         t = Targets(queue=queue_target, ttft=ttft_target, itl=itl_target)
-        return f(*args, loop=t if t.any else None, **kwargs)
+        return f(*args, llm_settings={"loop": t if t.any else None, "itl_seconds": itl_seconds,
+                                      "capacity_factor": capacity_factor}, **kwargs)
 
     for opt in reversed((
         click.option("--queue-target", type=FiniteRange(min=0.001, max=1e6), default=None, metavar="N",
