@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--traces", default="worldcup,azure,servegen")
     ap.add_argument("--policies", default="reactive,predictive")
     ap.add_argument("--factor", type=float, default=1.3)
-    ap.add_argument("--queue-target", type=float, default=2.0)
+    ap.add_argument("--queue-target", type=float, default=2.0, help="0: no queue target")
     ap.add_argument("--ttft-target", type=float, default=None)
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--half-life", type=float, default=None)
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
         rule = dataclasses.replace(rule, step=a.step)
     if a.half_life is not None:
         rule = dataclasses.replace(rule, half_life_seconds=a.half_life)
-    targets = feedback.Targets(queue=a.queue_target, ttft=a.ttft_target)
+    targets = feedback.Targets(queue=a.queue_target or None, ttft=a.ttft_target)
     print(f"loop: {targets}; rule {rule}; capacity overstated x{a.factor:g}; model {a.model}")
     for name, tr, kw in traces(a.traces.split(",")):
         rows = {}
