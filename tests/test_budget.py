@@ -41,7 +41,8 @@ def test_equal_share_caps_each_at_its_share_and_loses_more_value():
 
 def test_a_partial_last_replica_counts_only_what_it_serves():
     # a: 3 replicas of 10 req/s for 21 req/s (the third serves 1); b: 2 of 10 for 20. Budget 4, no minimums.
-    # gains: a 10, 10, then 1; b 10, 10. Ties broken by name: a, a, b, b -> a 2 (lost 1), b 2.
+    # gains: a 10, 10, then 1; b 10, 10. Ties go to the fewest GPUs above the minimum, then the name: a, b, a, b
+    # -> a 2 (lost 1), b 2.
     g = by_name(arbitrate([Claim("a", 3, 0, 1, 10, 21), Claim("b", 2, 0, 1, 10, 20)], 4))
     assert (g["a"].replicas, g["b"].replicas) == (2, 2)
     assert g["a"].lost_load == pytest.approx(1.0)
