@@ -185,7 +185,7 @@ def parse_budget(text: str, types: Sequence[str] | None = None) -> dict[str, flo
     """``16`` -> {ANY: 16.0}; ``h100=16,l4=40`` -> {"H100": 16.0, "L4": 40.0}, the types among ``types`` (upper-case
     GPU types; None: per-type budgets are not accepted). ``BudgetError`` naming the part and what is accepted."""
     text = str(text).strip()
-    form = "a number of GPUs >= 0 (16)" + ("" if types is None else
+    form = "a finite number of GPUs >= 0 (16)" + ("" if types is None else
                                           f", or GPUs per type TYPE=N,... with TYPE among {', '.join(types)}")
     if "=" not in text:
         try:

@@ -8,7 +8,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
-* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
+  ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
