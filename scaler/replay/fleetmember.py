@@ -42,7 +42,8 @@ class Member:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.gpus_per_replica) and self.gpus_per_replica > 0):
-            raise ValueError(f"member {self.name!r}: gpusPerReplica {self.gpus_per_replica!r}: accepted is a number > 0")
+            raise ValueError(f"member {self.name!r}: gpusPerReplica {self.gpus_per_replica!r}: accepted is a "
+                             "number > 0")
 
     @property
     def minimum(self) -> int:
@@ -57,7 +58,8 @@ class Pods:
         self.m = m
         sc, hpa = m.scenario, m.hpa
         n, self.cold = sc.n, sc.cold_ticks
-        self.poll_every, self.sync_every = every_ticks(hpa.polling_seconds, sc.tick), every_ticks(hpa.sync_seconds, sc.tick)
+        self.poll_every = every_ticks(hpa.polling_seconds, sc.tick)
+        self.sync_every = every_ticks(hpa.sync_seconds, sc.tick)
         self.value_every = self.poll_every if hpa.cached_metrics else self.sync_every
         self.target = float(to_milli(hpa.target)) if hpa.milli else float(hpa.target)
         self.rules = behavior_args(hpa, sc.tick)
@@ -127,7 +129,8 @@ class Pods:
         """``hpa_sync`` on the latest answer as the HPA reads it (KEDA's milli-quantity)."""
         m = self.m
         seen = milli_values(np.array([self.answer]), m.hpa.milli)
-        return int(hpa_sync(j, self.want, seen, *self.one, 0, 0, self.hpa_min, int(m.hpa.max_replicas), m.hpa.milli, *self.rules, bool(m.hpa.legacy),
+        return int(hpa_sync(j, self.want, seen, *self.one, 0, 0, self.hpa_min, int(m.hpa.max_replicas), m.hpa.milli,
+                            *self.rules, bool(m.hpa.legacy),
                             self.rec_t, self.rec_v, self.ev_t, self.ev_add, self.ev_rem, self.st, self.keep,
                             self.keep_ev, self.up_starts, self.dn_starts))
 
