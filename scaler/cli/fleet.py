@@ -151,6 +151,9 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
                                      query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
+            if plan is not None:  # the trigger joins the budget the server holds (DIR/budgets.yaml)
+                md.update(fleetbudget.trigger_keys(plan, fid, int(t.selection.point.extra.get("minReplicaCount",
+                                                                                               min_replicas))))
             path = out_dir / f"{fid}.yaml"
             text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by)
             path.write_text(text, encoding="utf-8")
@@ -190,7 +193,8 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     click.echo(format_fleet(rows, entries, tot, doc["fleet"]))
     if plan is not None:
         click.echo("\n".join(fleetbudget.lines(doc["budget"])))
-    click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json)")
+    click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json"
+               + (", budget.md, budgets.yaml for forescale serve --budget-file)" if plan is not None else ")"))
     failed = [e for e in entries if e["status"] == "failed"]
     if failed:
         click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "

@@ -121,6 +121,21 @@ def planned(args: BudgetArgs, ids: list[str], settings, gpus_per_replica: float,
     return Plan(args, key, values, per)
 
 
+BUDGET_NAME = "gpus"  # the budget's name in DIR/budgets.yaml and the triggers' gpuBudget
+
+
+def trigger_keys(plan: Plan, fid: str, min_replicas: int) -> dict[str, str]:
+    """A tuned workload's trigger metadata joining the budget the server holds (``serve --budget-file``)."""
+    return {"gpuBudget": BUDGET_NAME, "gpusPerReplica": f"{plan.gpus[fid]:g}",
+            "valuePerRequest": f"{plan.values[fid]:g}", "minReplicaCount": str(min_replicas)}
+
+
+def budget_file(section: dict, key: str) -> str:
+    """``DIR/budgets.yaml``: the budget as ``forescale serve --budget-file`` reads it."""
+    return (f"# forescale tune (fleet): the GPU budget the ScaledObjects' gpuBudget names ({section['given']})\n"
+            f"budgets:\n  - name: {BUDGET_NAME}\n    gpus: {section['gpus'][key]:g}\n    rule: {section['rule']}\n")
+
+
 def run(plan: Plan, drives: list, out_dir: Path) -> dict:
     """The fleet replayed within the budget (``fleet.budgeted``); its section of fleet.json, ``DIR/budget.md``."""
     from ..fleet.budgeted import members, replay_budget
@@ -137,6 +152,7 @@ def run(plan: Plan, drives: list, out_dir: Path) -> dict:
     if a.budgets is not None and set(a.budgets) - {plan.key}:
         section["unused"] = {k: v for k, v in a.budgets.items() if k != plan.key}
     (out_dir / "budget.md").write_text(report(section), encoding="utf-8")
+    (out_dir / "budgets.yaml").write_text(budget_file(section, plan.key), encoding="utf-8")
     return section
 
 

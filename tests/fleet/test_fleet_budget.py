@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
+from scaler.serve.ledger import Budget, read_budgets
+from scaler.spec import parse_metadata
 from support.paths import REPO
 from support.fleetcsv import FAST, invoke, write_fleet
 
@@ -41,6 +44,14 @@ def test_a_fleet_within_70_percent_of_its_peak(tmp_path):
     assert by["ml-embed"]["value"]["periods"]
     assert "value-weighted loses $" in r.output and "equal share $" in r.output and "equal: gave way min" in r.output
     assert "## ml-embed" in (out / "budget.md").read_text()
+    # what it printed runs the budget live: each trigger joins the budget of DIR/budgets.yaml, which the server reads
+    md = yaml.safe_load((out / "ml-embed.yaml").read_text())["spec"]["triggers"][0]["metadata"]
+    assert {k: md[k] for k in ("gpuBudget", "gpusPerReplica", "valuePerRequest", "minReplicaCount")} == \
+        {"gpuBudget": "gpus", "gpusPerReplica": "1", "valuePerRequest": "0.001", "minReplicaCount": "0"}
+    spec, unknown = parse_metadata(md, name="ml-embed", namespace="default")
+    assert unknown == () and spec.gpu_budget == "gpus" and spec.value_per_request == 0.001
+    assert read_budgets(yaml.safe_load((out / "budgets.yaml").read_text())) == {
+        "gpus": Budget("gpus", float(b["gpus"]["*"]), "value")}
 
 
 @pytest.mark.parametrize("args,fragment", [
