@@ -319,16 +319,16 @@ def _budget_fields(r: "_Reader") -> dict:
     ScaledObject's minReplicaCount."""
     name = r.get("gpuBudget", _budget_name, "the name of a budget of the scaler's --budget-file: lower-case letters, "
                                             "digits and '-' (a DNS label), or empty")
-    if not name:
-        return {}
-    if r.raw("gpusPerReplica") is None:
-        raise MetadataError("gpusPerReplica", None, "required with gpuBudget: the GPUs one replica holds, a number "
-                                                    "in (0, 1024], e.g. \"1\"")
-    gpus = r.number("gpusPerReplica", lo=0, lo_open=True, hi=1024, accepted="a number in (0, 1024] (GPUs one "
-                                                                            "replica holds), e.g. \"1\"")
+    gpus_form = "a number in (0, 1024] (GPUs one replica holds), e.g. \"1\""
+    gpus = None if r.raw("gpusPerReplica") is None else r.number("gpusPerReplica", lo=0, lo_open=True, hi=1024,
+                                                                  accepted=gpus_form)
     value = r.number("valuePerRequest", lo=0, hi=1e9, accepted="a number in [0, 1e9] ($ one lost request costs)")
     lo = r.get("minReplicaCount", _replicas, "a whole number of replicas in [0, 10000]: the ScaledObject's "
                                              "minReplicaCount")
+    if not name:
+        return {}
+    if gpus is None:
+        raise MetadataError("gpusPerReplica", None, "required with gpuBudget: " + gpus_form)
     return dict(gpu_budget=name, gpus_per_replica=gpus, value_per_request=value, min_replica_count=lo)
 
 

@@ -187,14 +187,22 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     if plan is not None:
         doc["budget"] = fleetbudget.run(plan, [(fid, tuned[w.key].drive) for w, (fid, _, _) in zip(workloads, ids)
                                                if w.key in tuned and tuned[w.key].drive is not None], out_dir)
+    _finish(doc, out_dir, json_path, rows, entries, tot, files)
+
+
+def _finish(doc: dict, out_dir: Path, json_path, rows, entries, tot: dict, files: list) -> None:
+    """fleet.json (and --json), the table (and the budget's), what was written; exit 1 when a workload failed."""
+    from . import fleetbudget
+
     write_json(out_dir / "fleet.json", doc)
     if json_path is not None:
         write_json(json_path, doc)
     click.echo(format_fleet(rows, entries, tot, doc["fleet"]))
-    if plan is not None:
+    if "budget" in doc:
         click.echo("\n".join(fleetbudget.lines(doc["budget"])))
     click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json"
-               + (", budget.md, budgets.yaml for forescale serve --budget-file)" if plan is not None else ")"))
+               + (", budget.md, budgets.yaml for forescale serve --budget-file)"
+                  if "budget" in doc and "skipped" not in doc["budget"] else ")"))
     failed = [e for e in entries if e["status"] == "failed"]
     if failed:
         click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "

@@ -215,10 +215,13 @@ def _number(path: Path, line: int, col: str, raw: str | None, *, lo_open: bool) 
 def lines(b: dict) -> list[str]:
     """The budget's table: per workload and rule, minutes given way, requests and value lost above the unconstrained
     replay; the fleet totals of both rules."""
+    if "skipped" in b:
+        return ["", f"GPU budget: {b['skipped']}"]
     head = (f"{'workload':<28}{'$/req':>8}{'GPU/rep':>8} | {'value: gave way min':>20}{'+lost req':>11}{'+lost $':>11}"
             f" | {'equal: gave way min':>20}{'+lost req':>11}{'+lost $':>11}")
     peak = ", ".join(f"{v:g} GPUs at {b['unconstrained']['peak_at'][k]}" for k, v in b["unconstrained"]["peak_gpus"].items())
-    out = ["", f"GPU budget {bud.budget_text(b['gpus'])} ({b['given']}; unconstrained peak {peak}); the fleet runs "
+    given = "" if b["given"] == bud.budget_text(b["gpus"]) else f"{b['given']}; "
+    out = ["", f"GPU budget {bud.budget_text(b['gpus'])} ({given}unconstrained peak {peak}); the fleet runs "
                f"the {b['rule']} rule", head, "-" * len(head)]
     for w in b["workloads"]:
         cells = "".join(f" | {w[r]['gave_way_minutes']:>20.1f}{w[r]['extra_lost_requests']:>11.0f}"

@@ -222,9 +222,10 @@ class Registry:
 
     # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
-        """The answer for ``wl`` now, read from memory; changes nothing (its caller records what it served:
-        ``record``, or ``export`` for IsActive). Staleness is judged here, by the age of the last good
-        observation, whatever kept it from being renewed."""
+        """The answer for ``wl`` now, read from memory; changes nothing but a fleet GPU budget member's claim
+        (``ledger``: the answer is capped within its budget), its caller records what it served (``record``, or
+        ``export`` for IsActive). Staleness is judged here, by the age of the last good observation, whatever kept
+        it from being renewed."""
         now = self.clock()
         err, observed, stale = wl.error, wl.observed, False
         failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)

@@ -91,3 +91,18 @@ def test_bad_budget_input_exits_2_before_the_run(tmp_path, args, fragment):
     assert r.exit_code == 2, r.output
     assert fragment in r.output and "Traceback" not in r.output
     assert not (tmp_path / "out" / "fleet.json").exists()  # nothing was run
+
+
+def test_a_budget_per_gpu_type_draws_on_the_placed_pools_type(tmp_path):
+    # --placement h100/3g.40gb: a replica is one 3g.40gb slice, half an H100 (2 slices a GPU), so it draws 0.5 GPU
+    # on the H100 budget; the L4 budget caps nothing here (no replica is placed on L4) and is said so
+    csv = write_fleet(tmp_path / "f.csv", {"chat": (2.0, 1.0, 0.0)})
+    out = tmp_path / "out"
+    r = invoke("tune", str(csv), "--series-column", "team,service", "--out", str(out), "--gpu-budget", "H100=12,L4=8",
+               "--pools", str(REPO / "examples/pools/h100-l4.yaml"), "--placement", "h100/3g.40gb",
+               *[a if a != "12h" else "4h" for a in FAST])
+    assert r.exit_code == 0, r.output
+    b = json.loads((out / "fleet.json").read_text())["budget"]
+    assert b["gpus"] == {"H100": 12.0} and b["unused"] == {"L4": 8.0}
+    assert b["workloads"][0]["gpus_per_replica"] == 0.5 and b["workloads"][0]["budget"] == "H100"
+    assert b["rules"]["value"]["peak_gpus"]["H100"] <= 12.0
