@@ -103,6 +103,15 @@ KEYS: tuple[Key, ...] = (
                           "YAML; at most 256 KiB), re-read on change: a multiplier or a floor on the planned rate over "
                           "[start - L, end]"),
     Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
+    Key("gpuBudget", "", "the name of a GPU budget of the scaler's --budget-file that this workload draws on: its "
+                         "answer is capped so that the replicas of the budget's members fit in its GPUs (reason "
+                         "budget_capped); empty = no budget"),
+    Key("gpusPerReplica", "", "with gpuBudget (required with it): GPUs one replica holds, in (0, 1024] (0.5: a "
+                              "half-GPU slice)"),
+    Key("valuePerRequest", "1", "with gpuBudget: what one lost request of this workload costs ($), in [0, 1e9]; "
+                                "the same for all: the most requests per GPU go first"),
+    Key("minReplicaCount", "0", "with gpuBudget: the ScaledObject's minReplicaCount (the scaler cannot read it): "
+                                "the replicas the budget always leaves it, in [0, 10000]"),
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")

@@ -73,6 +73,16 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
         "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
         "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
+        **(
+            {
+                "gpuBudget": spec.gpu_budget,
+                "gpusPerReplica": _number(spec.gpus_per_replica),
+                "valuePerRequest": _number(spec.value_per_request),
+                "minReplicaCount": str(spec.min_replica_count),
+            }
+            if spec.gpu_budget
+            else {}
+        ),
         **cold_metadata(spec.cold_start_cluster),
     }
     md = {k: v for k, v in md.items() if v != ""}

@@ -8,7 +8,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
-* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
+  ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
@@ -25,7 +26,7 @@ from collections.abc import MutableMapping
 
 import click
 
-from ..limits import EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
+from ..limits import BUDGET_SYNC_SECONDS, EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -106,6 +107,17 @@ def _env(name: str) -> dict:
               type=click.IntRange(1, MAX_TRACKED), help="Triggers one namespace may have tracked (of the "
               f"{MAX_TRACKED} in all); past it an unproven one is evicted, else the new one is refused.",
               **_env("MAX_TRIGGERS_PER_NAMESPACE"))
+@click.option("--budget-file", type=click.Path(dir_okay=False), default=None,
+              help="Fleet GPU budgets (YAML: budgets: [{name, gpus, rule: value|equal}]): a trigger with gpuBudget: "
+              "NAME has its answer capped so that the budget's members fit in its GPUs (docs/gpus.md).",
+              **_env("BUDGET_FILE"))
+@click.option("--budget-peers", default="", metavar="URL,...",
+              help="With --budget-file: the other scaler replicas' HTTP ports (http://HOST:PORT, or dns:NAME:PORT for "
+              "every address of a headless Service), whose budget claims this replica fetches so that all agree.",
+              **_env("BUDGET_PEERS"))
+@click.option("--budget-sync-seconds", default=BUDGET_SYNC_SECONDS, show_default=True,
+              type=click.FloatRange(0.1, 60.0),
+              help="With --budget-peers: how often the peers' claims are fetched.", **_env("BUDGET_SYNC_SECONDS"))
 @click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes fitting forecasts in the background.", **_env("FIT_WORKERS"))
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True,
@@ -116,7 +128,8 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
           credentials_dir: str | None,
           tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, http_token_file: str | None,
           http_hide_queries: bool, events_dir: tuple[str, ...],
-          max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
+          max_triggers_per_namespace: int, budget_file: str | None, budget_peers: str, budget_sync_seconds: float,
+          fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from ..serve.registry import RegistryConfig
     from ..serve.server import ServerConfig, run
@@ -137,6 +150,8 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
                          tls_client_ca=tls_client_ca, http_token_file=http_token_file,
                          http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), fit_workers=fit_workers,
                          registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
+                         budget_file=budget_file, budget_sync_seconds=budget_sync_seconds,
+                         budget_peers=tuple(p.strip() for p in budget_peers.split(",") if p.strip()),
                          log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:

@@ -19,6 +19,8 @@
 * ``admission``  room for a new trigger: the cap, the namespace's quota, which trigger goes for a new one
 * ``gate``       fair shares of the Prometheus I/O per host:port and per caller namespace
 * ``threads``    a thread pool that gives idle threads back (the gRPC server's executor)
+* ``ledger``    a fleet GPU budget live (``--budget-file``): every member's claim, ``scaler.budget``'s arbitration
+                 on each answer, the claims shared with the other replicas (``/budget/claims``, ``--budget-peers``)
 * ``decisionlog``  the durable decision log (JSON lines under --state-dir); ``files``: state files opened
                  through a directory descriptor, never through a link
 """

@@ -75,6 +75,13 @@ class ScalerMetrics:
                                  SO, registry=r)
         self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "The cutoff of the current choice (its history's end)", SO,
                                  registry=r)
+        # a fleet GPU budget (scaler.serve.ledger): per member GPUs asked (its own plan) and granted; per budget
+        self.budget_gpus = Gauge("forescale_budget_gpus", "GPUs of a fleet budget's member: asked by its own plan and "
+                                 "granted by the budget's arbitration (kind)", TRIGGER + ("budget", "kind"), registry=r)
+        self.budget_limit = Gauge("forescale_budget_limit_gpus", "A fleet GPU budget's size (--budget-file)",
+                                  ("budget",), registry=r)
+        self.budget_members = Gauge("forescale_budget_members", "Members of a fleet GPU budget with a fresh claim "
+                                    "(this replica's and its peers')", ("budget",), registry=r)
         self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet, gave_up: past its time or memory bound)",
                                    SO + ("outcome",), registry=r)
 
@@ -110,7 +117,8 @@ class ScalerMetrics:
         label takes known values are removed by key (a forget costs the same at 2,000 triggers as at 10); the
         others are looked for."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
-                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors,
+                       self.budget_gpus)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         reasons = [(r.value,) for r in Reason]
         known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS]}

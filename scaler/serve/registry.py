@@ -67,7 +67,8 @@ class Registry:
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
                  tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
-                 monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None):
+                 monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None,
+                 ledger=None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
         self.credentials = credentials
@@ -77,6 +78,7 @@ class Registry:
         self.tuning = tuning
         self.coldstarts = ColdStartService(clock, metrics)  # coldStartFrom: cluster
         self.watch = watch  # live scores, drift state, the decision log (scaler.serve.watch); the caller records
+        self.ledger = ledger  # the fleet GPU budgets (scaler.serve.ledger.Ledger), None without --budget-file
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
@@ -111,6 +113,8 @@ class Registry:
         ``poll``: this is one of KEDA's polls (its cadence sets the refresh interval); a stream's own
         re-check passes False."""
         spec, digest = self.identify(namespace, name, metadata)
+        if spec.gpu_budget:
+            self._budget_known(spec.gpu_budget)
         now = self.clock()
         key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
         evicted, last = None, False
@@ -218,9 +222,10 @@ class Registry:
 
     # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
-        """The answer for ``wl`` now, read from memory; changes nothing (its caller records what it served:
-        ``record``, or ``export`` for IsActive). Staleness is judged here, by the age of the last good
-        observation, whatever kept it from being renewed."""
+        """The answer for ``wl`` now, read from memory; changes nothing but a fleet GPU budget member's claim
+        (``ledger``: the answer is capped within its budget), its caller records what it served (``record``, or
+        ``export`` for IsActive). Staleness is judged here, by the age of the last good observation, whatever kept
+        it from being renewed."""
         now = self.clock()
         err, observed, stale = wl.error, wl.observed, False
         failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)
@@ -253,7 +258,16 @@ class Registry:
                 raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
                                                  "number (the forecast or the observation is not usable)")
             d = dataclasses.replace(d, planned=MAX_RATE)
+        if wl.spec.gpu_budget and self.ledger is not None:  # within its fleet GPU budget (memory only)
+            d = self.ledger.cap(wl, d)
         return d
+
+    def _budget_known(self, name: str) -> None:
+        if self.ledger is None:
+            raise ScalerError("INVALID_ARGUMENT", f"gpuBudget {name[:63]!r}: this scaler holds no GPU budget (start "
+                                                  "it with --budget-file); remove gpuBudget or point scalerAddress at "
+                                                  "a scaler that holds it")
+        self.ledger.check(name)
 
     def record(self, wl: Workload, d: Decision) -> None:
         """The caller of ``decision`` records what it served (GetMetrics): exported, scored and logged

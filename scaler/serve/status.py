@@ -26,11 +26,14 @@ FIELDS = {
 }
 
 
-def status_json(registry: CollectorRegistry, now: float, details: dict | None = None) -> bytes:
+def status_json(registry: CollectorRegistry, now: float, details: dict | None = None,
+                budgets: list | None = None) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
     decisions, event (a user event in force), and from ``details`` (``scaler.serve.view``) calendar (holidays and
-    events: periods, active, coming), ...}]}`` from the registry's samples."""
+    events: periods, active, coming), budget (a fleet GPU budget's member: its name, GPUs asked and granted), ...}],
+    "budgets": [{name, gpus, rule, members: {namespace/name/trigger: {asked, granted, gpus, capped, stamp,
+    origin}}}]}`` from the registry's samples (``budgets``: ``scaler.serve.ledger.Ledger.snapshot``)."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
@@ -74,11 +77,13 @@ def status_json(registry: CollectorRegistry, now: float, details: dict | None = 
                 row(s.labels)["prometheus_errors"] += s.value
             elif s.name == "forescale_decisions_total":
                 row(s.labels)["decisions"] += s.value
+            elif s.name == "forescale_budget_gpus":  # a fleet GPU budget's member (scaler.serve.ledger)
+                row(s.labels).setdefault("budget", {"name": s.labels.get("budget")})[s.labels.get("kind")] = s.value
     for key, extra in (details or {}).items():  # scaler.serve.view: last error, tuned choice, scores, the band
         if key in rows:
             rows[key].update(extra)
     doc = {"now": now, "refresh_seconds": REFRESH_SECONDS, "build": build,
-           "scaledobjects": [rows[k] for k in sorted(rows)]}
+           "scaledobjects": [rows[k] for k in sorted(rows)], "budgets": budgets or []}
     return json.dumps(doc, allow_nan=False, default=str).encode()
 
 
@@ -215,6 +220,8 @@ function detail(doc) {
     d_scores1: scoreText(so.scores && so.scores["1h"]), d_scores24: scoreText(so.scores && so.scores["24h"]),
     d_drift: so.drift ? (so.drift.active ? "fallback_forecast_drift served" : "no drift") + ", " +
       so.drift.alarms + " alarm(s)" : "-",
+    d_budget: so.budget ? so.budget.name + ": granted " + num(so.budget.granted, 1) + " of " +
+      num(so.budget.asked, 1) + " GPUs asked" : "-",
     d_error: so.last_error || "none",
   };
   for (const k in fields) document.getElementById(k).textContent = fields[k];
@@ -291,7 +298,8 @@ PAGE = f"""<!doctype html>
 <section id="detail" hidden><h2 id="d_title"></h2>
 <dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd><dt>event / holiday</dt><dd id="d_event"></dd>
 <dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
-<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
+<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>GPU budget</dt><dd id="d_budget"></dd>
+<dt>last error</dt><dd id="d_error"></dd></dl>
 <svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>
 </section>
 <p><small>Click a ScaledObject's name for its detail view. The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
