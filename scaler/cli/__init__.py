@@ -14,7 +14,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
-* ``loadtest`` ``forescale loadtest URL``; ``drill``: ``forescale drill``; ``docref``: the generated reference;
+* ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity
+               model file; ``drill``: ``forescale drill``; ``docref``: the generated reference;
                ``__main__``: ``python -m``
 """
 

@@ -41,6 +41,19 @@ def _ints(ctx, param, value):
     return out
 
 
+def _tokens(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        out = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out or min(out) < 1 or max(out) > 1_000_000:
+        raise click.BadParameter(f"{value[:60]!r}: accepted: token counts 1 to 1000000, comma-separated, e.g. "
+                                 "128,1024,4096", ctx, param)
+    return out
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -95,6 +108,44 @@ def format_table(doc: dict) -> str:
                      f"recommended qpsPerReplica: {doc['recommended_qps_per_replica']:.3g} "
                      f"(margin {doc['settings']['margin']:g})")
     return "\n".join(lines)
+
+
+def _on_step(percentile: float):
+    def on_step(step: dict) -> None:
+        load = f"{step['concurrency']} workers" if step["mode"] == "closed" else f"{step['target_rps']:.3g} req/s"
+        if "input_tokens" in step:
+            load = f"{step['input_tokens']} in, {step['output_tokens']} out: {load}"
+        itl = f", ITL p95 {_ms(step['itl_p95_s'])} ms" if step.get("itl_p95_s") is not None else ""
+        click.echo(f"loadtest: {load}: p{percentile:g} within SLO {step['within_slo'] * 100:.1f} %, p95 "
+                   f"{_ms(step['p95_s'])} ms, TTFT p95 {_ms(step['ttft_p95_s'])} ms{itl}, errors {step['errors']}, "
+                   f"timeouts {step['timeouts']}"
+                   + (f" [generator limited: {step['limit_reason']}]" if step["generator_limited"] else ""), err=True)
+    return on_step
+
+
+def grid_of(grid_input, grid_output, slo_ttft, slo_itl, capacity_path, hardware, prompts_path,
+            stream) -> tuple[tuple[int, int], ...]:
+    """The grid's points (prompt, answer tokens), its options checked together; () without a grid."""
+    if not grid_input and not grid_output:
+        for value, flag in ((capacity_path, "--capacity-model"), (hardware, "--hardware")):
+            if value is not None:
+                raise click.UsageError(f"{flag} goes with --grid-input and --grid-output (the capacity model is "
+                                       "fitted on a grid)")
+        return ()
+    if not grid_input or not grid_output:
+        raise click.UsageError("--grid-input and --grid-output go together (e.g. --grid-input 128,1024,4096 "
+                               "--grid-output 64,256)")
+    if slo_ttft is None and slo_itl is None:
+        raise click.UsageError("the grid is held to the SLOs of a token stream: accepted: --slo-ttft and/or "
+                               "--slo-itl (e.g. --slo-ttft 500ms --slo-itl 50ms)")
+    if prompts_path is not None:
+        raise click.UsageError("--prompts sets its own lengths: the grid builds its prompts (accepted: one of them)")
+    if not stream:
+        raise click.UsageError("the grid measures TTFT and ITL on streamed answers: accepted: --stream (the default)")
+    if not hardware or not hardware.strip():
+        raise click.UsageError("the capacity file names the hardware it was measured on: accepted: --hardware TEXT, "
+                               "e.g. --hardware '1x H100 80GB'")
+    return tuple((i, o) for i in sorted(set(grid_input)) for o in sorted(set(grid_output)))
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib's savefig writes that a user opens
@@ -200,6 +251,22 @@ def write_plot(doc: dict, path: Path) -> None:
 @click.option("--max-lag", type=Duration(), default=None,
               help="Strict timing: a send lag (p99) beyond this marks a step as not sustained by the generator. "
               "[default: only lag that alone breaks the SLO counts]")
+@click.option("--slo-ttft", type=Duration(), default=None,
+              help="Time-to-first-token objective (a duration): at least --percentile % of the requests' first "
+              "token within it (streamed; errors miss it).")
+@click.option("--slo-itl", type=Duration(), default=None,
+              help="Inter-token latency objective (a duration): the --percentile-th gap between streamed tokens, "
+              "over all the step's answers, within it.")
+@click.option("--grid-input", callback=_tokens, default=None, metavar="N1,N2,...",
+              help="The grid's prompt lengths (tokens): the capacity at each (prompt, answer) pair, by the ramp or "
+              "--rates; with --grid-output, --slo-ttft and/or --slo-itl (--slo then only when given).")
+@click.option("--grid-output", callback=_tokens, default=None, metavar="N1,N2,...",
+              help="The grid's answer lengths (tokens, asked with ignore_eos).")
+@click.option("--capacity-model", "capacity_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="PATH", help="With the grid: write the capacity model fitted on its knees (JSON, "
+              "forescale.capacity/v1), read by backtest/tune --capacity-model and the trigger key capacityModel.")
+@click.option("--hardware", default=None, metavar="TEXT",
+              help="With the grid: what the replica ran on, named in the capacity file (e.g. '1x H100 80GB').")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the Poisson schedules.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
               help="Write the result (schema forescale.loadtest/v1).")
@@ -208,7 +275,8 @@ def write_plot(doc: dict, path: Path) -> None:
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate, concurrency, step_factors,
                      capacity_from, duration, slo, percentile, margin, prompt, max_tokens, prompts_path, stream, model,
-                     timeout, max_connections, max_lag, seed, json_path, plot_path, progress) -> None:
+                     timeout, max_connections, max_lag, slo_ttft, slo_itl, grid_input, grid_output, capacity_path,
+                     hardware, seed, json_path, plot_path, progress) -> None:
     """Measure the request rate one replica at URL serves within a latency SLO.
 
     URL is an OpenAI-compatible server (`forescale probe --serve PORT`, vLLM,
@@ -222,7 +290,11 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
     from ..loadtest.run import Settings, run
 
     check_output(json_path, "--json")  # outputs are checked before the run, not after minutes of load
+    check_output(capacity_path, "--capacity-model")
     check_plot_path(plot_path)
+    grid = grid_of(grid_input, grid_output, slo_ttft, slo_itl, capacity_path, hardware, prompts_path, stream)
+    if grid and click.get_current_context().get_parameter_source("slo") is click.core.ParameterSource.DEFAULT:
+        slo = None  # a grid is held to TTFT and ITL; the latency to the last byte only when asked
     modes = [m for m, on in (("rates", rates), ("ramp", ramp), ("concurrency", concurrency),
                              ("step", step_factors)) if on]
     if len(modes) > 1:
@@ -248,18 +320,19 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
         settings = Settings(mode=mode, slo=slo, percentile=percentile, margin=margin, duration=duration,
                             rates=rates or (), start_rate=start_rate, ramp_factor=ramp_factor, refine=refine,
                             max_rate=max_rate, concurrency=concurrency or (), step=tuple(step_factors or (0.6, 1.2)),
-                            capacity=capacity, seed=seed, max_lag=max_lag).validated()
+                            capacity=capacity, seed=seed, max_lag=max_lag, slo_ttft=slo_ttft, slo_itl=slo_itl,
+                            grid=grid).validated()
     except (WorkloadError, LoadtestError) as e:
         fail(str(e))
+    if grid:
+        from .loadgrid import run_grid_command
 
-    def on_step(step: dict) -> None:
-        load = f"{step['concurrency']} workers" if step["mode"] == "closed" else f"{step['target_rps']:.3g} req/s"
-        click.echo(f"loadtest: {load}: p{percentile:g} within SLO {step['within_slo'] * 100:.1f} %, p95 "
-                   f"{_ms(step['p95_s'])} ms, errors {step['errors']}, timeouts {step['timeouts']}"
-                   + (f" [generator limited: {step['limit_reason']}]" if step["generator_limited"] else ""), err=True)
+        return run_grid_command(target, settings, model=model, hardware=hardware, margin=margin, version=_version(),
+                                json_path=json_path, plot_path=plot_path, capacity_path=capacity_path,
+                                on_step=_on_step(percentile), progress=progress_factory(progress))
 
     try:
-        outcome = asyncio.run(run(target, settings, on_step=on_step, progress=progress_factory(progress)))
+        outcome = asyncio.run(run(target, settings, on_step=_on_step(percentile), progress=progress_factory(progress)))
     except LoadtestError as e:
         fail(str(e))
     doc = document(outcome, url=target.url, workload=workload.describe(), stream=stream, timeout=timeout,

@@ -141,9 +141,9 @@ def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: 
     s = trace.series
     k = tokenload.weighted(trace, cap)
     kw = dict(cold_start_seconds=settings.cold_start_seconds, qps_per_replica=qps)
-    toks = scenario(s.t, tokenload.equivalent(k, qps, cap), s.step, start, end, **kw)
+    toks = scenario(s.t, tokenload.equivalent(s.y, k, qps, cap), s.step, start, end, **kw)
     need = scenario(s.t, tokenload.judged(s, k, qps, cap), s.step, start, end, **kw)
-    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware)
+    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware, cap=cap)
 
 
 @dataclass
