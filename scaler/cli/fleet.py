@@ -102,6 +102,9 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
 
     t0 = time.perf_counter()
     _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
+    if cluster.pop("capacity_model_path", None) is not None or cluster.pop("served_model", None) is not None:
+        fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet (--by, "
+             "--series-column)")
     # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
     settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,

@@ -21,6 +21,7 @@ from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_N
                            PLACEHOLDER_SERVER)
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
+from .tokenopts import capacity_options
 from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
                       model_option, replay_settings, replica_options, require_length, source_options, target_options,
                       to_stdout, write_json)
@@ -157,10 +158,11 @@ def holidays_line(r, sel) -> str:
               help="With --pools: tune on each pool and MIG slice of the file alone and pick the cheapest in dollars "
                    "meeting the target (its table, then the pick as usual).")
 @cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
+@capacity_options  # --capacity-model: qpsPerReplica and the token budget from a loadtest grid (scaler.capacity)
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress, choose_pool=False, calendar=None, **cluster) -> None:
+                 timeseries_path, progress, choose_pool=False, calendar=None, tokens=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -180,7 +182,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                               tokens=tokens)
 
     settings = settings_for(cluster)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())

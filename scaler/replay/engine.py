@@ -120,14 +120,27 @@ def setup(trace: Trace, settings: Settings) -> Setup:
                       qps_per_replica=qps)
     if settings.tokens is not None:
         sc = token_scenario(trace, settings, sc, start, end, qps)
-        cap = settings.tokens
-        share = tokenload.token_share(series, tokenload.weighted(trace, cap), qps, cap, start, end)
-        notes.append(f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight "
-                     f"{cap.input_weight:g}); the tokens bind in {100 * share:.1f} % of the simulated intervals; "
-                     f"scaled on {'the binding load' if settings.token_aware else 'req/s alone'}")
+        notes += token_notes(trace, settings, start, end, qps)
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                   tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
     return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa)
+
+def token_notes(trace: Trace, settings: Settings, start: float, end: float, qps: float) -> list[str]:
+    """What the table says of the tokens: where they bind, and where a measured model's lengths were left."""
+    cap = settings.tokens
+    assert cap is not None
+    series, k = trace.series, tokenload.weighted(trace, cap)
+    share = tokenload.token_share(series, k, qps, cap, start, end)
+    notes = [f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight {cap.input_weight:g}); "
+             f"the tokens bind in {100 * share:.1f} % of the simulated intervals; scaled on "
+             f"{'the binding load' if settings.token_aware else 'req/s alone'}"]
+    if cap.lengths is not None:
+        held = tokenload.clamped_share(series, k, cap, start, end)
+        notes.append(f"capacity model: the mix left the lengths it was measured on ({cap.lengths[0]:.4g}-"
+                     f"{cap.lengths[1]:.4g} weighted tokens per request) in {100 * held:.1f} % of the simulated "
+                     "intervals: held to the nearest measured length (clamped, not extrapolated)")
+    return notes
+
 
 def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: float, end: float,
                    qps: float) -> Scenario:

@@ -67,3 +67,10 @@ def token_share(series: Series, tokens: np.ndarray, qps: float, cap: TokenCapaci
     sel = (series.t >= start) & (series.t < end)
     bind = cap.load(series.y[sel], tokens[sel], qps)[1]
     return float(bind.mean()) if bind.size else 0.0
+
+
+def clamped_share(series: Series, tokens: np.ndarray, cap: TokenCapacity, start: float, end: float) -> float:
+    """The share of the trace's intervals in ``[start, end)`` whose mix a measured model holds to its lengths."""
+    sel = (series.t >= start) & (series.t < end)
+    held = cap.clamp(series.y[sel], tokens[sel])[1]
+    return float(held.mean()) if held.size else 0.0
