@@ -13,6 +13,7 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
             ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest
             grid), ``learned`` (capacity learned online at saturation, bounded, with hysteresis),
+            ``feedback`` (the closed loop on the model server's queue, TTFT and ITL: one rule, server and replay),
             ``gpus`` (GPU types, MIG slices, the pool file),
             ``money`` (prices, lost requests' value, the break-even rate) and ``budget`` (a fleet GPU budget's
             arbitration, one rule for the replay and the server)

@@ -41,6 +41,25 @@ KEYS: tuple[Key, ...] = (
                           "max(query, qpsPerReplica x tokenQuery / tokensPerReplica), in requests/s"),
     Key("tokensPerReplica", "", "with tokenQuery (and only with it): the weighted tokens/s one ready replica "
                                 "sustains, in [0.001, 1e12]"),
+    Key("queueQuery", "", "PromQL whose single result is the requests waiting, summed over the workload's replicas "
+                          "(vLLM: sum(vllm:num_requests_waiting{model_name=\"m\"})); observed in the background, "
+                          "and with queueTarget the closed loop's queue signal"),
+    Key("readyReplicasQuery", "", "PromQL whose single result is the workload's ready replicas (kube-state-metrics: "
+                                  "kube_deployment_status_replicas_ready{deployment=\"d\",namespace=\"n\"}, or "
+                                  "count(vllm:num_requests_waiting{...})); absent: the queue is divided by the "
+                                  "replicas the last answer asked for, ceil(value / qpsPerReplica)"),
+    Key("queueTarget", "", "with queueQuery: the waiting requests per ready replica the closed loop holds the "
+                           "workload under (in [0.001, 1e6]); over it the answer rises, never below the forecast "
+                           "plan (scaler.feedback)"),
+    Key("ttftQuery", "", "PromQL whose single result is a time-to-first-token percentile in seconds (vLLM: "
+                         "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[2m]))))"),
+    Key("ttftTarget", "", "with ttftQuery: the TTFT in seconds the closed loop holds the workload under "
+                          "(in [0.001, 3600])"),
+    Key("itlQuery", "", "PromQL whose single result is an inter-token latency percentile in seconds (vLLM: "
+                        "histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[2m]))); "
+                        "older vLLM: vllm:time_per_output_token_seconds)"),
+    Key("itlTarget", "", "with itlQuery: the inter-token latency in seconds the closed loop holds the workload "
+                         "under (in [0.001, 3600])"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
     Key("ignoreNullValues", "true", "no usable value (no series, NaN) reads 0 req/s where there was no series or an "
                                     "idle one (at most activationThreshold) before; after an active series it is "

@@ -80,6 +80,26 @@ class PrometheusTarget:
 
 
 @dataclass(frozen=True)
+class LoopKeys:
+    """The closed loop's queries (observed in the background; "" = none) and targets (None = no loop on that
+    signal): ``queueQuery``, ``readyReplicasQuery``, ``queueTarget``, ``ttftQuery``/``ttftTarget``,
+    ``itlQuery``/``itlTarget``."""
+
+    queue_query: str = ""
+    ready_query: str = ""
+    queue_target: float | None = None
+    ttft_query: str = ""
+    ttft_target: float | None = None
+    itl_query: str = ""
+    itl_target: float | None = None
+
+    def queries(self) -> tuple[tuple[str, str], ...]:
+        """(signal, PromQL) of each query given, in a fixed order."""
+        return tuple((k, q) for k, q in (("waiting", self.queue_query), ("ready", self.ready_query),
+                                         ("ttft", self.ttft_query), ("itl", self.itl_query)) if q)
+
+
+@dataclass(frozen=True)
 class ScalerSpec:
     """One trigger's validated configuration."""
 
@@ -116,6 +136,7 @@ class ScalerSpec:
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
     token_query: str = ""  # tokenQuery: weighted tokens/s; "" = requests alone (scaler.tokens)
     tokens_per_replica: float = 0.0  # tokensPerReplica: with token_query
+    loop: LoopKeys = LoopKeys()  # the closed loop's queries and targets (scaler.feedback); none by default
 
     def load_identity(self) -> str | tuple:
         """What the observed load depends on: the query; with tokenQuery also it, tokensPerReplica and qpsPerReplica
@@ -171,6 +192,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     fields.update(_forecast_fields(r))
     fields.update(_tuning_fields(r, fields["history_seconds"]))
     fields.update(_calendar_fields(r))
+    fields["loop"] = _loop_fields(r)
     _check_horizon(r, fields["lead"], fields["refit_interval_seconds"], fields["step_seconds"])
     spec = ScalerSpec(**fields)
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
@@ -307,6 +329,22 @@ def _calendar_fields(r: "_Reader") -> dict:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
     return dict(holidays=holidays, holiday_window=hwindow, holiday_as=holiday_as, timezone=tz, events_file=events_file,
                 refresh_seconds=refresh)
+
+
+def _loop_fields(r: "_Reader") -> LoopKeys:
+    """The closed loop's keys: each target needs its query (a query alone is observed, not acted on)."""
+    queries = {k: r.raw(k) or "" for k in ("queueQuery", "readyReplicasQuery", "ttftQuery", "itlQuery")}
+    targets: dict[str, float | None] = {}
+    for key, query, hi, unit in (("queueTarget", "queueQuery", 1e6, "waiting requests per ready replica"),
+                                 ("ttftTarget", "ttftQuery", 3600, "seconds"), ("itlTarget", "itlQuery", 3600, "seconds")):
+        targets[key] = None
+        if r.raw(key) is None:
+            continue
+        if not queries[query]:
+            raise MetadataError(query, None, f"a PromQL expression, required with {key} (or neither key)")
+        targets[key] = r.number(key, lo=0.001, hi=hi, accepted=f"a number in [0.001, {hi:g}] ({unit})")
+    return LoopKeys(queries["queueQuery"], queries["readyReplicasQuery"], targets["queueTarget"],
+                    queries["ttftQuery"], targets["ttftTarget"], queries["itlQuery"], targets["itlTarget"])
 
 
 def _check_horizon(r: "_Reader", lead: LeadTime, refit: float, step: float) -> None:

@@ -22,6 +22,24 @@ def _seconds(x: float) -> str:
     return short if parse_duration(short) == x else _number(x)
 
 
+def _loop_metadata(spec: ScalerSpec) -> dict[str, str]:
+    """The closed loop's keys (``ScalerSpec.loop``): its queries, and each target given."""
+    lp = spec.loop
+
+    def target(x: float | None) -> str:
+        return "" if x is None else _number(x)
+
+    return {
+        "queueQuery": lp.queue_query,
+        "readyReplicasQuery": lp.ready_query,
+        "queueTarget": target(lp.queue_target),
+        "ttftQuery": lp.ttft_query,
+        "ttftTarget": target(lp.ttft_target),
+        "itlQuery": lp.itl_query,
+        "itlTarget": target(lp.itl_target),
+    }
+
+
 def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaults: bool = False) -> dict[str, str]:
     """Trigger metadata (all strings) that ``parse_metadata`` reads back as ``spec``.
 
@@ -37,6 +55,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "qpsPerReplica": _number(spec.qps_per_replica),
         "tokenQuery": spec.token_query,
         "tokensPerReplica": _number(spec.tokens_per_replica) if spec.token_query else "",
+        **_loop_metadata(spec),
         "activationThreshold": _number(spec.activation_threshold),
         "ignoreNullValues": "true" if spec.ignore_null_values else "false",
         "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),

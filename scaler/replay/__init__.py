@@ -21,6 +21,8 @@ KEDA and the HPA:
 * ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
 * ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
+* ``closedloop`` the server's closed loop (``scaler.feedback``) replayed call by call against the queue; ``llm``:
+                 TTFT and ITL from the queue and the load per replica (``ttft_p95_s``, ``itl_p95_s``)
 
 Forecasts and the world around the replicas:
 

@@ -20,7 +20,7 @@ import numpy as np
 from forecaster.base import Series
 
 from ..tokens import TokenCapacity
-from .scenario import Scenario, rate_view
+from .scenario import Scenario, rate_view, scenario
 
 
 def equivalent(requests: np.ndarray, tokens_per_s: np.ndarray, qps: float, cap: TokenCapacity) -> np.ndarray:
@@ -74,3 +74,13 @@ def clamped_share(series: Series, tokens: np.ndarray, cap: TokenCapacity, start:
     sel = (series.t >= start) & (series.t < end)
     held = cap.clamp(series.y[sel], tokens[sel])[1]
     return float(held.mean()) if held.size else 0.0
+
+
+def prompt_per_request(requests: Scenario, series: Series, input_tokens: np.ndarray, start: float,
+                       end: float) -> np.ndarray:
+    """Prompt tokens per request in each tick of ``requests``' grid (0 where no request arrives)."""
+    toks = scenario(series.t, np.asarray(input_tokens, dtype=np.float64), series.step, start, end,
+                    cold_start_seconds=requests.cold_start_seconds, qps_per_replica=requests.qps_per_replica,
+                    tick=requests.tick)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(requests.demand > 0, toks.demand / np.where(requests.demand > 0, requests.demand, 1.0), 0.0)

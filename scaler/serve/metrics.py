@@ -19,6 +19,7 @@ from ..policy import Reason
 SO = ("namespace", "scaledobject")
 TRIGGER = SO + ("trigger",)
 LEAD_PARTS = ("total", "cold_start", "buffer")  # forescale_lead_seconds' part label
+SIGNALS = ("waiting", "ready", "ttft", "itl")  # forescale_server_signal's signal label (scaler.feedback.Signals)
 
 
 
@@ -50,6 +51,12 @@ class ScalerMetrics:
         self.events_file_ok = Gauge("forescale_events_file_ok", "1 when the trigger's eventsFile is read and in force as "
                                     "written; 0 when it is missing, refused or bad (its last good events stay)",
                                     TRIGGER, registry=r)
+        self.signal = Gauge("forescale_server_signal", "The model server's state the closed loop reads (queueQuery: "
+                             "waiting, readyReplicasQuery: ready, ttftQuery: ttft s, itlQuery: itl s); no series while "
+                             "unknown", TRIGGER + ("signal",), registry=r)
+        self.feedback = Gauge("forescale_feedback_factor", "The closed loop's factor on the planned value (1: the "
+                              "forecast plan as it is; only with queueTarget, ttftTarget or itlTarget)", TRIGGER,
+                              registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
@@ -99,6 +106,12 @@ class ScalerMetrics:
             if d.forecast_mean_peak is not None:
                 self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)
 
+    def drop_signal(self, labels: tuple[str, str, str], name: str) -> None:
+        try:
+            self.signal.remove(*labels, name)
+        except KeyError:
+            pass
+
     def clear_forecast(self, labels: tuple[str, str, str], *, model: bool) -> None:
         """Drop the trigger's forecast series (and with ``model``, its model: mode reactive fits none)."""
         for metric in (self.forecast, self.model_info) if model else (self.forecast,):
@@ -110,10 +123,12 @@ class ScalerMetrics:
         label takes known values are removed by key (a forget costs the same at 2,000 triggers as at 10); the
         others are looked for."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
-                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors,
+                       self.signal, self.feedback)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         reasons = [(r.value,) for r in Reason]
-        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS]}
+        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS],
+                 self.signal: [(s,) for s in SIGNALS]}
         for metric in per_trigger + (tuning if whole else ()):
             if trigger is not None and metric in per_trigger and (metric._labelnames == TRIGGER or metric in known):
                 for extra in known.get(metric, ((),)):

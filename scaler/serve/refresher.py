@@ -28,11 +28,13 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from .. import feedback
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
+from ..params import loop_targets
 from ..prom import PromError, PromErrorKind
 from .gate import Gate, host_port
 from .identity import cut
-from .load import observed_load
+from .load import observed_load, observed_signals
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
@@ -131,6 +133,11 @@ class Refresher:
         now = math.nan
         try:
             observed, error = self._observe(wl)
+            if wl.spec.loop.queries():  # the model server's state, next to the rate (never on an RPC)
+                self.ops.queries.labels("signals").inc()
+                signals = observed_signals(wl.client, wl.spec, self._at())
+                with self.changed:
+                    self._loop_step(wl, *signals, self.clock())
             now = self.clock()
             if wl.spec.cold_start_query and (wl.cold_start_at is None
                                              or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
@@ -156,6 +163,24 @@ class Refresher:
         except Exception as e:
             self._crash(wl, e)
             return None, PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
+
+    def _loop_step(self, wl: Workload, signals: feedback.Signals, why: dict[str, str], now: float) -> None:
+        """Caller holds the lock: the signals kept (and exported), and the closed loop's state stepped on them
+        (``scaler.feedback``; ``dt`` since the previous signals, the replicas asked for from the last value served)."""
+        dt = math.nan if wl.signals_at is None else now - wl.signals_at
+        wl.signals, wl.signals_at, wl.signals_why = signals, now, why
+        for name, query in wl.spec.loop.queries():
+            v = getattr(signals, name)
+            if v == v:
+                self.metrics.signal.labels(*wl.labels, name).set(v)
+            else:  # unknown: no series rather than a stale or a zero one
+                self.metrics.drop_signal(wl.labels, name)
+        targets = loop_targets(wl.spec)
+        if targets is None:
+            return
+        asked = math.nan if wl.answered is None else float(math.ceil(wl.answered / wl.spec.qps_per_replica - 1e-9))
+        wl.loop = feedback.step(wl.loop, signals, targets, now=now, dt=dt, asked=asked,
+                                settle_seconds=wl.lead().seconds)
 
     def _crash(self, wl: Workload, e: Exception) -> None:
         try:

@@ -37,6 +37,7 @@ import re
 import threading
 from typing import Callable, Mapping
 
+from ..params import loop_targets
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
 from ..limits import MAX_RATE
@@ -239,9 +240,9 @@ class Registry:
                                              f"last good observation {age:.0f}s ago")
         if failing or (age > self.late_after(wl) and not missing):
             stale = True
-        fs = wl.forecast
-        d = decide(observed, fs.forecast, wl.params(), self.wall(), unusable=fs.unusable, history_max=fs.history_max,
-                   with_mean=True, missing=missing)
+        fs, params = wl.forecast, wl.params()
+        d = decide(observed, fs.forecast, params, self.wall(), unusable=fs.unusable, history_max=fs.history_max,
+                   with_mean=True, missing=missing, feedback=wl.loop.factor if params.loop is not None else None)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
         elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
@@ -259,6 +260,7 @@ class Registry:
         """The caller of ``decision`` records what it served (GetMetrics): exported, scored and logged
         (``scaler.serve.watch``)."""
         self.export(wl, d)
+        wl.answered = d.planned  # the replicas asked for: the closed loop waits for them before it raises again
         if self.watch is not None:
             self.watch.record(wl, d, self.wall(), wl.lead().seconds)
 
@@ -272,6 +274,8 @@ class Registry:
         """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
         with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
+        if loop_targets(wl.spec) is not None:
+            self.metrics.feedback.labels(*wl.labels).set(d.feedback)
         if wl.spec.events_file:
             reading = FILES.get(wl.spec.events_file)
             self.metrics.events_file_ok.labels(*wl.labels).set(0.0 if reading.error else 1.0)

@@ -21,6 +21,7 @@ from forecaster.base import Forecast
 
 from ..coldstart import ClusterReading, InForce, in_force
 from ..events import FILES
+from ..feedback import LoopState, Signals
 from ..params import policy_params
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
@@ -139,6 +140,13 @@ class Workload:
     # sha256 of the trigger's metadata map (``registry.metadata_digest``): part of the identity, so another map
     # for the same names (a second trigger, another caller, an edit) is another workload and never replaces this one
     digest: str = ""
+    # the model server's state at the last refresh (``spec.loop``'s queries; NaN: unknown): the closed loop's
+    # signals, kept here for every reader (the loop, the status page, capacity learned online)
+    signals: Signals | None = None
+    signals_at: float | None = None  # when (the registry's monotonic clock)
+    signals_why: dict[str, str] = field(default_factory=dict)  # per unknown signal, why
+    loop: LoopState = field(default_factory=LoopState)  # the closed loop's memory (scaler.feedback)
+    answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
 
     def __post_init__(self) -> None:
         if self.declared is None:
