@@ -12,7 +12,8 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
             ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest
-            grid), ``learned`` (capacity learned online at saturation, bounded, with hysteresis),
+            grid; ``capacitykeys``: the trigger keys that read it, and ``capacity: learned``), ``learned`` (capacity
+            learned online at saturation, bounded, with hysteresis),
             ``feedback`` (the closed loop on the model server's queue, TTFT and ITL: one rule, server and replay),
             ``gpus`` (GPU types, MIG slices, the pool file),
             ``money`` (prices, lost requests' value, the break-even rate) and ``budget`` (a fleet GPU budget's

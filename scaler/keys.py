@@ -60,6 +60,24 @@ KEYS: tuple[Key, ...] = (
                         "older vLLM: vllm:time_per_output_token_seconds)"),
     Key("itlTarget", "", "with itlQuery: the inter-token latency in seconds the closed loop holds the workload "
                          "under (in [0.001, 3600])"),
+    Key("capacityModel", "", "path of a capacity model file (forescale loadtest --grid-input ... --capacity-model; a "
+                             "mounted ConfigMap under --capacity-dir, JSON, at most 1 MiB), re-read on change: the "
+                             "load is max(query x qpsPerReplica / its qps, qpsPerReplica x (w x inputTokenQuery + "
+                             "outputTokenQuery) / its token budget), its figures x (1 - margin); a mix outside the "
+                             "lengths it was measured on is clamped to them, and said; instead of tokenQuery and "
+                             "tokensPerReplica; until it is read, the request rate alone"),
+    Key("inputTokenQuery", "", "with capacityModel: PromQL whose single result is the prompt tokens/s (vLLM: "
+                               "sum(rate(vllm:prompt_tokens_total[2m])))"),
+    Key("outputTokenQuery", "", "with capacityModel: PromQL whose single result is the generated tokens/s (vLLM: "
+                                "sum(rate(vllm:generation_tokens_total[2m])))"),
+    Key("servedModel", "", "with capacityModel: the model the workload serves; a capacity file measured on another "
+                           "is not used (its trigger says why)"),
+    Key("capacity", "configured", "configured | learned: the per-replica capacity the value is planned on: "
+                                  "qpsPerReplica (and capacityModel) as given, or the one learned online (the load "
+                                  "served per ready replica while the queue is non-empty, settled 2 min; its median "
+                                  "over a day), bounded to [0.5, 2] x the configured and moved only when it differs "
+                                  "by more than 10 %; needs queueQuery and readyReplicasQuery, with which the "
+                                  "learned ratio is exported either way"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
     Key("ignoreNullValues", "true", "no usable value (no series, NaN) reads 0 req/s where there was no series or an "
                                     "idle one (at most activationThreshold) before; after an active series it is "

@@ -19,6 +19,7 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
+from .capacitykeys import CapacityKeys, parse as parse_capacity
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
@@ -137,10 +138,15 @@ class ScalerSpec:
     token_query: str = ""  # tokenQuery: weighted tokens/s; "" = requests alone (scaler.tokens)
     tokens_per_replica: float = 0.0  # tokensPerReplica: with token_query
     loop: LoopKeys = LoopKeys()  # the closed loop's queries and targets (scaler.feedback); none by default
+    capacity: CapacityKeys = CapacityKeys()  # capacityModel (its file's model, once read) and capacity: learned
 
     def load_identity(self) -> str | tuple:
         """What the observed load depends on: the query; with tokenQuery also it, tokensPerReplica and qpsPerReplica
-        (the binding load, ``scaler.tokens``). Just the query without tokens, so that no digest of one moves."""
+        (the binding load, ``scaler.tokens``); with capacityModel the token queries, the file and the model read from
+        it. Just the query without tokens, so that no digest of one moves."""
+        c = self.capacity
+        if c.model_file:
+            return (self.query, c.input_query, c.output_query, c.model_file, c.model, self.qps_per_replica)
         if not self.token_query:
             return self.query
         return (self.query, self.token_query, self.tokens_per_replica, self.qps_per_replica)
@@ -193,6 +199,7 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     fields.update(_tuning_fields(r, fields["history_seconds"]))
     fields.update(_calendar_fields(r))
     fields["loop"] = _loop_fields(r)
+    fields["capacity"] = parse_capacity(r, token_query=fields["token_query"], loop_queries=fields["loop"].queries())
     _check_horizon(r, fields["lead"], fields["refit_interval_seconds"], fields["step_seconds"])
     spec = ScalerSpec(**fields)
     unknown = tuple(sorted(k for k in md if k not in KNOWN))

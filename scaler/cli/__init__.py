@@ -26,7 +26,7 @@ from collections.abc import MutableMapping
 
 import click
 
-from ..limits import EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
+from ..limits import CAPACITY_DIRS, EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -74,6 +74,20 @@ def _env(name: str) -> dict:
     return {"envvar": f"FORESCALE_{name}", "show_envvar": True}
 
 
+def _learn(value: str | None) -> dict:
+    """``--capacity-learn SETTLE,SAMPLES`` (hidden, for tests): the online capacity's settle and samples."""
+    if value is None:
+        return {}
+    try:
+        settle, samples = value.split(",")
+        out = {"capacity_settle_seconds": float(settle), "capacity_min_samples": int(samples)}
+    except ValueError:
+        out = {}
+    if not out or not (0 <= out["capacity_settle_seconds"] <= 86400 and 1 <= out["capacity_min_samples"] <= 4096):
+        raise click.BadParameter(f"{value[:40]!r}: accepted: SETTLE,SAMPLES, e.g. 120,10", param_hint="--capacity-learn")
+    return out
+
+
 @main.command()
 @click.option("--port", default=GRPC_PORT, show_default=True, type=click.IntRange(0, 65535), help="gRPC port (KEDA's scalerAddress).",
               **_env("PORT"))
@@ -103,6 +117,11 @@ def _env(name: str) -> dict:
 @click.option("--events-dir", multiple=True, default=EVENTS_DIRS, show_default=True,
               type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
               "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
+@click.option("--capacity-dir", multiple=True, default=CAPACITY_DIRS, show_default=True,
+              type=click.Path(file_okay=False), help="A directory capacityModel may name a file under (repeatable); "
+              "a file elsewhere is not read (its trigger says why).", **_env("CAPACITY_DIR"))
+@click.option("--capacity-learn", default=None, hidden=True, metavar="SETTLE,SAMPLES",
+              help="Tests: the online capacity's settle seconds and samples (default 120,10).", **_env("CAPACITY_LEARN"))
 @click.option("--max-triggers-per-namespace", default=MAX_TRACKED_PER_NAMESPACE, show_default=True,
               type=click.IntRange(1, MAX_TRACKED), help="Triggers one namespace may have tracked (of the "
               f"{MAX_TRACKED} in all); past it an unproven one is evicted, else the new one is refused.",
@@ -116,7 +135,7 @@ def _env(name: str) -> dict:
 def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
           credentials_dir: str | None,
           tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, http_token_file: str | None,
-          http_hide_queries: bool, events_dir: tuple[str, ...],
+          http_hide_queries: bool, events_dir: tuple[str, ...], capacity_dir: tuple[str, ...], capacity_learn: str | None,
           max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from ..serve.registry import RegistryConfig
@@ -136,8 +155,10 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
                          state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
                          tls_client_ca=tls_client_ca, http_token_file=http_token_file,
-                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), fit_workers=fit_workers,
-                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
+                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), capacity_dirs=tuple(capacity_dir),
+                         fit_workers=fit_workers,
+                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace,
+                                                 **_learn(capacity_learn)),
                          log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:

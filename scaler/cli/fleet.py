@@ -35,6 +35,9 @@ def fleet_options(command):
     def dispatch(**kw):
         fleet = {k: kw.pop(k) for k in FLEET_KEYS}
         if fleet["by"] or fleet["series_column"] or fleet["out_dir"] is not None:
+            if kw.pop("capacity_model_path", None) is not None or kw.pop("served_model", None) is not None:
+                fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet "
+                     "(--by, --series-column)")
             return run_fleet(**kw, **fleet)
         if fleet["ray_address"]:
             fail("--ray runs a fleet: give --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV), "
@@ -102,9 +105,6 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
 
     t0 = time.perf_counter()
     _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
-    if cluster.pop("capacity_model_path", None) is not None or cluster.pop("served_model", None) is not None:
-        fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet (--by, "
-             "--series-column)")
     # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
     settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,

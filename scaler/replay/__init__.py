@@ -22,7 +22,8 @@ KEDA and the HPA:
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
 * ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
 * ``closedloop`` the server's closed loop (``scaler.feedback``) replayed call by call against the queue; ``llm``:
-                 TTFT and ITL from the queue and the load per replica (``ttft_p95_s``, ``itl_p95_s``)
+                 TTFT and ITL from the queue and the load per replica (``ttft_p95_s``, ``itl_p95_s``);
+                 ``saturation``: the server's capacity learner fed a replayed policy's queue and served rate
 
 Forecasts and the world around the replicas:
 

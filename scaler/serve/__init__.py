@@ -10,7 +10,9 @@
 * ``metrics``   the scaler's own Prometheus metrics
 * ``opsmetrics``  metrics of the scaler's own operation (query budget, connections, workers)
 * ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings;
-                 ``load``: the load those queries and the fits read (with ``tokenQuery``, the binding load)
+                 ``load``: the load those queries and the fits read (with ``tokenQuery`` or ``capacityModel``, the
+                 binding load); ``capacityfile``: the capacityModel file read off the RPC threads, its model put in
+                 force; ``llmstate``: an LLM trigger's learned capacity and its token mix's history
 * ``identity``   a trigger's identity (its metadata's digest); ``coldstart``: ``coldStartFrom: cluster``
 * ``worker``     the background-worker skeleton behind fitting and tuning
 * ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger

@@ -45,6 +45,8 @@ from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
 from ..events import FILES
 from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
+from . import capacityfile, llmstate
+from .capacityfile import CAPACITY_FILES
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -91,7 +93,7 @@ class Registry:
         # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
         # ``query_at`` to evaluate them at its time
         self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
-                                   lambda w: self._workloads.get(w.key) is w, query_at)
+                                   lambda w: self._workloads.get(w.key) is w, query_at, wall=clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0  # scheduler rounds done: the process' heartbeat (the server's health reads it)
@@ -126,7 +128,7 @@ class Registry:
                                           "trigger in it is in use; run another scaler for more ScaledObjects, or "
                                           "wait until unused ones are forgotten")
                     last = self._unlink(evicted)
-                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
+                wl = Workload(namespace, name, capacityfile.read_in(spec), self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
                 inherit(wl, self._workloads.of(namespace, name), self.tuning)  # an edit starts from its sibling
                 self._workloads.add(wl)
@@ -134,7 +136,7 @@ class Registry:
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
                 self.metrics.refit_interval.labels(*wl.labels).set(spec.refit_interval_seconds)
-                if wl.observed_at is None:
+                if wl.observed_at is None and not (wait and spec.capacity.model_file):  # else after its file
                     self.refresher.submit(wl, now)
                 created = True
             else:
@@ -158,6 +160,11 @@ class Registry:
                                          "scaler was at its limit")
         if wait and created and spec.events_file:  # its events read off this thread: waited for once, bounded
             FILES.wait(spec.events_file, self.config.first_wait_seconds)
+        if wait and created and spec.capacity.model_file:  # its capacity file, then the first refresh on its model
+            CAPACITY_FILES.wait(spec.capacity.model_file, self.config.first_wait_seconds)
+            capacityfile.apply(wl, self._lock)
+            with self._lock:
+                self.refresher.submit(wl, now)
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
@@ -274,6 +281,7 @@ class Registry:
         """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
         with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
+        llmstate.export(wl.spec, wl.labels, self.metrics)
         if loop_targets(wl.spec) is not None:
             self.metrics.feedback.labels(*wl.labels).set(d.feedback)
         if wl.spec.events_file:
@@ -367,6 +375,7 @@ class Registry:
             if self.tuning is not None and wl.declared.tuning == "auto":
                 self.tuning.maybe_tune(wl, wall, self.apply_tuned)
             self.coldstarts.maybe_refresh(wl, wall, self.adopt_cold_start)
+            capacityfile.apply(wl, self._lock)  # a capacity file read anew: its model in force (memory only)
         self._sweep(now)
 
     def _skip_stall(self, gap: float) -> None:

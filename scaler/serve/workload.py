@@ -23,6 +23,7 @@ from ..coldstart import ClusterReading, InForce, in_force
 from ..events import FILES
 from ..feedback import LoopState, Signals
 from ..params import policy_params
+from .llmstate import LlmState
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
 from ..spec import LeadTime, ScalerSpec
@@ -147,6 +148,7 @@ class Workload:
     signals_why: dict[str, str] = field(default_factory=dict)  # per unknown signal, why
     loop: LoopState = field(default_factory=LoopState)  # the closed loop's memory (scaler.feedback)
     answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
+    llm: LlmState = field(default_factory=LlmState)  # capacity learned online, the token mix's history (llmstate)
 
     def __post_init__(self) -> None:
         if self.declared is None:
@@ -184,8 +186,10 @@ class Workload:
 
     def params(self) -> PolicyParams:
         """The decision's knobs (``scaler.params.policy_params``, as the replay has them) with the lead of the T_cold
-        in force and the events of ``eventsFile`` (re-read when it changes)."""
-        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events)
+        in force, the events of ``eventsFile`` (re-read when it changes) and, with ``capacity: learned``, the
+        learned capacity's factor (``llmstate``)."""
+        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events,
+                             capacity_factor=self.llm.factor(self.spec))
 
 
 class ForecastService(Protocol):
