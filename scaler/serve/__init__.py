@@ -15,7 +15,8 @@
                  force; ``llmstate``: an LLM trigger's learned capacity and its token mix's history
 * ``identity``   a trigger's identity (its metadata's digest); ``coldstart``: ``coldStartFrom: cluster``
 * ``worker``     the background-worker skeleton behind fitting and tuning
-* ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger
+* ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page (``statusllm``: its
+                 LLM part: token mix, capacity used, queue, TTFT/ITL, learned capacity); ``view``: per-trigger
                  detail and the decision log; ``watch``: live scores and drift per trigger
 * ``ratelimit``  a repeated log message at most once per interval
 * ``admission``  room for a new trigger: the cap, the namespace's quota, which trigger goes for a new one

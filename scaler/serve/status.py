@@ -15,6 +15,8 @@ import json
 
 from prometheus_client import CollectorRegistry
 
+from .statusllm import HTML as LLM_HTML, SCRIPT as LLM_SCRIPT, STYLE as LLM_STYLE
+
 REFRESH_SECONDS = 5
 
 # gauges copied as they are: metric -> field
@@ -111,7 +113,7 @@ td[data-col=name] { cursor: pointer; text-decoration: underline dotted; }
 SCRIPT = """
 "use strict";
 const COLS = ["namespace", "name", "reason", "event", "observed", "forecast_peak", "planned", "lead_seconds", "t_cold",
-              "model", "last_fit", "errors"];
+              "model", "capacity", "last_fit", "errors"];
 function num(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
 function age(now, t) {
   if (t === null || t === undefined) return "never";
@@ -137,7 +139,7 @@ function cells(so, now, several) {
     forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
     lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
     t_cold: so.t_cold === null || so.t_cold === undefined ? "-" : num(so.t_cold, 0) + " s (" + so.t_cold_source + ")",
-    model: so.model || "-", last_fit: age(now, so.last_fit),
+    model: so.model || "-", capacity: llmCell(so), last_fit: age(now, so.last_fit),
     errors: num(so.fit_failures + so.prometheus_errors, 0),
   };
 }
@@ -219,6 +221,7 @@ function detail(doc) {
   };
   for (const k in fields) document.getElementById(k).textContent = fields[k];
   chart(so);
+  llmDetail(so);
 }
 function render(doc) {
   const body = document.getElementById("rows");
@@ -268,13 +271,14 @@ async function refresh() {
 }
 refresh();
 setInterval(refresh, REFRESH_MS);
-""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
+""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000)) + LLM_SCRIPT
 
 
 def _sha(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
+STYLE += LLM_STYLE
 CSP = (f"default-src 'none'; script-src {_sha(SCRIPT)}; style-src {_sha(STYLE)}; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'")
 
@@ -285,7 +289,7 @@ PAGE = f"""<!doctype html>
 <h1>forescale: tracked ScaledObjects</h1>
 <div id="meta">loading...</div>
 <table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>event / holiday</th><th>observed req/s</th>
-<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>last fit</th><th>errors</th>
+<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>capacity</th><th>last fit</th><th>errors</th>
 </tr></thead><tbody id="rows"></tbody></table>
 <p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
 <section id="detail" hidden><h2 id="d_title"></h2>
@@ -293,6 +297,7 @@ PAGE = f"""<!doctype html>
 <dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
 <dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
 <svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>
+{LLM_HTML}
 </section>
 <p><small>Click a ScaledObject's name for its detail view. The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
 <script>{SCRIPT}</script>

@@ -12,6 +12,7 @@ import pytest
 
 from scaler.capacity import CapacityModel, Fit, Point, document
 from support import promfixture as pf
+from support.browser import chromium, console_errors, wait_for
 from support.clock import FakeClock
 from support.scaler import Scaler
 
@@ -35,7 +36,10 @@ def vllm():
               counter("vllm:generation_tokens", t, 300.0),
               pf.SeriesSpec("vllm:num_requests_waiting", {"model_name": "m"}, "gauge", t, np.full(len(t), 6.0)),
               pf.SeriesSpec("kube_deployment_status_replicas_ready", {"deployment": "m"}, "gauge", t,
-                            np.full(len(t), 2.0))]
+                            np.full(len(t), 2.0)),
+              # a TTFT and an ITL percentile as the loop's queries read them (here plain gauges): 0.4 s, 0.03 s
+              pf.SeriesSpec("vllm_ttft_p95_seconds", {"model_name": "m"}, "gauge", t, np.full(len(t), 0.4)),
+              pf.SeriesSpec("vllm_itl_p95_seconds", {"model_name": "m"}, "gauge", t, np.full(len(t), 0.03))]
     with pf.PrometheusServer(series) as p:
         yield p, end
 
@@ -151,3 +155,57 @@ def test_capacity_keys_are_checked_together():
             ({"capacity": "auto"}, "'capacity': got 'auto'; accepted: configured | learned")):
         with pytest.raises(MetadataError, match=needle.replace("(", r"\(")):
             parse_metadata({**base, **extra})
+
+
+def test_the_status_page_shows_the_token_mix_capacity_queue_latency_and_the_learned_capacity(vllm, tmp_path):
+    # one trigger with everything: a capacity file (its model's name with HTML in it: text, never markup), the
+    # loop's queries and targets, capacity: learned. Three refreshes 5 s apart give the history rows; the page
+    # (a real headless Chromium) shows the capacity cell and, in the detail view, the three panels and the figures
+    prom, end = vllm
+    clock = FakeClock(end)
+    s = Scaler(clock, capacity_settle_seconds=0.0, capacity_min_samples=3, server={"capacity_dirs": (str(tmp_path),)})
+    evil = "<img src=x onerror=window.__pwned=1>"
+    try:
+        md = {**BASE, "serverAddress": prom.url, "qpsPerReplica": "8", "refreshInterval": "5s",
+              "inputTokenQuery": INPUT, "outputTokenQuery": OUTPUT,
+              "capacityModel": model_file(tmp_path / "c.json", (20.0, 100.0), name=evil),
+              "queueQuery": "sum(vllm:num_requests_waiting)", "queueTarget": "10",
+              "readyReplicasQuery": "max(kube_deployment_status_replicas_ready)",
+              "ttftQuery": "max(vllm_ttft_p95_seconds)", "ttftTarget": "1", "itlQuery": "max(vllm_itl_p95_seconds)",
+              "itlTarget": "0.05", "capacity": "learned"}
+        s.value(md, name="llm")
+        for _ in range(3):
+            refreshed(s, clock, "llm", 5.0)
+        base = f"http://127.0.0.1:{s.server.http_port}"
+        with chromium() as driver:
+            driver.get(base + "/")
+            rid = "so:serving/llm"
+            wait_for(driver, f"document.getElementById({rid!r})", what="the row")
+            cell = driver.find_element("css selector", f"[id={json.dumps(rid)}] td[data-col=capacity]").text
+            # the load served is the binding one, at qpsPerReplica 8: max(10 x 8 / 10, 700 x 8 / 400) = 14
+            # req/s-equivalents over 2 ready replicas: 7 per replica, 7 / 8 = 0.88 learned, 12.5 % from 1: past the
+            # hysteresis, in force
+            assert cell.startswith("0.88x learned (in force 0.88x)") and evil in cell
+            driver.execute_script(f"document.getElementById({rid!r}).querySelector('td[data-col=name]').click()")
+            wait_for(driver, "!document.getElementById('llm').hidden", what="the LLM section")
+            wait_for(driver, "Number(document.getElementById('llmchart').dataset.points || 0) > 0", what="points")
+            text = {k: driver.find_element("id", k).text for k in ("l_capacity", "l_model", "l_mix", "l_used",
+                                                                   "l_latency")}
+            # the first refresh and three more: four samples, every one saturated (6 waiting)
+            assert text["l_capacity"] == ("8 req/s per replica configured; planned on: learned; learned 7 (0.88x, 4 "
+                                          "samples), in force 7, saturated now")
+            assert text["l_model"] == evil + " on 1x H100: 10 req/s, 400 tokens/s at w 0.02 (fit error 4.0 %)"
+            assert text["l_mix"] == "20000.0 prompt + 300.0 generated tokens/s, 10.00 req/s"
+            # 14 / (2 replicas x 7 in force) = 100 %; 6 waiting over 2 ready
+            assert text["l_used"] == "100.0 % of the ready replicas' capacity; 6 waiting over 2 ready"
+            assert text["l_latency"] == "TTFT 0.400 s (target 1), ITL 0.030 s (target 0.05)"
+            lines = driver.execute_script("return Array.from(document.querySelectorAll('#llmchart polyline'))"
+                                          ".map(e => e.getAttribute('class'))")
+            assert sorted(lines) == ["in", "itl", "out", "queue", "ttft", "used"]
+            targets = driver.execute_script("return document.querySelectorAll('#llmchart line.target').length")
+            assert targets == 3  # queue, TTFT and ITL
+            assert driver.execute_script("return document.querySelectorAll('img').length") == 0
+            assert driver.execute_script("return window.__pwned === undefined") is True
+            assert console_errors(driver) == []
+    finally:
+        s.close()
