@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scaler.capacity import CapacityModel, Fit, Point, document
 from scaler.cli import main
+from support.capacityfiles import azure_model_file
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scaler" / "data" / "azure_llm_code" / "per_10s.csv"
 ARGS = ["--span", "45m", "--history", "10m", "--step", "10s", "--cold-start", "60", "--refit", "15m",
@@ -22,14 +22,7 @@ def invoke(*args: str):
     return CliRunner().invoke(main, [*args], catch_exceptions=False)
 
 
-def model_file(tmp_path, lengths: tuple[float, float], name: str = "azure-code-llm") -> Path:
-    # Q 2.5 req/s and T 125 weighted tokens/s at w 0.02, margin 0.2: in force Q' = 2 and T' = 100, the budget of
-    # test_backtest_tokens.py (--qps-per-replica 2 --tokens-per-replica 100 --input-token-weight 0.02)
-    m = CapacityModel(name, "1x test GPU", Fit(2.5, 125.0, 0.02, 0.03, 0.02), 0.2, lengths, (100.0, 8000.0),
-                      (1.0, 500.0), (Point(100, 1, 2.5), Point(8000, 500, 125 / 660)))
-    p = tmp_path / f"{name}.json"
-    p.write_text(json.dumps(document(m, version="test")))
-    return p
+model_file = azure_model_file  # Q' 2 req/s, T' 100 tokens/s at w 0.02 (margin 0.2 of 2.5 and 125)
 
 
 def test_a_model_wider_than_the_trace_replays_as_its_token_budget(tmp_path):
