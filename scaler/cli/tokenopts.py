@@ -30,6 +30,19 @@ def read_model(path: Path, served_model: str | None, qps_per_replica: float | No
     return m
 
 
+def capacity_trigger_keys(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The trigger keys that read a capacity model file, and what to replace in them: the file as mounted under
+    the scaler's default --capacity-dir, vLLM's token counters."""
+    from ..limits import CAPACITY_DIRS
+
+    md = {"capacityModel": f"{CAPACITY_DIRS[0]}/{path.name}",
+          "inputTokenQuery": "sum(rate(vllm:prompt_tokens_total[2m]))",
+          "outputTokenQuery": "sum(rate(vllm:generation_tokens_total[2m]))"}
+    notes = {"capacityModel": f"mount {path.name} there (a ConfigMap under --capacity-dir)",
+             "inputTokenQuery": "replace: your prompt tokens/s", "outputTokenQuery": "replace: your generated tokens/s"}
+    return md, notes
+
+
 MODEL_OPTIONS = (
     click.option("--capacity-model", "capacity_model_path", type=click.Path(dir_okay=False, path_type=Path),
                  default=None, metavar="FILE", help="A capacity model (`forescale loadtest --grid-input ... "
@@ -43,7 +56,7 @@ MODEL_OPTIONS = (
 
 def capacity_options(f):
     """``--capacity-model`` and ``--served-model`` (tune): handed to the command as ``tokens`` (None without a
-    file) with ``qps_per_replica`` set from the file."""
+    file) and ``capacity_file`` (its path), with ``qps_per_replica`` set from the file."""
 
     @functools.wraps(f)
     def wrapper(*args, capacity_model_path: Path | None = None, served_model: str | None = None, **kwargs):
@@ -53,7 +66,7 @@ def capacity_options(f):
             tokens, kwargs["qps_per_replica"] = m.token_capacity(), m.qps_per_replica
         elif served_model is not None:
             fail("--served-model goes with --capacity-model (the file it checks)")
-        return f(*args, tokens=tokens, **kwargs)
+        return f(*args, tokens=tokens, capacity_file=capacity_model_path, **kwargs)
 
     for opt in reversed(MODEL_OPTIONS):
         wrapper = opt(wrapper)

@@ -101,3 +101,6 @@ def test_tune_reads_the_model_too(tmp_path):
     assert doc["settings"]["qps_per_replica"] == pytest.approx(2.0)
     assert any("the tokens bind in 100.0 %" in n for n in doc["notes"])
     assert 'qpsPerReplica: "2"' in r.output
+    # the trigger printed reads the same model: the file as mounted under --capacity-dir, vLLM's token counters
+    assert 'capacityModel: "/etc/forescale/azure-code-llm.json"  # mount azure-code-llm.json there' in r.output
+    assert 'inputTokenQuery: "sum(rate(vllm:prompt_tokens_total[2m]))"  # replace: your prompt tokens/s' in r.output
