@@ -14,8 +14,27 @@ from ..loadtest.report import document, with_model
 from .options import fail, write_json
 
 
-def _ms(v: float | None) -> str:
+def ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1e3:.0f}"
+
+
+def verdict(step: dict) -> str:
+    """A step's verdict in the tables (``loadtest`` and the grid)."""
+    if step["generator_limited"]:
+        return f"GENERATOR LIMITED ({step['limit_reason']})"
+    return "meets SLO" if step["meets_slo"] else "misses SLO"
+
+
+def save_figure(plt, fig, path: Path) -> None:
+    """``--plot``'s figure written (its folder made), exit 2 naming the path when it cannot be."""
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    except OSError as e:
+        fail(f"--plot {path}: cannot write ({e.strerror})")
+    finally:
+        plt.close(fig)
 
 
 def format_grid(doc: dict) -> str:
@@ -30,12 +49,9 @@ def format_grid(doc: dict) -> str:
                      f"{'errors':>7}{'ok %':>7}  verdict (ms)")
         for s in (st for st in doc["steps"] if (st["input_tokens"], st["output_tokens"]) ==
                   (p["input_tokens_requested"], p["output_tokens_requested"])):
-            verdict = "meets SLO" if s["meets_slo"] else "misses SLO"
-            if s["generator_limited"]:
-                verdict = f"GENERATOR LIMITED ({s['limit_reason']})"
-            lines.append(f"{s['target_rps']:>8.3g}/s{s['achieved_rps']:>9.2f}{_ms(s['ttft_p50_s']):>9}"
-                         f"{_ms(s['ttft_p95_s']):>9}{_ms(s['itl_p50_s']):>8}{_ms(s['itl_p95_s']):>8}"
-                         f"{s['errors']:>7}{s['within_slo'] * 100:>7.1f}  {verdict}")
+            lines.append(f"{s['target_rps']:>8.3g}/s{s['achieved_rps']:>9.2f}{ms(s['ttft_p50_s']):>9}"
+                         f"{ms(s['ttft_p95_s']):>9}{ms(s['itl_p50_s']):>8}{ms(s['itl_p95_s']):>8}"
+                         f"{s['errors']:>7}{s['within_slo'] * 100:>7.1f}  {verdict(s)}")
     parts = [f"TTFT p{q:g} <= {slo['ttft_seconds']:g} s" if slo["ttft_seconds"] is not None else "",
              f"ITL p{q:g} <= {slo['itl_seconds']:g} s" if slo["itl_seconds"] is not None else "",
              f"p{q:g} <= {slo['seconds']:g} s to the last byte" if slo["seconds"] is not None else ""]
@@ -93,14 +109,7 @@ def write_grid_plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("requests/s per replica at the SLO")
     ax.set_title(f"capacity over the grid: {doc['url']}")
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as e:
-        fail(f"--plot {path}: cannot write ({e.strerror})")
-    finally:
-        plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 def served_model(url: str, timeout: float) -> str | None:

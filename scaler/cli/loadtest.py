@@ -11,6 +11,7 @@ from .clitypes import FiniteRange
 from ..loadtest import stats
 from ..loadtest.report import LoadtestReportError, document, read_capacity
 from ..loadtest.workload import WorkloadError, read_prompts, template
+from .loadgrid import ms, run_grid_command, save_figure, verdict
 from .options import Duration, check_output, fail, write_json
 
 DEFAULT_PROMPT = "Request {n}: tell me about autoscaling."
@@ -28,30 +29,25 @@ def _floats(ctx, param, value):
     return out
 
 
-def _ints(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        out = tuple(int(x) for x in value.split(",") if x.strip())
-    except ValueError:
-        out = ()
-    if not out or min(out) < 1 or max(out) > 10000:
-        raise click.BadParameter(f"{value!r}: accepted: integers 1 to 10000, comma-separated, e.g. 1,4,16", ctx,
-                                 param)
-    return out
+def _int_list(hi: int, accepted: str):
+    """A click callback: comma-separated integers in [1, ``hi``], ``accepted`` saying so on a bad value."""
+
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            out = tuple(int(x) for x in value.split(",") if x.strip())
+        except ValueError:
+            out = ()
+        if not out or min(out) < 1 or max(out) > hi:
+            raise click.BadParameter(f"{value[:60]!r}: accepted: {accepted}", ctx, param)
+        return out
+
+    return callback
 
 
-def _tokens(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        out = tuple(int(x) for x in value.split(",") if x.strip())
-    except ValueError:
-        out = ()
-    if not out or min(out) < 1 or max(out) > 1_000_000:
-        raise click.BadParameter(f"{value[:60]!r}: accepted: token counts 1 to 1000000, comma-separated, e.g. "
-                                 "128,1024,4096", ctx, param)
-    return out
+_ints = _int_list(10000, "integers 1 to 10000, comma-separated, e.g. 1,4,16")
+_tokens = _int_list(1_000_000, "token counts 1 to 1000000, comma-separated, e.g. 128,1024,4096")
 
 
 def _version() -> str:
@@ -83,10 +79,6 @@ def progress_factory(enabled: bool | None):
     return make
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:.0f}"
-
-
 def format_table(doc: dict) -> str:
     q = doc["slo"]["percentile"]
     head = (f"{'load':>10}{'offered':>9}{'achieved':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'TTFT p50':>9}"
@@ -94,12 +86,9 @@ def format_table(doc: dict) -> str:
     lines = [head]
     for s in doc["steps"]:
         load = f"{s['concurrency']} wrk" if s["mode"] == "closed" else f"{s['target_rps']:.3g}/s"
-        verdict = "meets SLO" if s["meets_slo"] else "misses SLO"
-        if s["generator_limited"]:
-            verdict = f"GENERATOR LIMITED ({s['limit_reason']})"
-        lines.append(f"{load:>10}{s['offered_rps']:>9.2f}{s['achieved_rps']:>9.2f}{_ms(s['p50_s']):>8}"
-                     f"{_ms(s['p95_s']):>8}{_ms(s['p99_s']):>8}{_ms(s['ttft_p50_s']):>9}{s['errors']:>7}"
-                     f"{s['timeouts']:>9}{s['within_slo'] * 100:>8.1f}  {verdict}")
+        lines.append(f"{load:>10}{s['offered_rps']:>9.2f}{s['achieved_rps']:>9.2f}{ms(s['p50_s']):>8}"
+                     f"{ms(s['p95_s']):>8}{ms(s['p99_s']):>8}{ms(s['ttft_p50_s']):>9}{s['errors']:>7}"
+                     f"{s['timeouts']:>9}{s['within_slo'] * 100:>8.1f}  {verdict(s)}")
     slo = f"p{q:g} <= {doc['slo']['seconds']:g} s"
     if doc["mode"] == "step":
         lines.append(f"step test at {doc['settings']['capacity_rps']:.3g} req/s capacity; SLO {slo}")
@@ -115,9 +104,9 @@ def _on_step(percentile: float):
         load = f"{step['concurrency']} workers" if step["mode"] == "closed" else f"{step['target_rps']:.3g} req/s"
         if "input_tokens" in step:
             load = f"{step['input_tokens']} in, {step['output_tokens']} out: {load}"
-        itl = f", ITL p95 {_ms(step['itl_p95_s'])} ms" if step.get("itl_p95_s") is not None else ""
+        itl = f", ITL p95 {ms(step['itl_p95_s'])} ms" if step.get("itl_p95_s") is not None else ""
         click.echo(f"loadtest: {load}: p{percentile:g} within SLO {step['within_slo'] * 100:.1f} %, p95 "
-                   f"{_ms(step['p95_s'])} ms, TTFT p95 {_ms(step['ttft_p95_s'])} ms{itl}, errors {step['errors']}, "
+                   f"{ms(step['p95_s'])} ms, TTFT p95 {ms(step['ttft_p95_s'])} ms{itl}, errors {step['errors']}, "
                    f"timeouts {step['timeouts']}"
                    + (f" [generator limited: {step['limit_reason']}]" if step["generator_limited"] else ""), err=True)
     return on_step
@@ -198,14 +187,7 @@ def write_plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("latency (s)")
     ax.set_yscale("log")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as e:
-        fail(f"--plot {path}: cannot write ({e.strerror})")
-    finally:
-        plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 @click.command("loadtest", context_settings={"help_option_names": ["-h", "--help"]})
@@ -325,8 +307,6 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
     except (WorkloadError, LoadtestError) as e:
         fail(str(e))
     if grid:
-        from .loadgrid import run_grid_command
-
         return run_grid_command(target, settings, model=model, hardware=hardware, margin=margin, version=_version(),
                                 json_path=json_path, plot_path=plot_path, capacity_path=capacity_path,
                                 on_step=_on_step(percentile), progress=progress_factory(progress))

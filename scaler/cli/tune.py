@@ -75,9 +75,9 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
     md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
     notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
     if capacity_file is not None:
-        extra, why = capacity_trigger_keys(capacity_file)
-        md.update(extra)
-        notes.update(why)
+        keys, key_notes = capacity_trigger_keys(capacity_file)
+        md.update(keys)
+        notes.update(key_notes)
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",

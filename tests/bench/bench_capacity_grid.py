@@ -1,7 +1,7 @@
 """The loadtest grid and the capacity model it fits (issue 37, docs/llm.md), against an LLM server whose capacity
 the clock sets: how close the knees come to the clock's capacity, and the fitted model to the clock's model.
 
-The server (tests/loadtest/conftest.py ``FakeServer(tokens=(a, p, d))``): one request at a time, ``a + p x prompt +
+The server (tests/support/fakeopenai.py ``FakeServer(tokens=(a, p, d))``): one request at a time, ``a + p x prompt +
 d x answer`` seconds each, every token streamed at its time; here a = 4 ms, p = 0.2 ms per prompt token, d = 4 ms
 per answer token, so its model is ``min(1 / a, (1 / d) / ((p / d) x prompt + answer)) = min(250, 250 / (0.05 x
 prompt + answer))``. The grid: prompts 64, 256, 1024 tokens x answers 8, 32; the ramp from 1 req/s x 1.3 with 2
@@ -21,12 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE / "loadtest"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from click.testing import CliRunner  # noqa: E402
 
-from conftest import FakeServer  # noqa: E402
+from support.fakeopenai import FakeServer  # noqa: E402
 from scaler.capacity import read  # noqa: E402
 from scaler.cli import main as cli  # noqa: E402
 

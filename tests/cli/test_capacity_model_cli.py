@@ -25,14 +25,19 @@ def invoke(*args: str):
 model_file = azure_model_file  # Q' 2 req/s, T' 100 tokens/s at w 0.02 (margin 0.2 of 2.5 and 125)
 
 
+def backtest(tmp_path, lengths: tuple[float, float]):
+    """The bundled trace replayed on a model measured on ``lengths``: (the run, its JSON)."""
+    out = tmp_path / "r.json"
+    r = invoke("backtest", str(BUNDLED), *ARGS, "--capacity-model", str(model_file(tmp_path, lengths)),
+               "--json", str(out))
+    assert r.exit_code == 0, r.output
+    return r, json.loads(out.read_text())
+
+
 def test_a_model_wider_than_the_trace_replays_as_its_token_budget(tmp_path):
     # lengths 1 .. 1e6 weighted tokens per request hold every interval of the trace, and the ceiling in force (2)
     # is the target: the replay is test_backtest_tokens.py's binding run, to the figure (reactive, deterministic)
-    out = tmp_path / "r.json"
-    r = invoke("backtest", str(BUNDLED), *ARGS, "--capacity-model", str(model_file(tmp_path, (1.0, 1e6))),
-               "--json", str(out))
-    assert r.exit_code == 0, r.output
-    doc = json.loads(out.read_text())
+    r, doc = backtest(tmp_path, (1.0, 1e6))
     assert doc["settings"]["qps_per_replica"] == pytest.approx(2.0)
     tok = doc["settings"]["tokens"]
     assert (tok["tokens_per_replica"], tok["input_token_weight"], tok["requests_per_replica"]) == pytest.approx(
@@ -47,11 +52,7 @@ def test_a_mix_outside_the_measured_lengths_is_clamped_and_said(tmp_path):
     # the code trace's 10 s intervals hold 36.7 to 100.8 weighted tokens per request (0.02 x prompt + answer; the
     # median 67.7): a model measured on 50 .. 80 holds 15 heavier intervals at 80 and 3 lighter at 50, of the 106
     # with requests among the 270 simulated: 18 / 270 = 6.7 %
-    out = tmp_path / "r.json"
-    r = invoke("backtest", str(BUNDLED), *ARGS, "--capacity-model", str(model_file(tmp_path, (50.0, 80.0))),
-               "--json", str(out))
-    assert r.exit_code == 0, r.output
-    doc = json.loads(out.read_text())
+    _, doc = backtest(tmp_path, (50.0, 80.0))
     (note,) = [n for n in doc["notes"] if "left the lengths it was measured on (50-80" in n]
     assert "in 6.7 % of the simulated intervals: held to the nearest measured length" in note
     assert doc["settings"]["tokens"]["lengths"] == [50.0, 80.0]
