@@ -209,3 +209,24 @@ def test_the_status_page_shows_the_token_mix_capacity_queue_latency_and_the_lear
             assert console_errors(driver) == []
     finally:
         s.close()
+
+
+def test_forgetting_a_trigger_removes_its_capacity_and_token_series():
+    from scaler.serve.metrics import ScalerMetrics
+
+    m = ScalerMetrics()
+    mine, sibling = ("serving", "llm", "aaaa0000"), ("serving", "llm", "bbbb1111")
+    for labels in (mine, sibling):
+        for kind in ("input", "output"):
+            m.tokens.labels(*labels, kind).set(1.0)
+        for g in (m.capacity_model_ok, m.capacity_clamped, m.capacity_learned, m.capacity_ratio, m.capacity_in_force,
+                  m.capacity_samples):
+            g.labels(*labels).set(1.0)
+
+    def series(trigger: str) -> set:
+        return {(s.name, tuple(sorted(s.labels.items()))) for fam in m.registry.collect() for s in fam.samples
+                if s.labels.get("trigger") == trigger}
+
+    assert len(series(mine[2])) == len(series(sibling[2])) == 8  # 2 token kinds, 6 capacity gauges
+    m.forget(*mine, whole=False)
+    assert series(mine[2]) == set() and len(series(sibling[2])) == 8
