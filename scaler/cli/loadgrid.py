@@ -138,6 +138,18 @@ def served_model(url: str, timeout: float) -> str | None:
         return None
 
 
+def overestimate(cdoc: dict) -> str | None:
+    """Where the recommendation (the fit x (1 - margin)) is still above a point's knee: the scaler would plan too
+    few replicas for that mix (the fit error beyond the margin). None when it is below at every point."""
+    m = cdoc["margin"]
+    worst = max(cdoc["points"], key=lambda pt: pt["error"])
+    if (1 + worst["error"]) * (1 - m) <= 1:
+        return None
+    return (f"the model over-estimates the ({worst['input_tokens']:.0f}, {worst['output_tokens']:.0f}) point by "
+            f"{100 * worst['error']:.1f} %, more than the margin {m:g} covers: the scaler would plan too few replicas "
+            "for that mix; raise --margin, loosen the SLO against that point's prefill, or measure a grid without it")
+
+
 def run_grid_command(target, settings, *, model: str | None, hardware: str | None, margin: float, version: str,
                      json_path: Path | None, plot_path: Path | None, capacity_path: Path | None, on_step,
                      progress) -> None:
@@ -169,6 +181,8 @@ def run_grid_command(target, settings, *, model: str | None, hardware: str | Non
                                            "SLO or a lower --start-rate/--rates" if missed else ""))
     with_model(doc, cdoc)
     click.echo(format_grid(doc))
+    if why := overestimate(cdoc):
+        click.echo(f"warning: {why}", err=True)
     left = [p for p in doc["grid"]["points"] if p["capacity_rps"] is None]
     if left:
         click.echo(f"warning: {len(left)} grid point(s) met the SLO at no tested rate and are not in the model: "

@@ -112,3 +112,16 @@ def test_a_grid_that_meets_its_slo_nowhere_writes_its_steps_and_says_why(fake_se
         r.output
     doc = json.loads(out.read_text())
     assert doc["grid"]["capacity_model"] is None and all(p["capacity_rps"] is None for p in doc["grid"]["points"])
+
+
+def test_a_model_over_its_knee_by_more_than_the_margin_is_warned_of():
+    from scaler.cli.loadgrid import overestimate
+
+    # margin 0.2: the recommendation is 0.8 x the fit. A point the fit over-estimates by 20 % is at 0.96 of its knee
+    # (covered); by 30 %, at 1.04: the scaler would plan 4 % too few replicas for that mix
+    doc = {"margin": 0.2, "points": [{"input_tokens": 64, "output_tokens": 8, "error": -0.1},
+                                     {"input_tokens": 1024, "output_tokens": 32, "error": 0.2}]}
+    assert overestimate(doc) is None
+    doc["points"][1]["error"] = 0.3
+    assert overestimate(doc).startswith("the model over-estimates the (1024, 32) point by 30.0 %, more than the "
+                                        "margin 0.2 covers")
