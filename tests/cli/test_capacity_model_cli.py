@@ -105,3 +105,14 @@ def test_tune_reads_the_model_too(tmp_path):
     # the trigger printed reads the same model: the file as mounted under --capacity-dir, vLLM's token counters
     assert 'capacityModel: "/etc/forescale/azure-code-llm.json"  # mount azure-code-llm.json there' in r.output
     assert 'inputTokenQuery: "sum(rate(vllm:prompt_tokens_total[2m]))"  # replace: your prompt tokens/s' in r.output
+
+
+def test_a_scaledobject_trigger_on_a_capacity_model_is_refused_not_replayed_on_requests_alone():
+    from scaler.replay.manifest import ManifestError, plans
+
+    doc = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "t"},
+           "spec": {"scaleTargetRef": {"name": "d"}, "triggers": [{"type": "external", "metadata": {
+               "scalerAddress": "forescale:9090", "serverAddress": "http://p:9090", "query": "q", "qpsPerReplica": "2",
+               "capacityModel": "/etc/forescale/c.json", "inputTokenQuery": "i", "outputTokenQuery": "o"}}]}}
+    with pytest.raises(ManifestError, match=r"capacityModel: a trigger on a capacity model is not replayed"):
+        plans([("test", doc)])
