@@ -15,6 +15,7 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             grid; ``capacitykeys``: the trigger keys that read it, and ``capacity: learned``), ``learned`` (capacity
             learned online at saturation, bounded, with hysteresis),
             ``feedback`` (the closed loop on the model server's queue, TTFT and ITL: one rule, server and replay),
+            ``leaderror`` (the lead's forecast-error part measured from the live scores: forecastErrorSeconds auto),
             ``gpus`` (GPU types, MIG slices, the pool file),
             ``money`` (prices, lost requests' value, the break-even rate) and ``budget`` (a fleet GPU budget's
             arbitration, one rule for the replay and the server)

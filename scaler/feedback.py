@@ -13,26 +13,39 @@ The rule, per observation of the signals (the server: each refresh; the replay: 
         ttft   the TTFT percentile (s) / ttftTarget
         itl    the ITL percentile (s) / itlTarget
 
-    p > 1 and settled:        factor <- min(MAX_FACTOR, factor x (1 + STEP x min(p - 1, 1)))    a raise
-    p > 1, not settled:       factor held  (the replicas the last raise asked for are still starting)
-    INSIDE <= p <= 1:         factor held  (the dead zone: near the target, the learned factor stays)
-    p < INSIDE, or no signal: factor <- 1 + (factor - 1) x 2^(-dt / HALF_LIFE)    decays back to the plan
+    p > 1, settled, not falling:  factor <- min(max_factor, factor x (1 + step x min(p - 1, 1)))   a raise
+    p > 1, not settled:           factor held  (the replicas the last raise asked for are still starting)
+    p > 1, falling:               factor held  (below the last observation's pressure: the queue drains)
+    inside <= p <= 1:             factor held  (the dead zone: near the target, the learned factor stays)
+    p < inside, or no signal:     factor <- 1 + (factor - 1) x 2^(-dt / half_life)    decays back to the plan
 
 and ``scaler.policy.decide`` answers ``compensated(base x headroom x factor)``: with a factor of 1 exactly the
-answer without the loop.
+answer without the loop. The constants (``Rule``, one set, ``RULE``): step 0.05, max_factor 2, inside 0.5,
+half_life 1 day.
 
-* **Proportional, bounded.** A raise is ``STEP`` (10 %) times the excess, the excess capped at 1 (a signal at
-  twice its target or more raises by 10 %); the factor is at most ``MAX_FACTOR`` (2: the loop at most doubles
-  the plan). A capacity overstated by 30 % needs a factor of 1.3: three raises.
-* **Memory: it integrates, and decays.** The factor is the state: a raise stays while the signals are near or
-  over target (a capacity error is permanent: the factor that cured it must stay); once every signal is well
-  inside (``p < INSIDE``, half the target) or none is known, it decays to 1 with a half-life of ``HALF_LIFE``
-  (1 h). A factor that decays below the need lets the queue build again, and the next raise is small (the
-  excess is small): a slow sawtooth near the need.
+* **Proportional, bounded.** A raise is 5 % times the excess, the excess capped at 1 (a signal at twice its target
+  or more raises by 5 %); the factor is at most 2 (the loop at most doubles the plan). A capacity overstated by
+  30 % needs a factor of 1.3: six raises of 5 %, one per cold start (the HPA rounds each up to whole replicas,
+  and its dead-band compensation may add one more, so fewer in practice).
 * **No wind-up.** A raise takes effect only when its replicas are ready, one cold start later; raising again
   meanwhile would overshoot. So the loop raises only when *settled*: the ready replicas
-  (``readyReplicasQuery``) are at least the replicas the last answer asked for (``ceil(value / qpsPerReplica)``);
-  without a ready count, ``settle_seconds`` (the caller passes the lead, T_cold + T_buffer) after its last raise.
+  (``readyReplicasQuery``) are at least the replicas the last answer asked for (``ceil(value / qpsPerReplica)``),
+  or ``settle_seconds`` (the caller passes the lead, T_cold + T_buffer) have passed since its last raise (without
+  a ready count; and where the HPA never made the replicas asked for: its tolerance swallowed the raise, or
+  maxReplicaCount).
+* **No overshoot to drain.** A queue over its target that falls is being drained by the capacity there: the loop
+  holds. Only a queue (or a latency) that grows or stays over its target raises the factor, so the factor ends
+  near what the capacity error needs, not at what draining the backlog fastest would take.
+* **Memory: it integrates, and decays slowly.** The factor is the state: a raise stays while the signals are near
+  or over target (a capacity error is permanent: the factor that cured it must stay). Once every signal is well
+  inside (``p < 0.5``) or none is known, it decays to 1 with a half-life of a day. The queue cannot tell a factor
+  that is just right from one too high (both leave it empty), so any decay probes: a factor that decays below the
+  need lets the queue build again and is raised back, and each such probe costs up to one replica's capacity for
+  one cold start. A one-hour half-life probed every few minutes (on WorldCup98 the closed loop then missed 9x
+  what the correctly configured run did); a day keeps what one peak learned to the next, at the cost of keeping a
+  transient raise (a forecast that fell short once) for hours (docs/llm.md has the figures). A TTFT or ITL target
+  whose healthy value sits in the dead zone (between half the target and the target) holds the factor with
+  evidence instead of a clock.
 * **Unknown is not zero.** A signal that is missing, NaN, infinite or negative (a histogram without buckets makes
   ``histogram_quantile`` return NaN or nothing) is unknown: it counts neither as over nor as inside its target.
   With no signal known the loop raises nothing (the factor decays as when inside) and says so (``LoopState.why``).
@@ -53,11 +66,11 @@ from dataclasses import dataclass
 class Rule:
     """The rule's constants (``RULE``: the ones the server and the replay use; the defaults are declared here)."""
 
-    step: float = 0.1  # a raise at full excess (a signal at twice its target or more): +10 % of the factor
+    step: float = 0.05  # a raise at full excess (a signal at twice its target or more): +5 % of the factor
     max_excess: float = 1.0  # the excess (p - 1) counted at most
     max_factor: float = 2.0  # the loop at most doubles the plan
     inside: float = 0.5  # every known signal under half its target: well inside, the factor decays
-    half_life_seconds: float = 3600.0  # the decay's half-life
+    half_life_seconds: float = 86400.0  # the decay's half-life: a day (a capacity error learned at one peak holds to the next)
 
 
 RULE = Rule()
@@ -138,14 +151,16 @@ def step(state: LoopState, signals: Signals, targets: Targets, *, now: float, dt
     p = r[worst]
     said = f"{worst} at {p:.2f}x its target{gone}"
     if p > 1.0:
+        settled = now - state.raised_at >= settle_seconds  # (a raise the HPA never acted on must not block)
         if known(signals.ready) and known(asked):
-            settled = signals.ready >= asked
+            settled = settled or signals.ready >= asked
             wait = f"held: {worst} over target, {signals.ready:g} of the {asked:g} replicas asked for ready"
         else:
-            settled = now - state.raised_at >= settle_seconds
             wait = f"held: {worst} over target, the last raise {now - state.raised_at:.0f}s ago is still starting"
         if not settled:
             return LoopState(f, state.raised_at, p, wait + gone)
+        if p < state.pressure:  # falling since the last observation: the capacity there drains it, no more needed
+            return LoopState(f, state.raised_at, p, f"held: {said}, falling from {state.pressure:.2f}x (draining)")
         up = min(rule.max_factor, f * (1.0 + rule.step * min(p - 1.0, rule.max_excess)))
         if up <= f:
             return LoopState(f, state.raised_at, p, f"held at the bound {rule.max_factor:g}: {said}")

@@ -98,7 +98,10 @@ KEYS: tuple[Key, ...] = (
     Key("coldStartWindow", "7d", "with coldStartFrom cluster: the start-ups looked at (duration, 1h to 30d)"),
     Key("coldStartMinSamples", "10", "with coldStartFrom cluster: starts needed, else the fallback with its reason (1 to 10000)"),
     Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
-    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
+    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400]), or auto: "
+                                      "measured from the live scores, the lead slack the provisioned quantile needed "
+                                      "to cover its share over the last 24 h, with 30 s as its prior (scaler.leaderror; "
+                                      "in [0, 600])"),
     Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
                                                 "L = T_cold + T_buffer is at most 1d"),

@@ -368,18 +368,35 @@ def _events(base: np.ndarray, reason: np.ndarray, peak: np.ndarray, obs: np.ndar
 
 
 def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, params: PolicyParams,
-            floor: float, with_mean: bool, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            floor: float, with_mean: bool, missing: np.ndarray,
+            end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (level-corrected) quantile's window max over [now, now + L] on each poll's curve (and the mean's);
-    polls whose observation is ``missing`` get no correction (a residual of 0 leaves a row as it is)."""
+    polls whose observation is ``missing`` get no correction (a residual of 0 leaves a row as it is). ``end``:
+    each window's end instead of now + L."""
     c = curves.rows(rows, floor)
     fix = None
     if params.level_correction_seconds > 0:
         r = np.where(missing, 0.0, residual_rows(c.t, c.mean, now, obs))
         fix = corrector(c.t, r, now, params.level_correction_seconds)
-    end = now + params.lead_seconds
+    end = now + params.lead_seconds if end is None else end
     pk, ok = window_max_rows(c.t, blend(c.quantiles, c.mean, params.quantile, fix), now, end)
     mk = window_max_rows(c.t, blend(c.quantiles, c.mean, None, fix), now, end)[0] if with_mean else pk
     return pk, ok, mk
+
+
+def window_peaks(observed: float, forecast: Forecast, params: PolicyParams, now: float,
+                 leads: np.ndarray) -> np.ndarray:
+    """The provisioned quantile's window max over ``[now, now + lead]`` for each of ``leads`` (seconds), as
+    ``decide`` computes it for its own lead (level correction, warm floor): ``forecast_peak`` at other leads
+    (NaN where the curve does not reach the end). ``scaler.leaderror`` measures the lead's forecast error by it."""
+    leads = np.asarray(leads, dtype=np.float64)
+    k = len(leads)
+    obs = np.full(k, observed if math.isfinite(observed) and observed > 0 else 0.0)
+    floor = params.floor_qps if params.floor_qps > 0 else 0.0
+    t = np.full(k, float(now))
+    pk, ok, _ = _window(Curves.of(forecast), np.zeros(k, dtype=np.int64), obs + floor, t, params, floor, False,
+                        np.zeros(k, dtype=bool), t + leads)
+    return np.where(ok, pk, np.nan)
 
 
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,

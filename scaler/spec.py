@@ -12,6 +12,7 @@ back, a spec as metadata, is ``scaler.specwrite.to_metadata``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_h
 from .capacitykeys import CapacityKeys, parse as parse_capacity
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
+from .leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
 # typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
 from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
@@ -52,6 +54,7 @@ class LeadTime:
     scheduling_seconds: float
     readiness_seconds: float
     buffer_override: float | None = None
+    forecast_error_auto: bool = False  # forecastErrorSeconds: auto (scaler.leaderror; forecast_error_seconds: the prior)
 
     @property
     def buffer_seconds(self) -> float:
@@ -59,9 +62,17 @@ class LeadTime:
             return self.buffer_override
         return self.forecast_error_seconds + self.scheduling_seconds + self.readiness_seconds
 
+    @property
+    def ready_seconds(self) -> float:
+        """When capacity asked for now is ready: the lead without its forecast-error part (all of it with
+        bufferSeconds, which has no parts)."""
+        return self.seconds - (0.0 if self.buffer_override is not None else self.forecast_error_seconds)
+
     def with_cold_start(self, seconds: float) -> "LeadTime":
-        return LeadTime(seconds, self.forecast_error_seconds, self.scheduling_seconds,
-                        self.readiness_seconds, self.buffer_override)
+        return dataclasses.replace(self, cold_start_seconds=seconds)
+
+    def with_forecast_error(self, seconds: float) -> "LeadTime":
+        return dataclasses.replace(self, forecast_error_seconds=seconds)
 
     @property
     def seconds(self) -> float:
@@ -266,11 +277,13 @@ def _lead_fields(r: "_Reader") -> dict:
     buffer_override = None
     if r.raw("bufferSeconds") is not None:
         buffer_override = r.number("bufferSeconds", lo=0, hi=86400, accepted=secs)
-    fe = r.number("forecastErrorSeconds", lo=0, hi=86400, accepted=secs)
+    auto = (r.raw("forecastErrorSeconds") or "").strip().lower() == "auto"
+    fe = float(DEFAULTS["forecastErrorSeconds"]) if auto else r.number(
+        "forecastErrorSeconds", lo=0, hi=86400, accepted=secs + ", or auto (measured from the live scores)")
     sched = r.number("schedulingSeconds", lo=0, hi=86400, accepted=secs)
     ready = r.number("readinessSeconds", lo=0, hi=86400, accepted=secs)
 
-    return dict(lead=LeadTime(cold, fe, sched, ready, buffer_override), cold_start_query=cold_query,
+    return dict(lead=LeadTime(cold, fe, sched, ready, buffer_override, auto), cold_start_query=cold_query,
                 cold_start_cluster=cluster)
 
 
@@ -355,7 +368,10 @@ def _loop_fields(r: "_Reader") -> LoopKeys:
 
 
 def _check_horizon(r: "_Reader", lead: LeadTime, refit: float, step: float) -> None:
-    """The lead and the forecast horizon (2 x refitInterval + the lead) within their limits."""
+    """The lead and the forecast horizon (2 x refitInterval + the lead) within their limits (forecastErrorSeconds:
+    auto at its bound, ``leaderror.MAX_SECONDS``)."""
+    if lead.forecast_error_auto:
+        lead = lead.with_forecast_error(max(lead.forecast_error_seconds, LEAD_ERROR_MAX))
     if lead.seconds > MAX_LEAD_SECONDS:
         raise MetadataError("coldStartSeconds", r.raw("coldStartSeconds"),
                             f"a lead time L = T_cold + T_buffer of at most {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS); "

@@ -69,7 +69,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "coldStartSeconds": _number(lead.cold_start_seconds),
         "coldStartQuery": spec.cold_start_query,
         "bufferSeconds": "" if lead.buffer_override is None else _number(lead.buffer_override),
-        "forecastErrorSeconds": _number(lead.forecast_error_seconds),
+        "forecastErrorSeconds": "auto" if lead.forecast_error_auto else _number(lead.forecast_error_seconds),
         "schedulingSeconds": _number(lead.scheduling_seconds),
         "readinessSeconds": _number(lead.readiness_seconds),
         "mode": spec.mode,

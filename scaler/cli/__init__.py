@@ -7,11 +7,13 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                type every float option uses, ``--prometheus``'s check; ``outputs``: every output checked before
                the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
-               ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
+               ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens), the closed loop's
+               targets, the latency model, a capacity configured wrong
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
-* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
+* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
+               ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target)
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
 * ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity

@@ -1,5 +1,6 @@
-"""The replay's token options: a replica's token budget or a measured capacity model (``scaler.capacity``), and
-which load the policies scale on (``scaler.tokens``)."""
+"""The replay's LLM options: a replica's token budget or a measured capacity model (``scaler.capacity``), and
+which load the policies scale on (``scaler.tokens``); the closed loop's targets (``scaler.feedback``), the latency
+model and a capacity configured wrong (``scaler.replay.closedloop``, ``scaler.replay.llm``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import click
 
 from .clitypes import FiniteRange
+from ..feedback import Targets
+from ..replay.llm import ITL_SECONDS
 from ..tokens import TokenCapacity
 from .options import fail
 
@@ -111,6 +114,38 @@ def token_options(f):
         click.option("--scale-on", type=click.Choice(["binding", "requests"]), default="binding", show_default=True,
                      help="With --tokens-per-replica or --capacity-model: the load the policies see and forecast: the binding one of "
                           "req/s and tokens, or req/s alone (the baseline)."),
+    )):
+        wrapper = opt(wrapper)
+    return wrapper
+
+
+def loop_options(f):
+    """``--queue-target``, ``--ttft-target``, ``--itl-target`` (the closed loop), ``--itl-seconds`` and
+    ``--capacity-factor``: handed over as ``llm_settings``, the ``Settings`` keywords ``loop`` (a
+    ``feedback.Targets`` or None), ``itl_seconds`` and ``capacity_factor``."""
+
+    @functools.wraps(f)
+    def wrapper(*args, queue_target: float | None = None, ttft_target: float | None = None,
+                itl_target: float | None = None, itl_seconds: float = ITL_SECONDS, capacity_factor: float = 1.0,
+                **kwargs):
+        t = Targets(queue=queue_target, ttft=ttft_target, itl=itl_target)
+        return f(*args, llm_settings={"loop": t if t.any else None, "itl_seconds": itl_seconds,
+                                      "capacity_factor": capacity_factor}, **kwargs)
+
+    for opt in reversed((
+        click.option("--queue-target", type=FiniteRange(min=0.001, max=1e6), default=None, metavar="N",
+                     help="Replay the closed loop (queueTarget): waiting requests per ready replica over which every "
+                          "HPA policy's answer rises (the server's rule, against the replay's FIFO queue)."),
+        click.option("--ttft-target", type=FiniteRange(min=0.001, max=3600), default=None, metavar="SECONDS",
+                     help="Replay the closed loop on the TTFT p95 (ttftTarget)."),
+        click.option("--itl-target", type=FiniteRange(min=0.001, max=3600), default=None, metavar="SECONDS",
+                     help="Replay the closed loop on the ITL p95 (itlTarget)."),
+        click.option("--itl-seconds", type=FiniteRange(min=0, min_open=True, max=60), default=ITL_SECONDS,
+                     show_default=True, help="A lone request's inter-token latency: the replay's TTFT and ITL "
+                     "(ttft_p95_s, itl_p95_s; with token columns or a loop target)."),
+        click.option("--capacity-factor", type=FiniteRange(min=0.1, max=10), default=1.0, show_default=True,
+                     metavar="F", help="What-if: a replica really sustains 1/F of --qps-per-replica (and of "
+                     "--tokens-per-replica); 1.3 = configured 30 % too high. Judged on F x the load."),
     )):
         wrapper = opt(wrapper)
     return wrapper

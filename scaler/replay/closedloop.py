@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import feedback
-from ..policy import REASONS, Reason, decide_array, to_milli
+from ..policy import REASONS, PolicyParams, Reason, decide_array, to_milli
 from . import llm
 from .llm import LoopSettings
 from .policies import finishing
@@ -71,14 +71,13 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
         i = int(i)
         j = i - LAG_TICKS  # the server's view: the state at the start of tick j
         sig = _signals(j, w, tick, backlog, ready, lo, hi, itls, sc.demand) if j >= 1 else feedback.Signals()
-        asked = float(math.ceil(values[k - 1] / qps - EPS)) if k else math.nan
-        st = feedback.step(st, sig, loop.targets, now=sc.t0 + i * tick, dt=float((i - vt[k - 1]) * tick) if k else 0.0,
-                           asked=asked, settle_seconds=settle_seconds, rule=loop.rule)
+        st, v, up = respond(st, sig, float(base[k]), p, loop, now=sc.t0 + i * tick,
+                            dt=float((i - vt[k - 1]) * tick) if k else math.nan,
+                            last=float(values[k - 1]) if k else math.nan, settle_seconds=settle_seconds)
         factors[k] = st.factor
         if st.factor > 1.0:
-            d = decide_array(base[k:k + 1], np.zeros(1), p, None, feedback=np.array([st.factor]))
-            values[k] = d.planned[0]
-            raised += int(d.reason[0] == _FEEDBACK)
+            values[k] = v
+            raised += up
             lp.raw[0, k] = values[k]
             lp.vals[0, k] = to_milli(values[k]) if hpa.milli else values[k]
             if i % lp.poll_every == 0:
@@ -96,6 +95,17 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
             hi[t] = (backlog[t + 1] / cap if cap > 0 else math.inf) + first
     tl = lp.timeline(state[1], state[2], ready_on, ready_off)
     return ClosedRun(tl, factors, raised)
+
+
+def respond(st: feedback.LoopState, sig: feedback.Signals, base: float, p: PolicyParams, loop: LoopSettings, *,
+            now: float, dt: float, last: float, settle_seconds: float) -> tuple[feedback.LoopState, float, bool]:
+    """One call as the server answers it: the loop stepped on the signals (the replicas asked for from the
+    ``last`` answer), then ``decide`` with its factor. ``(state, value, raised: the reason is feedback)``."""
+    asked = float(math.ceil(last / p.qps_per_replica - EPS)) if math.isfinite(last) else math.nan
+    st = feedback.step(st, sig, loop.targets, now=now, dt=dt, asked=asked, settle_seconds=settle_seconds,
+                       rule=loop.rule)
+    d = decide_array(np.array([base]), np.array([now]), p, None, feedback=np.array([st.factor]))
+    return st, float(d.planned[0]), bool(d.reason[0] == _FEEDBACK)
 
 
 def _at(serving: llm.Serving, t: int) -> llm.Serving:

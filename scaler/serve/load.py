@@ -125,6 +125,9 @@ def observed_signals(client, spec: ScalerSpec, at: float | None) -> tuple[Signal
         except Exception as e:  # noqa: BLE001 - a broken signal must not take the rate's refresh with it
             values[name], why[name] = math.nan, f"query failed: {type(e).__name__}"
             continue
+        if not math.isfinite(v):
+            values[name], why[name] = math.nan, f"{v}: not a usable value"
+            continue
         if v < 0:
             values[name], why[name] = math.nan, f"a negative value {v:g}: not a count or a time"
             continue

@@ -269,7 +269,10 @@ class Registry:
         self.export(wl, d)
         wl.answered = d.planned  # the replicas asked for: the closed loop waits for them before it raises again
         if self.watch is not None:
-            self.watch.record(wl, d, self.wall(), wl.lead().seconds)
+            now = self.wall()
+            self.watch.record(wl, d, now, wl.lead().seconds)
+            if wl.spec.lead.forecast_error_auto:  # the lead's forecast-error part as the scores measure it
+                wl.forecast_error = self.watch.forecast_error(wl, now)["derived_seconds"]
 
     def note_active(self, wl: Workload, d: Decision, active: bool) -> None:
         """An IsActive answer (its metrics, and its changes in the decision log)."""

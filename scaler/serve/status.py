@@ -203,6 +203,24 @@ function chart(so) {
     "provisioned quantile (orange, red), now + lead (green); shaded: holidays (yellow), events (purple)";
   svg.appendChild(lab);
 }
+function loopText(l) {  // the closed loop (scaler.feedback): signals against targets, its factor and last step
+  if (!l) return "-";
+  const g = l.signals, t = l.targets, parts = [];
+  if ("waiting" in g) parts.push("waiting " + (g.waiting ?? "unknown") + (g.ready != null ? " over " + g.ready +
+    " ready" : "") + (t.queue != null ? " (target " + t.queue + " per replica)" : ""));
+  if ("ttft" in g) parts.push("TTFT " + (g.ttft == null ? "unknown" : num(g.ttft, 3) + " s") +
+    (t.ttft != null ? " (target " + t.ttft + " s)" : ""));
+  if ("itl" in g) parts.push("ITL " + (g.itl == null ? "unknown" : num(g.itl, 3) + " s") +
+    (t.itl != null ? " (target " + t.itl + " s)" : ""));
+  return parts.join("; ") + "; factor x" + num(l.factor, 3) + ": " + l.why;
+}
+function feText(f) {  // the lead's forecast-error part (scaler.leaderror)
+  if (!f) return "-";
+  return (f.in_force_seconds == null ? "bufferSeconds set" : num(f.in_force_seconds, 0) + " s in force" +
+    (f.auto ? " (auto)" : "")) + "; measured " + (f.measured_seconds == null ? "- (nothing scored yet)" :
+    num(f.measured_seconds, 0) + " s over " + f.scored_minutes + " scored min") + ", derived " +
+    num(f.derived_seconds, 0) + " s";
+}
 function detail(doc) {
   const box = document.getElementById("detail");
   const so = doc.scaledobjects.find(s => "so:" + s.namespace + "/" + s.name + "/" + s.trigger === selected);
@@ -218,6 +236,7 @@ function detail(doc) {
     d_drift: so.drift ? (so.drift.active ? "fallback_forecast_drift served" : "no drift") + ", " +
       so.drift.alarms + " alarm(s)" : "-",
     d_error: so.last_error || "none",
+    d_loop: loopText(so.loop), d_fe: feText(so.forecast_error),
   };
   for (const k in fields) document.getElementById(k).textContent = fields[k];
   chart(so);
@@ -295,7 +314,8 @@ PAGE = f"""<!doctype html>
 <section id="detail" hidden><h2 id="d_title"></h2>
 <dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd><dt>event / holiday</dt><dd id="d_event"></dd>
 <dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
-<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
+<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>closed loop</dt><dd id="d_loop"></dd>
+<dt>forecast error (lead)</dt><dd id="d_fe"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
 <svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>
 {LLM_HTML}
 </section>

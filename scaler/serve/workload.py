@@ -22,6 +22,7 @@ from forecaster.base import Forecast
 from ..coldstart import ClusterReading, InForce, in_force
 from ..events import FILES
 from ..feedback import LoopState, Signals
+from ..leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from ..params import policy_params
 from .llmstate import LlmState
 from ..policy import PolicyParams, Reason
@@ -148,6 +149,7 @@ class Workload:
     signals_why: dict[str, str] = field(default_factory=dict)  # per unknown signal, why
     loop: LoopState = field(default_factory=LoopState)  # the closed loop's memory (scaler.feedback)
     answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
+    forecast_error: float | None = None  # forecastErrorSeconds: auto: the derived value in force (scaler.leaderror)
     llm: LlmState = field(default_factory=LlmState)  # capacity learned online, the token mix's history (llmstate)
 
     def __post_init__(self) -> None:
@@ -182,7 +184,18 @@ class Workload:
         return in_force(self.spec.cold_start_cluster, self.cluster_cold, self.cold_start, self.spec.lead.cold_start_seconds)
 
     def lead(self) -> LeadTime:
-        return self.spec.lead.with_cold_start(self.t_cold().seconds)
+        """The lead in force: the T_cold in force, and with ``forecastErrorSeconds: auto`` the forecast-error part
+        measured from the live scores (``scaler.leaderror``; its prior until the first decision is scored)."""
+        lt = self.spec.lead.with_cold_start(self.t_cold().seconds)
+        if lt.forecast_error_auto and self.forecast_error is not None:
+            lt = lt.with_forecast_error(self.forecast_error)
+        return lt
+
+    def horizon_lead(self) -> LeadTime:
+        """The longest lead this trigger may use before the next fit (auto: the forecast-error part at its bound):
+        what a forecast's horizon must cover."""
+        lt = self.lead()
+        return lt.with_forecast_error(max(lt.forecast_error_seconds, LEAD_ERROR_MAX)) if lt.forecast_error_auto else lt
 
     def params(self) -> PolicyParams:
         """The decision's knobs (``scaler.params.policy_params``, as the replay has them) with the lead of the T_cold
