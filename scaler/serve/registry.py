@@ -147,6 +147,13 @@ class Registry:
                 wl.polls += 1
             wl.last_polled = now
             self._workloads.polled(wl)
+        if wait and created and spec.capacity.model_file:
+            # its capacity file first (the model is the load's identity, which a stored forecast or choice must
+            # match), then the first refresh, on that model
+            CAPACITY_FILES.wait(spec.capacity.model_file, self.config.first_wait_seconds)
+            capacityfile.apply(wl, self._lock)
+            with self._lock:
+                self.refresher.submit(wl, now)
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
             if tuned is not None:
@@ -160,11 +167,6 @@ class Registry:
                                          "scaler was at its limit")
         if wait and created and spec.events_file:  # its events read off this thread: waited for once, bounded
             FILES.wait(spec.events_file, self.config.first_wait_seconds)
-        if wait and created and spec.capacity.model_file:  # its capacity file, then the first refresh on its model
-            CAPACITY_FILES.wait(spec.capacity.model_file, self.config.first_wait_seconds)
-            capacityfile.apply(wl, self._lock)
-            with self._lock:
-                self.refresher.submit(wl, now)
         if wait and not wl.first_done.is_set():
             wl.first_done.wait(self.config.first_wait_seconds)
         return wl
