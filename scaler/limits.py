@@ -82,3 +82,4 @@ def name_violation(namespace: str, name: str) -> str | None:
     return None
 
 EVENTS_DIRS = ("/etc/forescale",)  # where the server reads eventsFile files unless told otherwise (--events-dir)
+CAPACITY_DIRS = ("/etc/forescale",)  # where the server reads capacityModel files unless told otherwise (--capacity-dir)

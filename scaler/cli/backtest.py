@@ -18,7 +18,7 @@ from .pools import PoolOptionError, with_pools
 from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
-from .tokenopts import token_options
+from .tokenopts import loop_options, token_options
 from .scaledobjects import (check_series, fetch_missing, load_plans, load_series, resolve_events,
                             scaledobject_options)
 
@@ -62,11 +62,12 @@ from .scaledobjects import (check_series, fetch_missing, load_plans, load_series
 @scaledobject_options
 @cold_start_options
 @token_options
+@loop_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
                      do_sweep, drift, jobs, scaledobject_files, trigger_series, events_map, calendar=None,
-                     tokens=None, token_aware=True, **world_opts) -> None:
+                     tokens=None, token_aware=True, llm_settings=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -103,7 +104,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
-                               world=world, tokens=tokens, token_aware=token_aware, **(calendar or {}))
+                               world=world, tokens=tokens, token_aware=token_aware, **(llm_settings or {}),
+                               **(calendar or {}))
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
@@ -130,9 +132,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         fail(str(e))
     finally:
         close()
-    echo(render.format_table(result))
-    if world.active:
-        echo("\n" + render.format_world(result))
+    _tables(result, echo)
     adv = _advice(result, world, world_opts["target_miss"], prometheus_url, query, echo) if world_opts["advise"] \
         else None
     drifted = None
@@ -161,6 +161,17 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         write_timeseries(result, timeseries_path)
         if not to_stdout(timeseries_path):
             echo(f"wrote {timeseries_path}")
+
+
+def _tables(result, echo) -> None:
+    """The terminal's tables: the policies, the world's (cluster, queue) and the LLM's (TTFT, ITL, the loop)."""
+    from . import render, render_llm
+
+    echo(render.format_table(result))
+    if result.settings.world.active:
+        echo("\n" + render.format_world(result))
+    if result.settings.llm_figures:
+        echo("\n" + render_llm.format_llm(result))
 
 
 def _pooled(world, cold: float, qps: float | None, o: dict):
@@ -202,13 +213,14 @@ def _advice(result, world, target, prometheus_url, query, echo):
 
 def _write_json(json_path, result, wall: float, extra: dict, echo) -> None:
     """--json: the contract, the wall time, the world's figures and what the options added (None: left out)."""
-    from . import render
+    from . import render, render_llm
 
     doc = render.to_json(result)
     doc["timing"]["wall_seconds"] = wall
     if extra.get("frontier") is not None:
         doc["frontier"] = extra["frontier"]
     render.add_world_json(result, doc)  # after the frontier, before the rest: the keys in the documented order
+    render_llm.add_llm_json(result, doc)
     doc.update({k: v for k, v in extra.items() if v is not None and k != "frontier"})
     write_json(json_path, doc)
     if not to_stdout(json_path):

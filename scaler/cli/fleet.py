@@ -38,6 +38,9 @@ def fleet_options(command):
     def dispatch(**kw):
         fleet = {k: kw.pop(k) for k in FLEET_KEYS}
         if fleet["by"] or fleet["series_column"] or fleet["out_dir"] is not None:
+            if kw.pop("capacity_model_path", None) is not None or kw.pop("served_model", None) is not None:
+                fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet "
+                     "(--by, --series-column)")
             return run_fleet(**kw, **fleet)
         if fleet["ray_address"]:
             fail("--ray runs a fleet: give --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV), "

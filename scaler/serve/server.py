@@ -40,6 +40,7 @@ from .http import HttpEndpoint, TokenFile, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
 from ..events import DEFAULT_DIRS as DEFAULT_EVENTS_DIRS, FILES as EVENTS_FILES
 from ..limits import BUDGET_SYNC_SECONDS
+from .capacityfile import CAPACITY_FILES, DEFAULT_DIRS as DEFAULT_CAPACITY_DIRS
 from ..prom import CredentialStore, PrometheusClient, PromPool
 from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
@@ -81,6 +82,7 @@ class ServerConfig:
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
     events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
+    capacity_dirs: tuple[str, ...] = DEFAULT_CAPACITY_DIRS  # capacityModel is read only under these (--capacity-dir)
     liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
     http_token_file: str | None = None  # every HTTP path but /healthz wants this bearer token (--http-token-file)
     http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
@@ -108,6 +110,7 @@ class Server:
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
         EVENTS_FILES.allow(config.events_dirs)
+        CAPACITY_FILES.allow(config.capacity_dirs)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
         self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
@@ -232,6 +235,7 @@ class Server:
         if self.journal is not None:
             self.journal.stop()
         EVENTS_FILES.allow(None)
+        CAPACITY_FILES.allow(None)
         log.info("forescale stopped")
 
 
