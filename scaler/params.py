@@ -15,17 +15,21 @@ from .policy import PolicyParams
 from .spec import ScalerSpec
 
 
-def policy_params(spec: ScalerSpec, *, lead_seconds: float | None = None, events: tuple = ()) -> PolicyParams:
+def policy_params(
+    spec: ScalerSpec, *, lead_seconds: float | None = None, events: tuple = (), capacity_factor: float = 1.0
+) -> PolicyParams:
     """The decision's knobs for ``spec``: its mode, quantile, qps per replica, headroom, HPA tolerance, level
     correction and floor (``floorReplicas`` x ``qpsPerReplica``, the hybrid as replayed), the closed loop's targets;
     ``lead_seconds`` (default: the spec's own lead, coldStartSeconds + the buffer) and ``events``
-    (``forecaster.calendar.Event``) as given."""
+    (``forecaster.calendar.Event``) as given. ``capacity_factor``: the configured per-replica capacity / the one in
+    force (``capacity: learned``, ``scaler.learned``), a multiplier on the headroom: the plan in the units of
+    replicas that really serve less (> 1) or more (< 1) than qpsPerReplica says."""
     return PolicyParams(
         mode=spec.mode,
         lead_seconds=spec.lead.seconds if lead_seconds is None else float(lead_seconds),
         quantile=spec.quantile,
         qps_per_replica=spec.qps_per_replica,
-        headroom=spec.headroom,
+        headroom=spec.headroom * capacity_factor,
         hpa_tolerance=spec.hpa_tolerance,
         level_correction_seconds=spec.level_correction_seconds,
         floor_qps=spec.floor_replicas * spec.qps_per_replica,

@@ -47,6 +47,7 @@ class Reason(str, Enum):
     EVENT = "event"  # a user event (eventsFile) set the value: its multiplier or floor; its name in Decision.event
     FORECAST_DRIFT = "fallback_forecast_drift"  # live scores show the forecast drifted (scaler.drift)
     MISSING_DATA = "fallback_missing_data"  # the observation is unknown (no series, NaN): held, on the forecast
+    BUDGET_CAPPED = "budget_capped"  # a fleet GPU budget granted fewer replicas than the plan asked (scaler.budget)
     FEEDBACK = "feedback"  # the closed loop (scaler.feedback) raised the answer: a queue or latency over its target
 
 

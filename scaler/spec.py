@@ -20,6 +20,7 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
+from .capacitykeys import CapacityKeys, parse as parse_capacity
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .leaderror import MAX_SECONDS as LEAD_ERROR_MAX
@@ -147,11 +148,20 @@ class ScalerSpec:
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
     token_query: str = ""  # tokenQuery: weighted tokens/s; "" = requests alone (scaler.tokens)
     tokens_per_replica: float = 0.0  # tokensPerReplica: with token_query
+    gpu_budget: str = ""  # gpuBudget: a budget of the server's --budget-file; "" = none (scaler.serve.ledger)
+    gpus_per_replica: float = 0.0  # gpusPerReplica: with gpu_budget
+    value_per_request: float = 1.0  # valuePerRequest: with gpu_budget
+    min_replica_count: int = 0  # minReplicaCount: with gpu_budget (the ScaledObject's, which the scaler cannot see)
     loop: LoopKeys = LoopKeys()  # the closed loop's queries and targets (scaler.feedback); none by default
+    capacity: CapacityKeys = CapacityKeys()  # capacityModel (its file's model, once read) and capacity: learned
 
     def load_identity(self) -> str | tuple:
         """What the observed load depends on: the query; with tokenQuery also it, tokensPerReplica and qpsPerReplica
-        (the binding load, ``scaler.tokens``). Just the query without tokens, so that no digest of one moves."""
+        (the binding load, ``scaler.tokens``); with capacityModel the token queries, the file and the model read from
+        it. Just the query without tokens, so that no digest of one moves."""
+        c = self.capacity
+        if c.model_file:
+            return (self.query, c.input_query, c.output_query, c.model_file, c.model, self.qps_per_replica)
         if not self.token_query:
             return self.query
         return (self.query, self.token_query, self.tokens_per_replica, self.qps_per_replica)
@@ -203,7 +213,9 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     fields.update(_forecast_fields(r))
     fields.update(_tuning_fields(r, fields["history_seconds"]))
     fields.update(_calendar_fields(r))
+    fields.update(_budget_fields(r))
     fields["loop"] = _loop_fields(r)
+    fields["capacity"] = parse_capacity(r, token_query=fields["token_query"], loop_queries=fields["loop"].queries())
     _check_horizon(r, fields["lead"], fields["refit_interval_seconds"], fields["step_seconds"])
     spec = ScalerSpec(**fields)
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
@@ -342,6 +354,30 @@ def _calendar_fields(r: "_Reader") -> dict:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
     return dict(holidays=holidays, holiday_window=hwindow, holiday_as=holiday_as, timezone=tz, events_file=events_file,
                 refresh_seconds=refresh)
+
+
+def _budget_fields(r: "_Reader") -> dict:
+    """A fleet GPU budget's membership: its name, GPUs per replica (required with it), a lost request's value and the
+    ScaledObject's minReplicaCount."""
+    name = r.get("gpuBudget", _budget_name, "the name of a budget of the scaler's --budget-file: lower-case letters, "
+                                            "digits and '-' (a DNS label), or empty")
+    gpus_form = "a number in (0, 1024] (GPUs one replica holds), e.g. \"1\""
+    gpus = None if r.raw("gpusPerReplica") is None else r.number("gpusPerReplica", lo=0, lo_open=True, hi=1024,
+                                                                  accepted=gpus_form)
+    value = r.number("valuePerRequest", lo=0, hi=1e9, accepted="a number in [0, 1e9] ($ one lost request costs)")
+    lo = r.get("minReplicaCount", _replicas, "a whole number of replicas in [0, 10000]: the ScaledObject's "
+                                             "minReplicaCount")
+    if not name:
+        return {}
+    if gpus is None:
+        raise MetadataError("gpusPerReplica", None, "required with gpuBudget: " + gpus_form)
+    return dict(gpu_budget=name, gpus_per_replica=gpus, value_per_request=value, min_replica_count=lo)
+
+
+def _budget_name(v: str) -> str:
+    if v and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", v):
+        raise ValueError(v)
+    return v
 
 
 def _loop_fields(r: "_Reader") -> LoopKeys:

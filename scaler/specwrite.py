@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from forecaster.calendar import holiday_as_name
 
+from .capacitykeys import to_metadata as capacity_metadata
 from .coldstart import to_metadata as cold_metadata
 from .durations import format_duration, parse_duration
 from .spec import MetadataError, ScalerSpec, parse_metadata
@@ -56,6 +57,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "tokenQuery": spec.token_query,
         "tokensPerReplica": _number(spec.tokens_per_replica) if spec.token_query else "",
         **_loop_metadata(spec),
+        **capacity_metadata(spec.capacity),
         "activationThreshold": _number(spec.activation_threshold),
         "ignoreNullValues": "true" if spec.ignore_null_values else "false",
         "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),
@@ -92,6 +94,16 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
         "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
         "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
+        **(
+            {
+                "gpuBudget": spec.gpu_budget,
+                "gpusPerReplica": _number(spec.gpus_per_replica),
+                "valuePerRequest": _number(spec.value_per_request),
+                "minReplicaCount": str(spec.min_replica_count),
+            }
+            if spec.gpu_budget
+            else {}
+        ),
         **cold_metadata(spec.cold_start_cluster),
     }
     md = {k: v for k, v in md.items() if v != ""}

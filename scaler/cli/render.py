@@ -91,7 +91,9 @@ def to_json(r: Result) -> dict:
             "simulated_days": (r.sim_end - r.sim_start) / DAY,
             "policies": list(r.policies),
             **({"tokens": {"tokens_per_replica": s.tokens.tokens_per_replica, "input_token_weight":
-                           s.tokens.input_weight, "scaled_on": "binding" if s.token_aware else "requests"}}
+                           s.tokens.input_weight, "scaled_on": "binding" if s.token_aware else "requests",
+                           **({"requests_per_replica": s.tokens.requests_per_replica,
+                               "lengths": list(s.tokens.lengths)} if s.tokens.lengths is not None else {})}}
                if s.tokens is not None else {}),
         },
         "forecast": fc,
@@ -250,6 +252,9 @@ def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
         md["bufferSeconds"] = f"{s.buffer_seconds!r}"
     if s.history_seconds != parse_duration(DEFAULTS["history"]):
         md["history"] = format_duration(s.history_seconds)
+        if s.history_seconds < parse_duration(DEFAULTS["minHistory"]):
+            # the replay trusts a forecast as soon as its model fits; minHistory may not exceed history
+            md["minHistory"] = md["history"]
     if s.refit_seconds != parse_duration(DEFAULTS["refitInterval"]):
         md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
     spec = parse_metadata(md)[0]

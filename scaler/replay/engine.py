@@ -124,11 +124,8 @@ def setup(trace: Trace, settings: Settings) -> Setup:
     if settings.tokens is not None:
         requests = sc
         sc = token_scenario(trace, settings, sc, start, end, qps)
+        notes += token_notes(trace, settings, start, end, qps)
         cap = settings.tokens
-        share = tokenload.token_share(series, tokenload.weighted(trace, cap), qps, cap, start, end)
-        notes.append(f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight "
-                     f"{cap.input_weight:g}); the tokens bind in {100 * share:.1f} % of the simulated intervals; "
-                     f"scaled on {'the binding load' if settings.token_aware else 'req/s alone'}")
         assert trace.input_tokens is not None
         prompt = tokenload.prompt_per_request(requests, series, trace.input_tokens, start, end)
         serving = llm.Serving(settings.itl_seconds,
@@ -142,6 +139,23 @@ def setup(trace: Trace, settings: Settings) -> Setup:
                   tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
     return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa, serving)
 
+def token_notes(trace: Trace, settings: Settings, start: float, end: float, qps: float) -> list[str]:
+    """What the table says of the tokens: where they bind, and where a measured model's lengths were left."""
+    cap = settings.tokens
+    assert cap is not None
+    series, k = trace.series, tokenload.weighted(trace, cap)
+    share = tokenload.token_share(series, k, qps, cap, start, end)
+    notes = [f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight {cap.input_weight:g}); "
+             f"the tokens bind in {100 * share:.1f} % of the simulated intervals; scaled on "
+             f"{'the binding load' if settings.token_aware else 'req/s alone'}"]
+    if cap.lengths is not None:
+        held = tokenload.clamped_share(series, k, cap, start, end)
+        notes.append(f"capacity model: the mix left the lengths it was measured on ({cap.lengths[0]:.4g}-"
+                     f"{cap.lengths[1]:.4g} weighted tokens per request) in {100 * held:.1f} % of the simulated "
+                     "intervals: held to the nearest measured length (clamped, not extrapolated)")
+    return notes
+
+
 def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: float, end: float,
                    qps: float) -> Scenario:
     """The scenario judged on the binding load of requests and tokens (``tokenload``); ReplayError without tokens."""
@@ -154,9 +168,9 @@ def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: 
     s = trace.series
     k = tokenload.weighted(trace, cap)
     kw = dict(cold_start_seconds=settings.cold_start_seconds, qps_per_replica=qps)
-    toks = scenario(s.t, tokenload.equivalent(k, qps, cap), s.step, start, end, **kw)
+    toks = scenario(s.t, tokenload.equivalent(s.y, k, qps, cap), s.step, start, end, **kw)
     need = scenario(s.t, tokenload.judged(s, k, qps, cap), s.step, start, end, **kw)
-    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware)
+    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware, cap=cap)
 
 
 @dataclass

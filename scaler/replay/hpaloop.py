@@ -16,7 +16,10 @@ tick ``i``, in Kubernetes' and KEDA's order:
    active -> at least minReplicaCount (1 from zero or idle); inactive with a
    fallback in effect -> the fallback count; inactive and above idle/zero ->
    idle (or 0) once ``cooldown`` has passed since the last active poll (and
-   ``initial_cooldown`` since the start); inactive below minReplicaCount -> minReplicaCount.
+   ``initial_cooldown`` since the start); inactive below minReplicaCount -> minReplicaCount (``keda_poll``).
+
+The fleet's joint replay under a GPU budget (``fleetmember``) calls the same ``hpa_sync``, ``keda_poll`` and
+``scale_pods`` one tick at a time.
 """
 
 from __future__ import annotations
@@ -122,7 +125,30 @@ def _set_count(i, new, created, cnt, cold, born, died, ready_on, ready_off):
 
 
 @compiled
-def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
+def keda_poll(i, cnt, active, fb_scale, fb_mode, fb_replicas, kmin, idle, cooldown, init_cooldown, last_active):
+    """KEDA's ``RequestScale`` at a poll at tick ``i`` with ``cnt`` replicas: ``(the count it sets, the tick of the
+    last active poll)``. Active: at least minReplicaCount (1 from zero); inactive with a fallback in effect: the
+    fallback count; inactive above idle/zero: idle (or minReplicaCount) once ``cooldown`` ticks passed since the last
+    active poll (and ``init_cooldown`` since the start); inactive below minReplicaCount: minReplicaCount."""
+    if active:
+        if cnt < kmin:
+            return kmin, float(i)
+        if cnt == 0:
+            return 1, float(i)  # activation 0 -> 1
+        return cnt, float(i)
+    if fb_scale and fb_replicas != 0:
+        return fallback_count(fb_mode, fb_replicas, cnt), last_active
+    if (idle >= 0 and cnt > idle) or (cnt > 0 and kmin == 0):
+        if i - last_active > cooldown and (init_cooldown <= 0 or i > init_cooldown):
+            return (idle if idle >= 0 else kmin), last_active  # to zero (or idle) after cooldownPeriod
+        return cnt, last_active
+    if cnt < kmin and idle < 0:
+        return kmin, last_active
+    return cnt, last_active
+
+
+@compiled
+def scale_pods(i, cur, new, created, cold, born, died, ready_on, ready_off):
     """``_set_count`` with the bookkeeping of additions (born, ready_on)."""
     if new > cur:
         born[i] += new - cur
@@ -253,23 +279,12 @@ def run_span(i0, i1, cold, poll_every, sync_every, vals, per_sync, targets, per_
                            up_select, dn_kinds, dn_values, dn_periods, dn_select, legacy, rec_t, rec_v, ev_t,
                            ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts)
             if new != cnt:
-                cnt = _scale(i, cnt, new, created, cold, born, died, ready_on, ready_off)
+                cnt = scale_pods(i, cnt, new, created, cold, born, died, ready_on, ready_off)
         if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
-            if active[k]:
-                last_active = i
-                if cnt < kmin:
-                    cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
-                elif cnt == 0:
-                    cnt = _scale(i, cnt, 1, created, cold, born, died, ready_on, ready_off)  # activation 0 -> 1
-            elif fb_scale[k] and fb_replicas != 0:
-                cnt = _scale(i, cnt, fallback_count(fb_mode, fb_replicas, cnt), created, cold, born, died, ready_on,
-                             ready_off)
-            elif (idle >= 0 and cnt > idle) or (cnt > 0 and kmin == 0):
-                if i - last_active > cooldown and (init_cooldown <= 0 or i > init_cooldown):
-                    cnt = _scale(i, cnt, idle if idle >= 0 else kmin, created, cold, born, died, ready_on,
-                                 ready_off)  # to zero (or idle) after cooldownPeriod
-            elif cnt < kmin and idle < 0:
-                cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
+            new, last_active = keda_poll(i, cnt, active[k], fb_scale[k], fb_mode, fb_replicas, kmin, idle, cooldown,
+                                         init_cooldown, last_active)
+            if new != cnt:
+                cnt = scale_pods(i, cnt, new, created, cold, born, died, ready_on, ready_off)
     st[4] = cnt
     lst[0] = last_active
 

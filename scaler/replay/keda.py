@@ -95,6 +95,28 @@ def rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, 
     return kinds, values, periods, SELECT[r.select]
 
 
+def behavior_args(hpa: Hpa, tick: float) -> tuple:
+    """The HPA's ``behavior`` as the compiled rules take it (``hpaloop.hpa_sync``, ``run_loop``): the tolerances up
+    and down, the stabilisation windows in ticks (legacy: the downscale window, a record inside when ``age <=``), and
+    each direction's policies (kinds, values, periods, selectPolicy)."""
+    up, down = hpa.up_rules(), hpa.down_rules()
+    down_w = (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick)
+    return (up.tolerance, down.tolerance, window_ticks(up.window_seconds, tick), down_w,
+            *rules_arrays(up, tick), *rules_arrays(down, tick))
+
+
+def steady_start(hpa: Hpa, first: np.ndarray, targets: np.ndarray, active: bool) -> int:
+    """The replicas a replay starts with, all ready: inactive with minReplicaCount 0 or an idle count -> that;
+    else the largest count the first values (as the HPA reads them; NaN: unreadable) ask for, within the bounds."""
+    idle = -1 if hpa.idle_replicas is None else int(hpa.idle_replicas)
+    if not active and (hpa.min_replicas == 0 or idle >= 0):
+        return max(idle, 0)
+    hpa_min = max(hpa.min_replicas, 1)
+    asks = [math.ceil(first[j] / targets[j] - (0 if hpa.milli else EPS)) for j in range(len(first))
+            if np.isfinite(first[j])]
+    return min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
+
+
 @dataclass
 class Loop:
     """The compiled loop's inputs as ``keda.replay`` prepares them (``inputs``): ``run`` replays every tick at once;
@@ -203,21 +225,11 @@ def inputs(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         at = (np.arange(polls) * poll_every) // sync_every if mt.live else np.arange(polls)
         fb_scale |= fb_on[j, at]
     if initial_replicas is None:
-        if not act[0] and (hpa.min_replicas == 0 or idle >= 0):
-            initial_replicas = max(idle, 0)
-        else:
-            asks = [math.ceil(vals[j, 0] / targets[j] - (0 if milli else EPS)) for j in range(len(metrics))
-                    if np.isfinite(vals[j, 0])]
-            initial_replicas = min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
-    up, down = hpa.up_rules(), hpa.down_rules()
-    uk, uv, up_, us = rules_arrays(up, tick)
-    dk, dv, dp, ds = rules_arrays(down, tick)
+        initial_replicas = steady_start(hpa, vals[:, 0], targets, bool(act[0]))
     per_sync = np.array([mt.live for mt in metrics], dtype=np.bool_)
     args = (sc.cold_ticks, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas, act,
             fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas), hpa.cooldown_seconds / tick,
-            hpa.initial_cooldown_seconds / tick, milli, up.tolerance, down.tolerance, window_ticks(up.window_seconds, tick),
-            (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick),
-            uk, uv, up_, us, dk, dv, dp, ds, bool(hpa.legacy))
+            hpa.initial_cooldown_seconds / tick, milli, *behavior_args(hpa, tick), bool(hpa.legacy))
     return Loop(n, poll_every, sync_every, polls, syncs, raw, vals, act, args, int(initial_replicas))
 
 

@@ -17,6 +17,8 @@ from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
 from ..prom import short
+from . import llmstate
+from .capacityfile import reading as capacity_reading
 from .registry import Registry, missing_why
 from .watch import Watch, clean
 from .workload import Workload
@@ -37,6 +39,10 @@ def last_error(wl: Workload) -> str | None:
         reading = FILES.get(wl.spec.events_file)
         if reading.error:
             return clean(f"eventsFile: {reading.error}")
+    if wl.spec.capacity.model_file:
+        why = capacity_reading(wl.spec)[1]
+        if why:
+            return clean(f"capacityModel: {why}")
     fs = wl.forecast
     if fs.unusable is not None and fs.detail:
         return clean(f"forecast ({fs.unusable.value}): {fs.detail}")
@@ -141,6 +147,8 @@ class StatusView:
                      "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},
                  "band": self._band(wl, now), "events_file": events_file(wl)}
             d["loop"] = self._shown(wl, loop_view(wl))
+            if llmstate.applies(wl.spec):  # the token mix, capacity used, queue, TTFT/ITL, learned capacity
+                d["llm"] = self._shown(wl, llmstate.view(wl.llm, wl.spec))
             if self.watch is not None:
                 d.update(self.watch.summary(wl, now))
                 d["forecast_error"] = self.watch.forecast_error(wl, now)

@@ -24,6 +24,7 @@ from ..events import FILES
 from ..feedback import LoopState, Signals
 from ..leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from ..params import policy_params
+from .llmstate import LlmState
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
 from ..spec import LeadTime, ScalerSpec
@@ -149,6 +150,7 @@ class Workload:
     loop: LoopState = field(default_factory=LoopState)  # the closed loop's memory (scaler.feedback)
     answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
     forecast_error: float | None = None  # forecastErrorSeconds: auto: the derived value in force (scaler.leaderror)
+    llm: LlmState = field(default_factory=LlmState)  # capacity learned online, the token mix's history (llmstate)
 
     def __post_init__(self) -> None:
         if self.declared is None:
@@ -197,8 +199,10 @@ class Workload:
 
     def params(self) -> PolicyParams:
         """The decision's knobs (``scaler.params.policy_params``, as the replay has them) with the lead of the T_cold
-        in force and the events of ``eventsFile`` (re-read when it changes)."""
-        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events)
+        in force, the events of ``eventsFile`` (re-read when it changes) and, with ``capacity: learned``, the
+        learned capacity's factor (``llmstate``)."""
+        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events,
+                             capacity_factor=self.llm.factor(self.spec))
 
 
 class ForecastService(Protocol):
