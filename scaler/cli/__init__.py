@@ -9,9 +9,12 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
-* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
+* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay;
+               ``replayflags``: the world a printed ScaledObject was ranked in (its ``forescale.io/replay``
+               annotation), written and read back; ``serveraddr``: a printed serverAddress without credentials
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
-* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars
+* ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
+               ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
 * ``loadtest`` ``forescale loadtest URL``; ``drill``: ``forescale drill``; ``docref``: the generated reference;
