@@ -23,6 +23,7 @@ import numpy as np
 from .clitypes import FiniteRange
 from ..spec import DEFAULTS, parse_duration
 from .options import fail, replay_settings, write_json
+from .replayflags import pool_flags
 
 FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards")
 SCALED_OBJECT_NOTE = "replace: your Deployment"
@@ -153,7 +154,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
             path = out_dir / f"{fid}.yaml"
             text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by,
-                                           server=prometheus_url)
+                                           server=prometheus_url, pools=pool_flags(t.result, cluster))
             path.write_text(text, encoding="utf-8")
             files.append(path.name)
             r = row(t)
@@ -300,7 +301,7 @@ def _epoch(text: str) -> float:
 
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
-                  placeholders: bool, server: str | None = None) -> tuple[str, dict]:
+                  placeholders: bool, server: str | None = None, pools: dict | None = None) -> tuple[str, dict]:
     """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
     and the document."""
     from . import render
@@ -316,7 +317,7 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
                 f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE,
                 AUTHENTICATION_NOTE]
     notes = dict(render.PLACEHOLDER_NOTES) if placeholders else server_notes(server)
-    doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
+    doc = render.manifest_for(p, r, md, name=name, namespace=namespace, pools=pools)
     lo = int(p.extra.get("minReplicaCount", min_replicas))
     doc["spec"].update(minReplicaCount=lo, maxReplicaCount=max(int(max_replicas), lo))
     return render.manifest_yaml(doc, comments, notes=notes), doc

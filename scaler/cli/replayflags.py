@@ -98,6 +98,14 @@ def world_flags(r, pools: Mapping[str, object] | None = None) -> str:
     return " ".join(f if v == "" else f"{f} {shlex.quote(v)}" for f, v in out)
 
 
+def pool_flags(r, cluster: Mapping[str, object]) -> dict:
+    """The pool options of the world ``r`` was ranked in, as given (the placement as chosen: --choose-pool's pick),
+    for ``world_flags``."""
+    w = r.settings.world
+    return {"pools_file": cluster.get("pools_file"), "lost_request_value": cluster.get("lost_request_value"),
+            "placement": None if w.placement is None else ",".join(q.name for q in w.placement.pools)}
+
+
 def _parse(text: str, at: str, ctx: click.Context) -> dict[str, tuple[object, str]]:
     """``{flag: (value, as written)}`` of one annotation, each through its backtest option; exit 2 naming it."""
     where = f"{at}: metadata.annotations.{REPLAY_ANNOTATION}"

@@ -24,14 +24,8 @@ from .fleet import fleet_options
 from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
                       model_option, replay_settings, replica_options, require_length, source_options, target_options,
                       to_stdout, write_json, write_text)
+from .replayflags import pool_flags
 
-
-
-def pool_flags(r, cluster: dict) -> dict:
-    """The pool options of the world ``r`` was ranked in, as given (the placement as chosen: --choose-pool's pick)."""
-    w = r.settings.world
-    return {"pools_file": cluster.get("pools_file"), "lost_request_value": cluster.get("lost_request_value"),
-            "placement": None if w.placement is None else ",".join(q.name for q in w.placement.pools)}
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool,
