@@ -11,6 +11,11 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom`` and ``promerror`` (Prometheus),
             ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
+            ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest
+            grid; ``capacitykeys``: the trigger keys that read it, and ``capacity: learned``), ``learned`` (capacity
+            learned online at saturation, bounded, with hysteresis),
+            ``feedback`` (the closed loop on the model server's queue, TTFT and ITL: one rule, server and replay),
+            ``leaderror`` (the lead's forecast-error part measured from the live scores: forecastErrorSeconds auto),
             ``gpus`` (GPU types, MIG slices, the pool file),
             ``money`` (prices, lost requests' value, the break-even rate) and ``budget`` (a fleet GPU budget's
             arbitration, one rule for the replay and the server)

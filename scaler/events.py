@@ -10,6 +10,9 @@ link in it resolved). A check that runs longer than ``READ_SECONDS`` is reported
 checked again until it returns. A file that becomes bad (or goes away) keeps the last good events and reports why;
 a file never read successfully gives no events. Every change of a file's state is logged once. ``wait`` lets the
 first call of a new trigger wait (bounded) for its file's first read. Parsing is ``forecaster.calendar`` (pure).
+
+The same reader serves the trigger's ``capacityModel`` (``scaler.serve.capacityfile``): ``EventsFiles(parse=...,
+what="capacity file", flag="--capacity-dir", max_bytes=...)`` holds the parsed model as the reading's one item.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 from forecaster.calendar import MAX_EVENTS_BYTES, CalendarError, Event, parse_events
 
@@ -51,11 +55,24 @@ class _Path:
         self.asked = 0.0
 
 
+def parse_events_file(text: str, path: str) -> tuple:
+    """An events file's events (CSV, or YAML by the file's suffix); CalendarError when it is not one."""
+    fmt = "yaml" if path.lower().endswith((".yaml", ".yml")) else "csv"
+    return parse_events(text, fmt, source=os.path.basename(path) or path)
+
+
 class EventsFiles:
     """Per path: the events last read and the state of its checks (thread-safe; no lock is held across I/O).
-    ``allowed``: directories events files may be read from (None: any, for tools and tests that read their own)."""
+    ``allowed``: directories events files may be read from (None: any, for tools and tests that read their own).
+    ``parse(text, path)``: the file's content as a tuple (ValueError when it is bad: its message is the error);
+    ``what``, ``flag``, ``form``: the file's name, the directory flag and the accepted form in messages;
+    ``max_bytes``: its size limit."""
 
-    def __init__(self, allowed: tuple[str, ...] | None = None, clock=time.monotonic, workers: int = 4):
+    def __init__(self, allowed: tuple[str, ...] | None = None, clock=time.monotonic, workers: int = 4,
+                 parse: Callable[[str, str], tuple] = parse_events_file, what: str = "events file",
+                 flag: str = "--events-dir", max_bytes: int = MAX_EVENTS_BYTES,
+                 form: str = "a readable CSV or YAML file"):
+        self.parse, self.what, self.flag, self.max_bytes, self.form = parse, what, flag, max_bytes, form
         self.clock = clock
         self._lock = threading.Lock()
         self._checked = threading.Condition(self._lock)  # notified after every check
@@ -88,7 +105,7 @@ class EventsFiles:
             reading = p.reading
             if p.started is not None:
                 if now - p.started > READ_SECONDS:
-                    reading = EventsReading(reading.events, f"events file {path!r}: reading it has not finished "
+                    reading = EventsReading(reading.events, f"{self.what} {path!r}: reading it has not finished "
                                             f"after {now - p.started:.0f}s (a FIFO, a device or a hung file system?); "
                                             "accepted a regular file", True)
                 return reading
@@ -120,7 +137,7 @@ class EventsFiles:
         try:
             sig, reading = self._read(path, p.sig, old, allowed)
         except Exception as e:  # noqa: BLE001 - the pool must survive anything
-            sig, reading = None, EventsReading(old.events, f"events file {path!r}: cannot be read "
+            sig, reading = None, EventsReading(old.events, f"{self.what} {path!r}: cannot be read "
                                                             f"({type(e).__name__})", True)
         with self._checked:
             p.sig, p.reading, p.started = sig, reading, None
@@ -129,23 +146,24 @@ class EventsFiles:
             if reading.error is not None:
                 log.warning("%s%s", reading.error, " (the last good events stay in force)" if reading.events else "")
             elif old.read or old.error:
-                log.info("events file %r read: %d events", path, len(reading.events))
+                log.info("%s %r read: %d item(s)", self.what, path, len(reading.events))
 
-    @staticmethod
-    def _read(path: str, last_sig: tuple | None, old: EventsReading,
+    def _read(self, path: str, last_sig: tuple | None, old: EventsReading,
               allowed: tuple[str, ...] | None) -> tuple[tuple | None, EventsReading]:
         def bad(why: str) -> tuple[None, EventsReading]:
-            return None, EventsReading(old.events, f"events file {path!r}: {why}", True)
+            return None, EventsReading(old.events, f"{self.what} {path!r}: {why}", True)
+
+        limit = self.max_bytes
 
         if allowed is not None:
             real = os.path.realpath(path)
             if not any(real == d or real.startswith(d.rstrip("/") + "/") for d in allowed):
-                return bad(f"outside the directories the scaler reads events files from ({', '.join(allowed)}; "
-                           "--events-dir); accepted a file under one of them")
+                return bad(f"outside the directories the scaler reads {self.what}s from ({', '.join(allowed)}; "
+                           f"{self.flag}); accepted a file under one of them")
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            return bad("does not exist; accepted a readable CSV or YAML file")
+            return bad(f"does not exist; accepted {self.form}")
         except OSError as e:
             return bad(f"cannot be read ({e.strerror})")
         sig = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -153,8 +171,8 @@ class EventsFiles:
             return sig, old
         if not stat.S_ISREG(st.st_mode):
             return bad("not a regular file (a FIFO, a device or a directory); accepted a regular file")
-        if st.st_size > MAX_EVENTS_BYTES:
-            return bad(f"{st.st_size} bytes; accepted up to {MAX_EVENTS_BYTES // 1024} KiB")
+        if st.st_size > limit:
+            return bad(f"{st.st_size} bytes; accepted up to {limit // 1024} KiB")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
         except OSError as e:
@@ -162,19 +180,18 @@ class EventsFiles:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the stat
                 return bad("not a regular file (a FIFO, a device or a directory); accepted a regular file")
-            raw = os.read(fd, MAX_EVENTS_BYTES + 1)
+            raw = os.read(fd, limit + 1)
         finally:
             os.close(fd)
-        if len(raw) > MAX_EVENTS_BYTES:
-            return bad(f"accepted up to {MAX_EVENTS_BYTES // 1024} KiB")
+        if len(raw) > limit:
+            return bad(f"accepted up to {limit // 1024} KiB")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return bad("not UTF-8 text")
-        fmt = "yaml" if path.lower().endswith((".yaml", ".yml")) else "csv"
         try:
-            return sig, EventsReading(parse_events(text, fmt, source=os.path.basename(path) or path), None, True)
-        except CalendarError as e:
+            return sig, EventsReading(self.parse(text, path), None, True)
+        except (CalendarError, ValueError) as e:
             return sig, EventsReading(old.events, str(e), True)
 
     def stop(self) -> None:

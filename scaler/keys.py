@@ -41,6 +41,43 @@ KEYS: tuple[Key, ...] = (
                           "max(query, qpsPerReplica x tokenQuery / tokensPerReplica), in requests/s"),
     Key("tokensPerReplica", "", "with tokenQuery (and only with it): the weighted tokens/s one ready replica "
                                 "sustains, in [0.001, 1e12]"),
+    Key("queueQuery", "", "PromQL whose single result is the requests waiting, summed over the workload's replicas "
+                          "(vLLM: sum(vllm:num_requests_waiting{model_name=\"m\"})); observed in the background, "
+                          "and with queueTarget the closed loop's queue signal"),
+    Key("readyReplicasQuery", "", "PromQL whose single result is the workload's ready replicas (kube-state-metrics: "
+                                  "kube_deployment_status_replicas_ready{deployment=\"d\",namespace=\"n\"}, or "
+                                  "count(vllm:num_requests_waiting{...})); absent: the queue is divided by the "
+                                  "replicas the last answer asked for, ceil(value / qpsPerReplica)"),
+    Key("queueTarget", "", "with queueQuery: the waiting requests per ready replica the closed loop holds the "
+                           "workload under (in [0.001, 1e6]); over it the answer rises, never below the forecast "
+                           "plan (scaler.feedback)"),
+    Key("ttftQuery", "", "PromQL whose single result is a time-to-first-token percentile in seconds (vLLM: "
+                         "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[2m]))))"),
+    Key("ttftTarget", "", "with ttftQuery: the TTFT in seconds the closed loop holds the workload under "
+                          "(in [0.001, 3600])"),
+    Key("itlQuery", "", "PromQL whose single result is an inter-token latency percentile in seconds (vLLM: "
+                        "histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[2m]))); "
+                        "older vLLM: vllm:time_per_output_token_seconds)"),
+    Key("itlTarget", "", "with itlQuery: the inter-token latency in seconds the closed loop holds the workload "
+                         "under (in [0.001, 3600])"),
+    Key("capacityModel", "", "path of a capacity model file (forescale loadtest --grid-input ... --capacity-model; a "
+                             "mounted ConfigMap under --capacity-dir, JSON, at most 1 MiB), re-read on change: the "
+                             "load is max(query x qpsPerReplica / its qps, qpsPerReplica x (w x inputTokenQuery + "
+                             "outputTokenQuery) / its token budget), its figures x (1 - margin); a mix outside the "
+                             "lengths it was measured on is clamped to them, and said; instead of tokenQuery and "
+                             "tokensPerReplica; until it is read, the request rate alone"),
+    Key("inputTokenQuery", "", "with capacityModel: PromQL whose single result is the prompt tokens/s (vLLM: "
+                               "sum(rate(vllm:prompt_tokens_total[2m])))"),
+    Key("outputTokenQuery", "", "with capacityModel: PromQL whose single result is the generated tokens/s (vLLM: "
+                                "sum(rate(vllm:generation_tokens_total[2m])))"),
+    Key("servedModel", "", "with capacityModel: the model the workload serves; a capacity file measured on another "
+                           "is not used (its trigger says why)"),
+    Key("capacity", "configured", "configured | learned: the per-replica capacity the value is planned on: "
+                                  "qpsPerReplica (and capacityModel) as given, or the one learned online (the load "
+                                  "served per ready replica while the queue is non-empty, settled 2 min; its median "
+                                  "over a day), bounded to [0.5, 2] x the configured and moved only when it differs "
+                                  "by more than 10 %; needs queueQuery and readyReplicasQuery, with which the "
+                                  "learned ratio is exported either way"),
     Key("activationThreshold", "0", "IsActive is true when the planned rate is strictly greater than this (in [0, 1e12])"),
     Key("ignoreNullValues", "true", "no usable value (no series, NaN) reads 0 req/s where there was no series or an "
                                     "idle one (at most activationThreshold) before; after an active series it is "
@@ -61,7 +98,10 @@ KEYS: tuple[Key, ...] = (
     Key("coldStartWindow", "7d", "with coldStartFrom cluster: the start-ups looked at (duration, 1h to 30d)"),
     Key("coldStartMinSamples", "10", "with coldStartFrom cluster: starts needed, else the fallback with its reason (1 to 10000)"),
     Key("bufferSeconds", "", "T_buffer in one number (in [0, 86400]); else the sum of the three parts below"),
-    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400])"),
+    Key("forecastErrorSeconds", "30", "part of T_buffer: slack for forecast timing error (in [0, 86400]), or auto: "
+                                      "measured from the live scores, the lead slack the provisioned quantile needed "
+                                      "to cover its share over the last 24 h, with 30 s as its prior (scaler.leaderror; "
+                                      "in [0, 600])"),
     Key("schedulingSeconds", "60", "part of T_buffer: KEDA polling (30 s) + HPA sync (15 s) + pod scheduling (in [0, 86400])"),
     Key("readinessSeconds", "15", "part of T_buffer: readiness probe delay after warm-up (in [0, 86400]); the lead "
                                                 "L = T_cold + T_buffer is at most 1d"),
@@ -103,6 +143,15 @@ KEYS: tuple[Key, ...] = (
                           "YAML; at most 256 KiB), re-read on change: a multiplier or a floor on the planned rate over "
                           "[start - L, end]"),
     Key("tuningInterval", "24h", "with tuning auto: how often the selection is re-run (duration, 10m to 30d)"),
+    Key("gpuBudget", "", "the name of a GPU budget of the scaler's --budget-file that this workload draws on: its "
+                         "answer is capped so that the replicas of the budget's members fit in its GPUs (reason "
+                         "budget_capped); empty = no budget"),
+    Key("gpusPerReplica", "", "with gpuBudget (required with it): GPUs one replica holds, in (0, 1024] (0.5: a "
+                              "half-GPU slice)"),
+    Key("valuePerRequest", "1", "with gpuBudget: what one lost request of this workload costs ($), in [0, 1e9]; "
+                                "the same for all: the most requests per GPU go first"),
+    Key("minReplicaCount", "0", "with gpuBudget: the ScaledObject's minReplicaCount (the scaler cannot read it): "
+                                "the replicas the budget always leaves it, in [0, 10000]"),
 )
 DEFAULTS: dict[str, str] = {k.name: k.default for k in KEYS if k.default is not None}  # the one place
 TUNING = ("off", "auto")

@@ -18,6 +18,7 @@ MAX_HISTORY_STEPS = 100_000  # history / step
 MAX_HORIZON_STEPS = 50_000  # (2 x refitInterval + L) / step
 MAX_TIMEOUT_SECONDS = 60.0  # timeout: a Prometheus request's deadline (a slow target holds its slot this long at most)
 MAX_RATE = 1e15  # requests/s: a larger observed or planned rate is served as this (KEDA always gets a finite value)
+BUDGET_SYNC_SECONDS = 2.0  # a fleet GPU budget's claims fetched from the peers this often (--budget-sync-seconds)
 
 
 def size_violation(md: Mapping[str, str]) -> tuple[str, str, str] | None:
@@ -81,3 +82,4 @@ def name_violation(namespace: str, name: str) -> str | None:
     return None
 
 EVENTS_DIRS = ("/etc/forescale",)  # where the server reads eventsFile files unless told otherwise (--events-dir)
+CAPACITY_DIRS = ("/etc/forescale",)  # where the server reads capacityModel files unless told otherwise (--capacity-dir)

@@ -10,22 +10,37 @@ user's events (the server re-reads ``eventsFile``; the replay reads the file it 
 
 from __future__ import annotations
 
+from .feedback import Targets
 from .policy import PolicyParams
 from .spec import ScalerSpec
 
 
-def policy_params(spec: ScalerSpec, *, lead_seconds: float | None = None, events: tuple = ()) -> PolicyParams:
+def policy_params(
+    spec: ScalerSpec, *, lead_seconds: float | None = None, events: tuple = (), capacity_factor: float = 1.0
+) -> PolicyParams:
     """The decision's knobs for ``spec``: its mode, quantile, qps per replica, headroom, HPA tolerance, level
-    correction and floor (``floorReplicas`` x ``qpsPerReplica``, the hybrid as replayed); ``lead_seconds`` (default:
-    the spec's own lead, coldStartSeconds + the buffer) and ``events`` (``forecaster.calendar.Event``) as given."""
+    correction and floor (``floorReplicas`` x ``qpsPerReplica``, the hybrid as replayed), the closed loop's targets;
+    ``lead_seconds`` (default: the spec's own lead, coldStartSeconds + the buffer) and ``events``
+    (``forecaster.calendar.Event``) as given. ``capacity_factor``: the configured per-replica capacity / the one in
+    force (``capacity: learned``, ``scaler.learned``), a multiplier on the headroom: the plan in the units of
+    replicas that really serve less (> 1) or more (< 1) than qpsPerReplica says."""
     return PolicyParams(
         mode=spec.mode,
         lead_seconds=spec.lead.seconds if lead_seconds is None else float(lead_seconds),
         quantile=spec.quantile,
         qps_per_replica=spec.qps_per_replica,
-        headroom=spec.headroom,
+        headroom=spec.headroom * capacity_factor,
         hpa_tolerance=spec.hpa_tolerance,
         level_correction_seconds=spec.level_correction_seconds,
         floor_qps=spec.floor_replicas * spec.qps_per_replica,
         events=tuple(events),
+        loop=loop_targets(spec),
     )
+
+
+def loop_targets(spec: ScalerSpec) -> Targets | None:
+    """The closed loop's targets (``queueTarget``, ``ttftTarget``, ``itlTarget``; ``scaler.feedback``); None when
+    the trigger sets none (no loop: the answer is the plan's)."""
+    lp = spec.loop
+    t = Targets(queue=lp.queue_target, ttft=lp.ttft_target, itl=lp.itl_target)
+    return t if t.any else None

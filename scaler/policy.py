@@ -27,6 +27,7 @@ import numpy as np
 from forecaster.base import Forecast, blend, window_max_rows
 from forecaster.level import corrector, residual_rows
 
+from .feedback import Targets
 from .scaledobject import HPA_TOLERANCE
 
 
@@ -46,6 +47,8 @@ class Reason(str, Enum):
     EVENT = "event"  # a user event (eventsFile) set the value: its multiplier or floor; its name in Decision.event
     FORECAST_DRIFT = "fallback_forecast_drift"  # live scores show the forecast drifted (scaler.drift)
     MISSING_DATA = "fallback_missing_data"  # the observation is unknown (no series, NaN): held, on the forecast
+    BUDGET_CAPPED = "budget_capped"  # a fleet GPU budget granted fewer replicas than the plan asked (scaler.budget)
+    FEEDBACK = "feedback"  # the closed loop (scaler.feedback) raised the answer: a queue or latency over its target
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,7 @@ class PolicyParams:
     absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
     floor_qps: float = 0.0  # a warm floor (req/s) added to the observed rate and to the forecast before the max
     events: tuple = ()  # forecaster.calendar.Event: in force at polls in [start - lead, end] (decide_array)
+    loop: Targets | None = None  # the closed loop's targets (scaler.feedback): its factor is decide's ``feedback``
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class Decision:
     # max of the (corrected) mean over [now, now+L] when forecast_peak is set; only with decide(with_mean=True)
     forecast_mean_peak: float | None = None
     event: str | None = None  # the name of the user event in force at this poll, if any
+    feedback: float = 1.0  # the closed loop's factor applied (scaler.feedback; 1: none)
 
 
 REASONS: tuple[Reason, ...] = tuple(Reason)  # a reason's code in ``Decisions.reason`` is its index here
@@ -148,6 +153,7 @@ class Decisions:
     forecast_mean_peak: np.ndarray
     event: np.ndarray | None = None  # (n,) index into PolicyParams.events in force, -1 = none
     event_names: tuple[str, ...] = ()
+    feedback: np.ndarray | None = None  # (n,) the closed loop's factor applied (None: no loop)
 
     def at(self, i: int) -> Decision:
         def opt(x: float) -> float | None:
@@ -156,7 +162,8 @@ class Decisions:
         return Decision(planned=float(self.planned[i]), reason=REASONS[int(self.reason[i])],
                         observed=float(self.observed[i]), forecast_peak=opt(self.forecast_peak[i]),
                         base=float(self.base[i]), forecast_mean_peak=opt(self.forecast_mean_peak[i]),
-                        event=None if self.event is None or self.event[i] < 0 else self.event_names[self.event[i]])
+                        event=None if self.event is None or self.event[i] < 0 else self.event_names[self.event[i]],
+                        feedback=1.0 if self.feedback is None else float(self.feedback[i]))
 
     def reason_counts(self) -> dict[str, int]:
         codes, counts = np.unique(self.reason, return_counts=True)
@@ -247,7 +254,7 @@ CHUNK = 4096  # polls per block of the window computation (bounds the (polls x c
 def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, curves: Curves | None,
                  row: np.ndarray | None = None, *, unusable: np.ndarray | None = None,
                  history_max: np.ndarray | None = None, with_mean: bool = False,
-                 missing: np.ndarray | None = None) -> Decisions:
+                 missing: np.ndarray | None = None, feedback: np.ndarray | None = None) -> Decisions:
     """The planned request rate at each of n polls.
 
     ``observed`` (n,): the rate at each poll; ``now`` (n,) its time.
@@ -269,6 +276,10 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
     the poll's mode and forecast give on the held observation (so in
     forecastAndScale never below the forecast peak), events apply as usual, and
     the reason is ``fallback_missing_data`` whatever else holds.
+    ``feedback`` (n,): the closed loop's factor at each poll (``scaler.feedback``; NaN or below 1 counts as 1):
+    the answer is the compensated ``base x headroom x factor``, never below the answer without it (the
+    compensation is monotone); where it is higher the reason becomes ``feedback``, unless the reason says the
+    forecast or the observation was not usable (a ``fallback_*``) or the mode is shadow.
     """
     obs = np.asarray(observed, dtype=np.float64)
     now = np.asarray(now, dtype=np.float64)
@@ -313,7 +324,22 @@ def decide_array(observed: np.ndarray, now: np.ndarray, params: PolicyParams, cu
     if miss.any():
         reason = np.where(miss, _CODE[Reason.MISSING_DATA], reason)
     planned = clear_dead_band_array(base * params.headroom, params.qps_per_replica, params.hpa_tolerance)
-    return Decisions(planned, reason, obs, peak, base, mean_peak, which, tuple(e.name for e in params.events))
+    loop = None
+    if feedback is not None:
+        loop = np.asarray(feedback, dtype=np.float64)
+        loop = np.where(loop >= 1.0, loop, 1.0)  # NaN compares False: 1
+        if (loop > 1.0).any():
+            raised = clear_dead_band_array(base * params.headroom * loop, params.qps_per_replica,
+                                           params.hpa_tolerance)
+            up = (raised > planned) & np.isin(reason, _LOOP_REPLACES)
+            reason = np.where(up, _CODE[Reason.FEEDBACK], reason)
+            planned = np.maximum(raised, planned)
+    return Decisions(planned, reason, obs, peak, base, mean_peak, which, tuple(e.name for e in params.events), loop)
+
+
+# the reasons the closed loop's own replaces where it raised the answer (the fallbacks and shadow mode say more)
+_LOOP_REPLACES = np.array([_CODE[r] for r in (Reason.FORECAST, Reason.OBSERVED_FLOOR, Reason.MODE_REACTIVE,
+                                               Reason.EVENT)], dtype=np.int64)
 
 
 def _events(base: np.ndarray, reason: np.ndarray, peak: np.ndarray, obs: np.ndarray, now: np.ndarray,
@@ -343,23 +369,40 @@ def _events(base: np.ndarray, reason: np.ndarray, peak: np.ndarray, obs: np.ndar
 
 
 def _window(curves: Curves, rows: np.ndarray, obs: np.ndarray, now: np.ndarray, params: PolicyParams,
-            floor: float, with_mean: bool, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            floor: float, with_mean: bool, missing: np.ndarray,
+            end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (level-corrected) quantile's window max over [now, now + L] on each poll's curve (and the mean's);
-    polls whose observation is ``missing`` get no correction (a residual of 0 leaves a row as it is)."""
+    polls whose observation is ``missing`` get no correction (a residual of 0 leaves a row as it is). ``end``:
+    each window's end instead of now + L."""
     c = curves.rows(rows, floor)
     fix = None
     if params.level_correction_seconds > 0:
         r = np.where(missing, 0.0, residual_rows(c.t, c.mean, now, obs))
         fix = corrector(c.t, r, now, params.level_correction_seconds)
-    end = now + params.lead_seconds
+    end = now + params.lead_seconds if end is None else end
     pk, ok = window_max_rows(c.t, blend(c.quantiles, c.mean, params.quantile, fix), now, end)
     mk = window_max_rows(c.t, blend(c.quantiles, c.mean, None, fix), now, end)[0] if with_mean else pk
     return pk, ok, mk
 
 
+def window_peaks(observed: float, forecast: Forecast, params: PolicyParams, now: float,
+                 leads: np.ndarray) -> np.ndarray:
+    """The provisioned quantile's window max over ``[now, now + lead]`` for each of ``leads`` (seconds), as
+    ``decide`` computes it for its own lead (level correction, warm floor): ``forecast_peak`` at other leads
+    (NaN where the curve does not reach the end). ``scaler.leaderror`` measures the lead's forecast error by it."""
+    leads = np.asarray(leads, dtype=np.float64)
+    k = len(leads)
+    obs = np.full(k, observed if math.isfinite(observed) and observed > 0 else 0.0)
+    floor = params.floor_qps if params.floor_qps > 0 else 0.0
+    t = np.full(k, float(now))
+    pk, ok, _ = _window(Curves.of(forecast), np.zeros(k, dtype=np.int64), obs + floor, t, params, floor, False,
+                        np.zeros(k, dtype=bool), t + leads)
+    return np.where(ok, pk, np.nan)
+
+
 def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now: float, *,
            unusable: Reason | None = None, history_max: float | None = None, with_mean: bool = False,
-           missing: bool = False) -> Decision:
+           missing: bool = False, feedback: float | None = None) -> Decision:
     """The planned request rate for ``now``: ``decide_array`` on one poll.
 
     ``observed``: the current rate (NaN, Inf and negative count as 0); with ``missing``, the current rate is
@@ -370,6 +413,7 @@ def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now
     ``history_max``: the max of the fitted history, for the absurdity check.
     ``with_mean``: also give the max of the mean over the window (``forecast_mean_peak``, for the
     server's metrics; the replay, which decides millions of times, does not ask for it).
+    ``feedback``: the closed loop's factor (``scaler.feedback``; None: no loop).
     """
     one = np.zeros(1, dtype=np.int64)
     has = forecast is not None
@@ -377,5 +421,6 @@ def decide(observed: float, forecast: Forecast | None, params: PolicyParams, now
                      Curves.of(forecast) if has else None, one if has else one - 1,  # type: ignore[arg-type]
                      unusable=np.array([NO_REASON if unusable is None else _CODE[unusable]]),
                      history_max=np.array([np.nan if history_max is None else history_max], dtype=np.float64),
-                     with_mean=with_mean, missing=np.array([missing]))
+                     with_mean=with_mean, missing=np.array([missing]),
+                     feedback=None if feedback is None else np.array([feedback], dtype=np.float64))
     return d.at(0)

@@ -12,6 +12,7 @@ back, a spec as metadata, is ``scaler.specwrite.to_metadata``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -19,8 +20,10 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
+from .capacitykeys import CapacityKeys, parse as parse_capacity
 from .coldstart import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
+from .leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
 # typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
 from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
@@ -51,6 +54,7 @@ class LeadTime:
     scheduling_seconds: float
     readiness_seconds: float
     buffer_override: float | None = None
+    forecast_error_auto: bool = False  # forecastErrorSeconds: auto (scaler.leaderror; forecast_error_seconds: the prior)
 
     @property
     def buffer_seconds(self) -> float:
@@ -58,9 +62,17 @@ class LeadTime:
             return self.buffer_override
         return self.forecast_error_seconds + self.scheduling_seconds + self.readiness_seconds
 
+    @property
+    def ready_seconds(self) -> float:
+        """When capacity asked for now is ready: the lead without its forecast-error part (all of it with
+        bufferSeconds, which has no parts)."""
+        return self.seconds - (0.0 if self.buffer_override is not None else self.forecast_error_seconds)
+
     def with_cold_start(self, seconds: float) -> "LeadTime":
-        return LeadTime(seconds, self.forecast_error_seconds, self.scheduling_seconds,
-                        self.readiness_seconds, self.buffer_override)
+        return dataclasses.replace(self, cold_start_seconds=seconds)
+
+    def with_forecast_error(self, seconds: float) -> "LeadTime":
+        return dataclasses.replace(self, forecast_error_seconds=seconds)
 
     @property
     def seconds(self) -> float:
@@ -77,6 +89,26 @@ class PrometheusTarget:
     unsafe_ssl: bool = False
     timeout_seconds: float = 5.0
     credentials: str = ""
+
+
+@dataclass(frozen=True)
+class LoopKeys:
+    """The closed loop's queries (observed in the background; "" = none) and targets (None = no loop on that
+    signal): ``queueQuery``, ``readyReplicasQuery``, ``queueTarget``, ``ttftQuery``/``ttftTarget``,
+    ``itlQuery``/``itlTarget``."""
+
+    queue_query: str = ""
+    ready_query: str = ""
+    queue_target: float | None = None
+    ttft_query: str = ""
+    ttft_target: float | None = None
+    itl_query: str = ""
+    itl_target: float | None = None
+
+    def queries(self) -> tuple[tuple[str, str], ...]:
+        """(signal, PromQL) of each query given, in a fixed order."""
+        return tuple((k, q) for k, q in (("waiting", self.queue_query), ("ready", self.ready_query),
+                                         ("ttft", self.ttft_query), ("itl", self.itl_query)) if q)
 
 
 @dataclass(frozen=True)
@@ -116,10 +148,20 @@ class ScalerSpec:
     events_file: str = ""  # eventsFile: a path read by the server (scaler.events)
     token_query: str = ""  # tokenQuery: weighted tokens/s; "" = requests alone (scaler.tokens)
     tokens_per_replica: float = 0.0  # tokensPerReplica: with token_query
+    gpu_budget: str = ""  # gpuBudget: a budget of the server's --budget-file; "" = none (scaler.serve.ledger)
+    gpus_per_replica: float = 0.0  # gpusPerReplica: with gpu_budget
+    value_per_request: float = 1.0  # valuePerRequest: with gpu_budget
+    min_replica_count: int = 0  # minReplicaCount: with gpu_budget (the ScaledObject's, which the scaler cannot see)
+    loop: LoopKeys = LoopKeys()  # the closed loop's queries and targets (scaler.feedback); none by default
+    capacity: CapacityKeys = CapacityKeys()  # capacityModel (its file's model, once read) and capacity: learned
 
     def load_identity(self) -> str | tuple:
         """What the observed load depends on: the query; with tokenQuery also it, tokensPerReplica and qpsPerReplica
-        (the binding load, ``scaler.tokens``). Just the query without tokens, so that no digest of one moves."""
+        (the binding load, ``scaler.tokens``); with capacityModel the token queries, the file and the model read from
+        it. Just the query without tokens, so that no digest of one moves."""
+        c = self.capacity
+        if c.model_file:
+            return (self.query, c.input_query, c.output_query, c.model_file, c.model, self.qps_per_replica)
         if not self.token_query:
             return self.query
         return (self.query, self.token_query, self.tokens_per_replica, self.qps_per_replica)
@@ -171,6 +213,9 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
     fields.update(_forecast_fields(r))
     fields.update(_tuning_fields(r, fields["history_seconds"]))
     fields.update(_calendar_fields(r))
+    fields.update(_budget_fields(r))
+    fields["loop"] = _loop_fields(r)
+    fields["capacity"] = parse_capacity(r, token_query=fields["token_query"], loop_queries=fields["loop"].queries())
     _check_horizon(r, fields["lead"], fields["refit_interval_seconds"], fields["step_seconds"])
     spec = ScalerSpec(**fields)
     unknown = tuple(sorted(k for k in md if k not in KNOWN))
@@ -237,11 +282,13 @@ def _lead_fields(r: "_Reader") -> dict:
     buffer_override = None
     if r.raw("bufferSeconds") is not None:
         buffer_override = r.number("bufferSeconds", lo=0, hi=86400, accepted=secs)
-    fe = r.number("forecastErrorSeconds", lo=0, hi=86400, accepted=secs)
+    auto = (r.raw("forecastErrorSeconds") or "").strip().lower() == "auto"
+    fe = float(DEFAULTS["forecastErrorSeconds"]) if auto else r.number(
+        "forecastErrorSeconds", lo=0, hi=86400, accepted=secs + ", or auto (measured from the live scores)")
     sched = r.number("schedulingSeconds", lo=0, hi=86400, accepted=secs)
     ready = r.number("readinessSeconds", lo=0, hi=86400, accepted=secs)
 
-    return dict(lead=LeadTime(cold, fe, sched, ready, buffer_override), cold_start_query=cold_query,
+    return dict(lead=LeadTime(cold, fe, sched, ready, buffer_override, auto), cold_start_query=cold_query,
                 cold_start_cluster=cluster)
 
 
@@ -309,8 +356,51 @@ def _calendar_fields(r: "_Reader") -> dict:
                 refresh_seconds=refresh)
 
 
+def _budget_fields(r: "_Reader") -> dict:
+    """A fleet GPU budget's membership: its name, GPUs per replica (required with it), a lost request's value and the
+    ScaledObject's minReplicaCount."""
+    name = r.get("gpuBudget", _budget_name, "the name of a budget of the scaler's --budget-file: lower-case letters, "
+                                            "digits and '-' (a DNS label), or empty")
+    gpus_form = "a number in (0, 1024] (GPUs one replica holds), e.g. \"1\""
+    gpus = None if r.raw("gpusPerReplica") is None else r.number("gpusPerReplica", lo=0, lo_open=True, hi=1024,
+                                                                  accepted=gpus_form)
+    value = r.number("valuePerRequest", lo=0, hi=1e9, accepted="a number in [0, 1e9] ($ one lost request costs)")
+    lo = r.get("minReplicaCount", _replicas, "a whole number of replicas in [0, 10000]: the ScaledObject's "
+                                             "minReplicaCount")
+    if not name:
+        return {}
+    if gpus is None:
+        raise MetadataError("gpusPerReplica", None, "required with gpuBudget: " + gpus_form)
+    return dict(gpu_budget=name, gpus_per_replica=gpus, value_per_request=value, min_replica_count=lo)
+
+
+def _budget_name(v: str) -> str:
+    if v and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", v):
+        raise ValueError(v)
+    return v
+
+
+def _loop_fields(r: "_Reader") -> LoopKeys:
+    """The closed loop's keys: each target needs its query (a query alone is observed, not acted on)."""
+    queries = {k: r.raw(k) or "" for k in ("queueQuery", "readyReplicasQuery", "ttftQuery", "itlQuery")}
+    targets: dict[str, float | None] = {}
+    for key, query, hi, unit in (("queueTarget", "queueQuery", 1e6, "waiting requests per ready replica"),
+                                 ("ttftTarget", "ttftQuery", 3600, "seconds"), ("itlTarget", "itlQuery", 3600, "seconds")):
+        targets[key] = None
+        if r.raw(key) is None:
+            continue
+        if not queries[query]:
+            raise MetadataError(query, None, f"a PromQL expression, required with {key} (or neither key)")
+        targets[key] = r.number(key, lo=0.001, hi=hi, accepted=f"a number in [0.001, {hi:g}] ({unit})")
+    return LoopKeys(queries["queueQuery"], queries["readyReplicasQuery"], targets["queueTarget"],
+                    queries["ttftQuery"], targets["ttftTarget"], queries["itlQuery"], targets["itlTarget"])
+
+
 def _check_horizon(r: "_Reader", lead: LeadTime, refit: float, step: float) -> None:
-    """The lead and the forecast horizon (2 x refitInterval + the lead) within their limits."""
+    """The lead and the forecast horizon (2 x refitInterval + the lead) within their limits (forecastErrorSeconds:
+    auto at its bound, ``leaderror.MAX_SECONDS``)."""
+    if lead.forecast_error_auto:
+        lead = lead.with_forecast_error(max(lead.forecast_error_seconds, LEAD_ERROR_MAX))
     if lead.seconds > MAX_LEAD_SECONDS:
         raise MetadataError("coldStartSeconds", r.raw("coldStartSeconds"),
                             f"a lead time L = T_cold + T_buffer of at most {MAX_LEAD_SECONDS:g}s (MAX_LEAD_SECONDS); "

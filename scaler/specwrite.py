@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from forecaster.calendar import holiday_as_name
 
+from .capacitykeys import to_metadata as capacity_metadata
 from .coldstart import to_metadata as cold_metadata
 from .durations import format_duration, parse_duration
 from .spec import MetadataError, ScalerSpec, parse_metadata
@@ -20,6 +21,24 @@ def _number(x: float) -> str:
 def _seconds(x: float) -> str:
     short = format_duration(x)
     return short if parse_duration(short) == x else _number(x)
+
+
+def _loop_metadata(spec: ScalerSpec) -> dict[str, str]:
+    """The closed loop's keys (``ScalerSpec.loop``): its queries, and each target given."""
+    lp = spec.loop
+
+    def target(x: float | None) -> str:
+        return "" if x is None else _number(x)
+
+    return {
+        "queueQuery": lp.queue_query,
+        "readyReplicasQuery": lp.ready_query,
+        "queueTarget": target(lp.queue_target),
+        "ttftQuery": lp.ttft_query,
+        "ttftTarget": target(lp.ttft_target),
+        "itlQuery": lp.itl_query,
+        "itlTarget": target(lp.itl_target),
+    }
 
 
 def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaults: bool = False) -> dict[str, str]:
@@ -37,6 +56,8 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "qpsPerReplica": _number(spec.qps_per_replica),
         "tokenQuery": spec.token_query,
         "tokensPerReplica": _number(spec.tokens_per_replica) if spec.token_query else "",
+        **_loop_metadata(spec),
+        **capacity_metadata(spec.capacity),
         "activationThreshold": _number(spec.activation_threshold),
         "ignoreNullValues": "true" if spec.ignore_null_values else "false",
         "queryParameters": ",".join(f"{k}={v}" for k, v in p.query_parameters),
@@ -48,7 +69,7 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "coldStartSeconds": _number(lead.cold_start_seconds),
         "coldStartQuery": spec.cold_start_query,
         "bufferSeconds": "" if lead.buffer_override is None else _number(lead.buffer_override),
-        "forecastErrorSeconds": _number(lead.forecast_error_seconds),
+        "forecastErrorSeconds": "auto" if lead.forecast_error_auto else _number(lead.forecast_error_seconds),
         "schedulingSeconds": _number(lead.scheduling_seconds),
         "readinessSeconds": _number(lead.readiness_seconds),
         "mode": spec.mode,
@@ -73,6 +94,16 @@ def to_metadata(spec: ScalerSpec, *, name: str = "", namespace: str = "", defaul
         "tuningInterval": _seconds(spec.tuning_interval_seconds),
         "tuningMinHistory": _seconds(spec.tuning_min_history_seconds),
         "refreshInterval": "" if spec.refresh_seconds is None else _seconds(spec.refresh_seconds),
+        **(
+            {
+                "gpuBudget": spec.gpu_budget,
+                "gpusPerReplica": _number(spec.gpus_per_replica),
+                "valuePerRequest": _number(spec.value_per_request),
+                "minReplicaCount": str(spec.min_replica_count),
+            }
+            if spec.gpu_budget
+            else {}
+        ),
         **cold_metadata(spec.cold_start_cluster),
     }
     md = {k: v for k, v in md.items() if v != ""}

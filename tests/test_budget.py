@@ -41,7 +41,8 @@ def test_equal_share_caps_each_at_its_share_and_loses_more_value():
 
 def test_a_partial_last_replica_counts_only_what_it_serves():
     # a: 3 replicas of 10 req/s for 21 req/s (the third serves 1); b: 2 of 10 for 20. Budget 4, no minimums.
-    # gains: a 10, 10, then 1; b 10, 10. Ties broken by name: a, a, b, b -> a 2 (lost 1), b 2.
+    # gains: a 10, 10, then 1; b 10, 10. Ties go to the fewest GPUs above the minimum, then the name: a, b, a, b
+    # -> a 2 (lost 1), b 2.
     g = by_name(arbitrate([Claim("a", 3, 0, 1, 10, 21), Claim("b", 2, 0, 1, 10, 20)], 4))
     assert (g["a"].replicas, g["b"].replicas) == (2, 2)
     assert g["a"].lost_load == pytest.approx(1.0)
@@ -91,3 +92,30 @@ def test_the_value_rule_loses_no_more_value_than_equal_share(claims, extra):
     v = sum(g.lost_value for g in arbitrate(claims, floor + extra, "value"))
     e = sum(g.lost_value for g in arbitrate(claims, floor + extra, "equal"))
     assert v <= e + 1e-6 * max(1.0, e)
+
+
+@pytest.mark.parametrize("qps", [0.001, 0.0333, 1.0, 7.77, 10.0, 123.456, 1e6])
+def test_a_granted_value_asks_the_hpa_for_exactly_the_grant(qps):
+    # KEDA hands value and target over as milli-quantities ("%.3f"); the HPA's AverageValue recommendation is
+    # ceil(value_m / target_m). grant x target_m milli divides back to the grant exactly, whatever the target's
+    # digits (0.0333: 33 milli; 7.77: 7770), and the HPA at the grant stays there (ratio 1: inside its band)
+    from scaler.budget import desired_replicas, granted_value
+    from scaler.policy import KUBERNETES_TOLERANCE, to_milli
+    from scaler.replay.hpa import replica_recommendation
+
+    t = to_milli(qps)
+    for r in range(0, 201):
+        v = granted_value(r, qps)
+        assert to_milli(v) == r * t and desired_replicas(v, qps) == r
+        if r:
+            assert replica_recommendation(to_milli(v), t, r, KUBERNETES_TOLERANCE)[0] == r
+            assert replica_recommendation(to_milli(v), t, 3 * r, KUBERNETES_TOLERANCE)[0] == r  # from far above
+
+
+def test_capped_is_the_plan_or_the_grant_never_above_the_plan():
+    from scaler.budget import Grant, capped, claim
+
+    c = claim("a", 41.0, 10.0)  # 41 req/s: 5 replicas asked (ceil 4.1)
+    assert (c.desired, c.demand) == (5, 41.0)
+    assert capped(41.0, Grant("a", 5, 5, 5.0, 0.0, 0.0), 10.0) == 41.0  # granted what it asks: the plan itself
+    assert capped(41.0, Grant("a", 3, 5, 3.0, 11.0, 11.0), 10.0) == 30.0  # capped: exactly 3 replicas' worth

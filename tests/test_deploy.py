@@ -1221,10 +1221,11 @@ def test_helm_prometheus_rule_is_the_tested_alert_file(tmp_path):
     f = tmp_path / "rendered-rules.yml"
     f.write_text(yaml.safe_dump({"groups": got}))
     proc = subprocess.run([_promtool(), "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and "SUCCESS: 6 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 7 rules found" in proc.stdout, proc.stdout + proc.stderr
     alerts = {r["alert"] for g in got for r in g["rules"]}
     assert alerts == {"ForescaleStuckOnFallback", "ForescaleFitsFailing", "ForescalePrometheusErrorsRising",
-                      "ForescaleForecastStale", "ForescalePlannedBelowObserved", "ForescaleForecastDrift"}
+                      "ForescaleForecastStale", "ForescalePlannedBelowObserved", "ForescaleForecastDrift",
+                      "ForescaleCapacityMisconfigured"}
     # every alert has a promtool case, and every metric it reads is exported by the scaler
     cases = {t["alertname"] for test in yaml.safe_load(ALERTS_TEST.read_text())["tests"]
              for t in test.get("alert_rule_test", [])}

@@ -118,6 +118,12 @@ def test_the_trigger_reads_the_cluster_and_the_sidecar():
     # the token load reads vLLM's own token counters of the same model, next to its request counter
     assert "vllm:generation_tokens_total" in spec.token_query and "vllm:prompt_tokens_total" in spec.token_query
     assert 'model_name="vllm"' in spec.token_query and spec.tokens_per_replica == 600.0
+    # the closed loop on vLLM's queue (per ready replica of the Deployment KEDA scales) and its TTFT histogram
+    lp = spec.loop
+    assert "vllm:num_requests_waiting" in lp.queue_query and 'model_name="vllm"' in lp.queue_query
+    assert f'deployment="{dep["metadata"]["name"]}"' in lp.ready_query and "replicas_ready" in lp.ready_query
+    assert "vllm:time_to_first_token_seconds_bucket" in lp.ttft_query and "histogram_quantile(0.95" in lp.ttft_query
+    assert (lp.queue_target, lp.ttft_target) == (2.0, 2.0) and spec.lead.forecast_error_auto
     # the startup budget covers 3 x the fallback T_cold
     startup = dep["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 3 * spec.lead.cold_start_seconds

@@ -7,17 +7,21 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                type every float option uses, ``--prometheus``'s check; ``outputs``: every output checked before
                the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
-               ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens)
-* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``)
+               ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens), the closed loop's
+               targets, the latency model, a capacity configured wrong
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
+  ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay;
                ``replayflags``: the world a printed ScaledObject was ranked in (its ``forescale.io/replay``
                annotation), written and read back; ``serveraddr``: a printed serverAddress without credentials
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
+               ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target);
                ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
-* ``loadtest`` ``forescale loadtest URL``; ``drill``: ``forescale drill``; ``docref``: the generated reference;
+* ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity
+               model file; ``drill``: ``forescale drill``; ``docref``: the generated reference;
                ``__main__``: ``python -m``
 """
 
@@ -28,7 +32,7 @@ from collections.abc import MutableMapping
 
 import click
 
-from ..limits import EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
+from ..limits import BUDGET_SYNC_SECONDS, CAPACITY_DIRS, EVENTS_DIRS, MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..spec import GRPC_PORT
 
 # the verbs whose modules are imported when the verb is looked up (run, --help, the docs), so that a command
@@ -76,6 +80,20 @@ def _env(name: str) -> dict:
     return {"envvar": f"FORESCALE_{name}", "show_envvar": True}
 
 
+def _learn(value: str | None) -> dict:
+    """``--capacity-learn SETTLE,SAMPLES`` (hidden, for tests): the online capacity's settle and samples."""
+    if value is None:
+        return {}
+    try:
+        settle, samples = value.split(",")
+        out = {"capacity_settle_seconds": float(settle), "capacity_min_samples": int(samples)}
+    except ValueError:
+        out = {}
+    if not out or not (0 <= out["capacity_settle_seconds"] <= 86400 and 1 <= out["capacity_min_samples"] <= 4096):
+        raise click.BadParameter(f"{value[:40]!r}: accepted: SETTLE,SAMPLES, e.g. 120,10", param_hint="--capacity-learn")
+    return out
+
+
 @main.command()
 @click.option("--port", default=GRPC_PORT, show_default=True, type=click.IntRange(0, 65535), help="gRPC port (KEDA's scalerAddress).",
               **_env("PORT"))
@@ -105,10 +123,26 @@ def _env(name: str) -> dict:
 @click.option("--events-dir", multiple=True, default=EVENTS_DIRS, show_default=True,
               type=click.Path(file_okay=False), help="A directory eventsFile may name a file under (repeatable); "
               "a file elsewhere is not read (its trigger says why).", **_env("EVENTS_DIR"))
+@click.option("--capacity-dir", multiple=True, default=CAPACITY_DIRS, show_default=True,
+              type=click.Path(file_okay=False), help="A directory capacityModel may name a file under (repeatable); "
+              "a file elsewhere is not read (its trigger says why).", **_env("CAPACITY_DIR"))
+@click.option("--capacity-learn", default=None, hidden=True, metavar="SETTLE,SAMPLES",
+              help="Tests: the online capacity's settle seconds and samples (default 120,10).", **_env("CAPACITY_LEARN"))
 @click.option("--max-triggers-per-namespace", default=MAX_TRACKED_PER_NAMESPACE, show_default=True,
               type=click.IntRange(1, MAX_TRACKED), help="Triggers one namespace may have tracked (of the "
               f"{MAX_TRACKED} in all); past it an unproven one is evicted, else the new one is refused.",
               **_env("MAX_TRIGGERS_PER_NAMESPACE"))
+@click.option("--budget-file", type=click.Path(dir_okay=False), default=None,
+              help="Fleet GPU budgets (YAML: budgets: [{name, gpus, rule: value|equal}]): a trigger with gpuBudget: "
+              "NAME has its answer capped so that the budget's members fit in its GPUs (docs/gpus.md).",
+              **_env("BUDGET_FILE"))
+@click.option("--budget-peers", default="", metavar="URL,...",
+              help="With --budget-file: the other scaler replicas' HTTP ports (http://HOST:PORT, or dns:NAME:PORT for "
+              "every address of a headless Service), whose budget claims this replica fetches so that all agree.",
+              **_env("BUDGET_PEERS"))
+@click.option("--budget-sync-seconds", default=BUDGET_SYNC_SECONDS, show_default=True,
+              type=click.FloatRange(0.1, 60.0),
+              help="With --budget-peers: how often the peers' claims are fetched.", **_env("BUDGET_SYNC_SECONDS"))
 @click.option("--fit-workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes fitting forecasts in the background.", **_env("FIT_WORKERS"))
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True,
@@ -118,8 +152,9 @@ def _env(name: str) -> dict:
 def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key_file: str | None,
           credentials_dir: str | None,
           tls_cert: str | None, tls_key: str | None, tls_client_ca: str | None, http_token_file: str | None,
-          http_hide_queries: bool, events_dir: tuple[str, ...],
-          max_triggers_per_namespace: int, fit_workers: int, log_level: str, log_format: str) -> None:
+          http_hide_queries: bool, events_dir: tuple[str, ...], capacity_dir: tuple[str, ...], capacity_learn: str | None,
+          max_triggers_per_namespace: int, budget_file: str | None, budget_peers: str, budget_sync_seconds: float,
+          fit_workers: int, log_level: str, log_format: str) -> None:
     """Run the KEDA ExternalScaler gRPC server (until SIGTERM/SIGINT)."""
     from ..serve.registry import RegistryConfig
     from ..serve.server import ServerConfig, run
@@ -138,8 +173,12 @@ def serve(port: int, http_port: int, host: str, state_dir: str | None, state_key
                          state_key_file=state_key_file,
                          credentials_dir=credentials_dir, tls_cert=tls_cert, tls_key=tls_key,
                          tls_client_ca=tls_client_ca, http_token_file=http_token_file,
-                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), fit_workers=fit_workers,
-                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace),
+                         http_hide_queries=http_hide_queries, events_dirs=tuple(events_dir), capacity_dirs=tuple(capacity_dir),
+                         fit_workers=fit_workers,
+                         registry=RegistryConfig(max_tracked_per_namespace=max_triggers_per_namespace,
+                                                 **_learn(capacity_learn)),
+                         budget_file=budget_file, budget_sync_seconds=budget_sync_seconds,
+                         budget_peers=tuple(p.strip() for p in budget_peers.split(",") if p.strip()),
                          log_level=log_level,
                          log_format=log_format))
     except (OSError, ValueError) as e:

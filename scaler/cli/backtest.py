@@ -19,7 +19,7 @@ from .pools import PoolOptionError, with_pools
 from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
-from .tokenopts import token_options
+from .tokenopts import loop_options, token_options
 from .scaledobjects import check_series, fetch_missing, load_series, resolve_events, scaledobject_options
 
 
@@ -62,11 +62,12 @@ from .scaledobjects import check_series, fetch_missing, load_series, resolve_eve
 @scaledobject_options
 @cold_start_options
 @token_options
+@loop_options
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
                      do_sweep, drift, jobs, plans, trigger_series, events_map, calendar=None,
-                     tokens=None, token_aware=True, **world_opts) -> None:
+                     tokens=None, token_aware=True, llm_settings=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
     TRACE is a CSV with a header `timestamp,count` (requests per interval) or
@@ -97,7 +98,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
                                span_seconds=span, sim_start=start_at, hpa_tolerance=hpa_tolerance,
                                min_replicas=min_replicas, max_replicas=max_replicas, policies=policies,
-                               world=world, tokens=tokens, token_aware=token_aware, **(calendar or {}))
+                               world=world, tokens=tokens, token_aware=token_aware, **(llm_settings or {}),
+                               **(calendar or {}))
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
@@ -125,11 +127,9 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         fail(str(e))
     finally:
         close()
-    echo(render.format_table(result))
+    _tables(result, echo)
     for line in capacity_notes(plans, result.qps_per_replica) if settings.qps_per_replica is None else ():
         click.echo(line, err=True)  # derived: the triggers' qpsPerReplica disagreed (replayflags)
-    if world.active:
-        echo("\n" + render.format_world(result))
     adv = _advice(result, world, world_opts["target_miss"], prometheus_url, query, echo) if world_opts["advise"] \
         else None
     drifted = None
@@ -172,6 +172,17 @@ def _sim_start(sim_start: str | None, now: float) -> float | None:
         fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
 
 
+def _tables(result, echo) -> None:
+    """The terminal's tables: the policies, the world's (cluster, queue) and the LLM's (TTFT, ITL, the loop)."""
+    from . import render, render_llm
+
+    echo(render.format_table(result))
+    if result.settings.world.active:
+        echo("\n" + render.format_world(result))
+    if result.settings.llm_figures:
+        echo("\n" + render_llm.format_llm(result))
+
+
 def _pooled(world, cold: float, qps: float | None, o: dict):
     """``pools.with_pools``; exits 2 on a bad pool file or option."""
     try:
@@ -211,13 +222,14 @@ def _advice(result, world, target, prometheus_url, query, echo):
 
 def _write_json(json_path, result, wall: float, extra: dict, echo) -> None:
     """--json: the contract, the wall time, the world's figures and what the options added (None: left out)."""
-    from . import render
+    from . import render, render_llm
 
     doc = render.to_json(result)
     doc["timing"]["wall_seconds"] = wall
     if extra.get("frontier") is not None:
         doc["frontier"] = extra["frontier"]
     render.add_world_json(result, doc)  # after the frontier, before the rest: the keys in the documented order
+    render_llm.add_llm_json(result, doc)
     doc.update({k: v for k, v in extra.items() if v is not None and k != "frontier"})
     write_json(json_path, doc)
     if not to_stdout(json_path):

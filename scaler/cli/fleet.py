@@ -6,7 +6,9 @@ fleet option is given; a plain ``tune`` is untouched. Each workload is tuned
 exactly as ``forescale tune`` tunes one series (``scaler.fleet.jobs``), in a
 local process pool or as Ray tasks (``scaler.fleet.executor``), and the
 output is one ScaledObject per workload, a kustomization listing them, and
-``fleet.json`` with every workload's selection or the reason it has none.
+``fleet.json`` with every workload's selection or the reason it has none. With ``--gpu-budget``
+(``scaler.cli.fleetbudget``) the tuned fleet is then replayed jointly within the budget by both rules
+(``scaler.fleet.budgeted``): a section of the table, ``fleet.json``'s ``budget`` and ``DIR/budget.md``.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import click
 import numpy as np
 
 from .clitypes import FiniteRange
+from .fleetbudget import BUDGET_KEYS, budget_options
 from ..spec import DEFAULTS, parse_duration
 from .options import fail, replay_settings, write_json
 from .replayflags import pool_flags
 
-FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards")
+FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards") + BUDGET_KEYS
 SCALED_OBJECT_NOTE = "replace: your Deployment"
 
 
@@ -39,10 +42,16 @@ def fleet_options(command):
             if kw.pop("manifest_path", None) is not None:
                 fail("--output writes the one ScaledObject of a single tune; a fleet writes one per workload into "
                      "--out DIR")
+            if kw.pop("capacity_model_path", None) is not None or kw.pop("served_model", None) is not None:
+                fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet "
+                     "(--by, --series-column)")
             return run_fleet(**kw, **fleet)
         if fleet["ray_address"]:
             fail("--ray runs a fleet: give --by LABELS (with --prometheus) or --series-column COLUMN (with a CSV), "
                  "and --out DIR")
+        from .fleetbudget import check
+
+        check(fleet["gpu_budget"], fleet["budget_rule"], fleet["value_per_request"], fleet=False, pools_file=None)
         return command(**kw)
 
     for opt in reversed([
@@ -64,6 +73,7 @@ def fleet_options(command):
                      help="Fleet: scaler shards; each ScaledObject's scalerAddress is --scaler-address with {shard} "
                           "replaced by a stable hash of namespace/name modulo this (e.g. forescale-{shard}.forescale"
                           ".svc:6000)."),
+        *budget_options(),
     ]):
         dispatch = opt(dispatch)
     return dispatch
@@ -97,14 +107,17 @@ def _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_colu
 def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
               qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
               hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, json_path, report_dir, progress,
-              by, series_column, out_dir, ray_address, gpus_per_replica, shards, calendar=None, **cluster) -> None:
+              by, series_column, out_dir, ray_address, gpus_per_replica, shards, gpu_budget=None, budget_rule=None,
+              value_per_request=None, calendar=None, **cluster) -> None:
     from ..fleet import executor
     from ..fleet.jobs import Cache, make_job, row, totals
     from ..fleet.workloads import FleetError, names, placeholder_query, screen, shard, workload_query
-    from ..replay import engine, variants
-    from . import render
+    from ..replay import variants
+    from . import fleetbudget, render
 
     t0 = time.perf_counter()
+    bargs = fleetbudget.check(gpu_budget, budget_rule, value_per_request, fleet=bool(by or series_column),
+                              pools_file=cluster.get("pools_file"))
     _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
     # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
     settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
@@ -112,20 +125,13 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                                hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
     cold = settings.cold_start_seconds
-    try:
-        settings.validate()
-        if by:
-            workloads, source, n_requests = _from_prometheus(prometheus_url, query, by, prom_start, prom_end,
-                                                             prom_step, progress)
-        else:
-            workloads, source, n_requests = read_fleet_csv(trace, series_column), str(trace), 0
-    except (FleetError, engine.ReplayError) as e:
-        fail(str(e))
-    if not workloads:
-        fail(f"no workload in {source}: the query returned no series")
+    workloads, source, n_requests = _workloads(settings, trace, series_column, prometheus_url, query, by, prom_start,
+                                               prom_end, prom_step, progress)
     min_history = parse_duration(DEFAULTS["minHistory"])
     grid = variants.Grid()
     ids = names(workloads)
+    plan = None if bargs is None else fleetbudget.planned(bargs, [fid for fid, _, _ in ids], settings, gpus_per_replica,
+                                                          min_replicas)
     reasons = {w.key: screen(w, min_history) for w in workloads}
     todo = [make_job(w, settings, grid, target_miss, max_cost_ratio) for w in workloads if reasons[w.key] is None]
     tick, close = render.progress_bar("fleet", progress, unit="workload")
@@ -152,6 +158,9 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
             md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
                                      query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
+            if plan is not None:  # the trigger joins the budget the server holds (DIR/budgets.yaml)
+                md.update(fleetbudget.trigger_keys(plan, fid, int(t.selection.point.extra.get("minReplicaCount",
+                                                                                               min_replicas))))
             path = out_dir / f"{fid}.yaml"
             text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by,
                                            server=prometheus_url, pools=pool_flags(t.result, cluster))
@@ -183,16 +192,49 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         "totals": tot,
         "workloads": entries,
     }
+    if plan is not None:
+        doc["budget"] = fleetbudget.run(plan, [(fid, tuned[w.key].drive) for w, (fid, _, _) in zip(workloads, ids)
+                                               if w.key in tuned and tuned[w.key].drive is not None], out_dir)
+    _finish(doc, out_dir, json_path, rows, entries, tot, files)
+
+
+def _finish(doc: dict, out_dir: Path, json_path, rows, entries, tot: dict, files: list) -> None:
+    """fleet.json (and --json), the table (and the budget's), what was written; exit 1 when a workload failed."""
+    from . import fleetbudget
+
     write_json(out_dir / "fleet.json", doc)
     if json_path is not None:
         write_json(json_path, doc)
     click.echo(format_fleet(rows, entries, tot, doc["fleet"]))
-    click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json)")
+    if "budget" in doc:
+        click.echo("\n".join(fleetbudget.lines(doc["budget"])))
+    click.echo(f"wrote {out_dir}/ ({len(files)} ScaledObjects, kustomization.yaml, fleet.json"
+               + (", budget.md, budgets.yaml for forescale serve --budget-file)"
+                  if "budget" in doc and "skipped" not in doc["budget"] else ")"))
     failed = [e for e in entries if e["status"] == "failed"]
     if failed:
         click.echo(f"warning: {len(failed)} workload(s) failed; rerun the same command to retry only those "
                    f"(the others come from {out_dir / '.cache'})", err=True)
         raise SystemExit(1)
+
+
+def _workloads(settings, trace, series_column, prometheus_url, query, by, prom_start, prom_end, prom_step, progress):
+    """The settings checked, and the fleet's workloads read: (workloads, source, range requests)."""
+    from ..fleet.workloads import FleetError
+    from ..replay import engine
+
+    try:
+        settings.validate()
+        if by:
+            workloads, source, n_requests = _from_prometheus(prometheus_url, query, by, prom_start, prom_end,
+                                                             prom_step, progress)
+        else:
+            workloads, source, n_requests = read_fleet_csv(trace, series_column), str(trace), 0
+    except (FleetError, engine.ReplayError) as e:
+        fail(str(e))
+    if not workloads:
+        fail(f"no workload in {source}: the query returned no series")
+    return workloads, source, n_requests
 
 
 def _placeholder_server() -> str:

@@ -11,6 +11,7 @@ from .clitypes import FiniteRange
 from ..loadtest import stats
 from ..loadtest.report import LoadtestReportError, document, read_capacity
 from ..loadtest.workload import WorkloadError, read_prompts, template
+from .loadgrid import ms, run_grid_command, save_figure, verdict
 from .options import Duration, check_output, fail, write_json
 
 DEFAULT_PROMPT = "Request {n}: tell me about autoscaling."
@@ -28,17 +29,25 @@ def _floats(ctx, param, value):
     return out
 
 
-def _ints(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        out = tuple(int(x) for x in value.split(",") if x.strip())
-    except ValueError:
-        out = ()
-    if not out or min(out) < 1 or max(out) > 10000:
-        raise click.BadParameter(f"{value!r}: accepted: integers 1 to 10000, comma-separated, e.g. 1,4,16", ctx,
-                                 param)
-    return out
+def _int_list(hi: int, accepted: str):
+    """A click callback: comma-separated integers in [1, ``hi``], ``accepted`` saying so on a bad value."""
+
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            out = tuple(int(x) for x in value.split(",") if x.strip())
+        except ValueError:
+            out = ()
+        if not out or min(out) < 1 or max(out) > hi:
+            raise click.BadParameter(f"{value[:60]!r}: accepted: {accepted}", ctx, param)
+        return out
+
+    return callback
+
+
+_ints = _int_list(10000, "integers 1 to 10000, comma-separated, e.g. 1,4,16")
+_tokens = _int_list(1_000_000, "token counts 1 to 1000000, comma-separated, e.g. 128,1024,4096")
 
 
 def _version() -> str:
@@ -70,10 +79,6 @@ def progress_factory(enabled: bool | None):
     return make
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:.0f}"
-
-
 def format_table(doc: dict) -> str:
     q = doc["slo"]["percentile"]
     head = (f"{'load':>10}{'offered':>9}{'achieved':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'TTFT p50':>9}"
@@ -81,12 +86,9 @@ def format_table(doc: dict) -> str:
     lines = [head]
     for s in doc["steps"]:
         load = f"{s['concurrency']} wrk" if s["mode"] == "closed" else f"{s['target_rps']:.3g}/s"
-        verdict = "meets SLO" if s["meets_slo"] else "misses SLO"
-        if s["generator_limited"]:
-            verdict = f"GENERATOR LIMITED ({s['limit_reason']})"
-        lines.append(f"{load:>10}{s['offered_rps']:>9.2f}{s['achieved_rps']:>9.2f}{_ms(s['p50_s']):>8}"
-                     f"{_ms(s['p95_s']):>8}{_ms(s['p99_s']):>8}{_ms(s['ttft_p50_s']):>9}{s['errors']:>7}"
-                     f"{s['timeouts']:>9}{s['within_slo'] * 100:>8.1f}  {verdict}")
+        lines.append(f"{load:>10}{s['offered_rps']:>9.2f}{s['achieved_rps']:>9.2f}{ms(s['p50_s']):>8}"
+                     f"{ms(s['p95_s']):>8}{ms(s['p99_s']):>8}{ms(s['ttft_p50_s']):>9}{s['errors']:>7}"
+                     f"{s['timeouts']:>9}{s['within_slo'] * 100:>8.1f}  {verdict(s)}")
     slo = f"p{q:g} <= {doc['slo']['seconds']:g} s"
     if doc["mode"] == "step":
         lines.append(f"step test at {doc['settings']['capacity_rps']:.3g} req/s capacity; SLO {slo}")
@@ -95,6 +97,44 @@ def format_table(doc: dict) -> str:
                      f"recommended qpsPerReplica: {doc['recommended_qps_per_replica']:.3g} "
                      f"(margin {doc['settings']['margin']:g})")
     return "\n".join(lines)
+
+
+def _on_step(percentile: float):
+    def on_step(step: dict) -> None:
+        load = f"{step['concurrency']} workers" if step["mode"] == "closed" else f"{step['target_rps']:.3g} req/s"
+        if "input_tokens" in step:
+            load = f"{step['input_tokens']} in, {step['output_tokens']} out: {load}"
+        itl = f", ITL p95 {ms(step['itl_p95_s'])} ms" if step.get("itl_p95_s") is not None else ""
+        click.echo(f"loadtest: {load}: p{percentile:g} within SLO {step['within_slo'] * 100:.1f} %, p95 "
+                   f"{ms(step['p95_s'])} ms, TTFT p95 {ms(step['ttft_p95_s'])} ms{itl}, errors {step['errors']}, "
+                   f"timeouts {step['timeouts']}"
+                   + (f" [generator limited: {step['limit_reason']}]" if step["generator_limited"] else ""), err=True)
+    return on_step
+
+
+def grid_of(grid_input, grid_output, slo_ttft, slo_itl, capacity_path, hardware, prompts_path,
+            stream) -> tuple[tuple[int, int], ...]:
+    """The grid's points (prompt, answer tokens), its options checked together; () without a grid."""
+    if not grid_input and not grid_output:
+        for value, flag in ((capacity_path, "--capacity-model"), (hardware, "--hardware")):
+            if value is not None:
+                raise click.UsageError(f"{flag} goes with --grid-input and --grid-output (the capacity model is "
+                                       "fitted on a grid)")
+        return ()
+    if not grid_input or not grid_output:
+        raise click.UsageError("--grid-input and --grid-output go together (e.g. --grid-input 128,1024,4096 "
+                               "--grid-output 64,256)")
+    if slo_ttft is None and slo_itl is None:
+        raise click.UsageError("the grid is held to the SLOs of a token stream: accepted: --slo-ttft and/or "
+                               "--slo-itl (e.g. --slo-ttft 500ms --slo-itl 50ms)")
+    if prompts_path is not None:
+        raise click.UsageError("--prompts sets its own lengths: the grid builds its prompts (accepted: one of them)")
+    if not stream:
+        raise click.UsageError("the grid measures TTFT and ITL on streamed answers: accepted: --stream (the default)")
+    if not hardware or not hardware.strip():
+        raise click.UsageError("the capacity file names the hardware it was measured on: accepted: --hardware TEXT, "
+                               "e.g. --hardware '1x H100 80GB'")
+    return tuple((i, o) for i in sorted(set(grid_input)) for o in sorted(set(grid_output)))
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib's savefig writes that a user opens
@@ -147,14 +187,7 @@ def write_plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("latency (s)")
     ax.set_yscale("log")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as e:
-        fail(f"--plot {path}: cannot write ({e.strerror})")
-    finally:
-        plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 @click.command("loadtest", context_settings={"help_option_names": ["-h", "--help"]})
@@ -200,6 +233,22 @@ def write_plot(doc: dict, path: Path) -> None:
 @click.option("--max-lag", type=Duration(), default=None,
               help="Strict timing: a send lag (p99) beyond this marks a step as not sustained by the generator. "
               "[default: only lag that alone breaks the SLO counts]")
+@click.option("--slo-ttft", type=Duration(), default=None,
+              help="Time-to-first-token objective (a duration): at least --percentile % of the requests' first "
+              "token within it (streamed; errors miss it).")
+@click.option("--slo-itl", type=Duration(), default=None,
+              help="Inter-token latency objective (a duration): the --percentile-th gap between streamed tokens, "
+              "over all the step's answers, within it.")
+@click.option("--grid-input", callback=_tokens, default=None, metavar="N1,N2,...",
+              help="The grid's prompt lengths (tokens): the capacity at each (prompt, answer) pair, by the ramp or "
+              "--rates; with --grid-output, --slo-ttft and/or --slo-itl (--slo then only when given).")
+@click.option("--grid-output", callback=_tokens, default=None, metavar="N1,N2,...",
+              help="The grid's answer lengths (tokens, asked with ignore_eos).")
+@click.option("--capacity-model", "capacity_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="PATH", help="With the grid: write the capacity model fitted on its knees (JSON, "
+              "forescale.capacity/v1), read by backtest/tune --capacity-model and the trigger key capacityModel.")
+@click.option("--hardware", default=None, metavar="TEXT",
+              help="With the grid: what the replica ran on, named in the capacity file (e.g. '1x H100 80GB').")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the Poisson schedules.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
               help="Write the result (schema forescale.loadtest/v1).")
@@ -208,7 +257,8 @@ def write_plot(doc: dict, path: Path) -> None:
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate, concurrency, step_factors,
                      capacity_from, duration, slo, percentile, margin, prompt, max_tokens, prompts_path, stream, model,
-                     timeout, max_connections, max_lag, seed, json_path, plot_path, progress) -> None:
+                     timeout, max_connections, max_lag, slo_ttft, slo_itl, grid_input, grid_output, capacity_path,
+                     hardware, seed, json_path, plot_path, progress) -> None:
     """Measure the request rate one replica at URL serves within a latency SLO.
 
     URL is an OpenAI-compatible server (`forescale probe --serve PORT`, vLLM,
@@ -222,7 +272,11 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
     from ..loadtest.run import Settings, run
 
     check_output(json_path, "--json")  # outputs are checked before the run, not after minutes of load
+    check_output(capacity_path, "--capacity-model")
     check_plot_path(plot_path)
+    grid = grid_of(grid_input, grid_output, slo_ttft, slo_itl, capacity_path, hardware, prompts_path, stream)
+    if grid and click.get_current_context().get_parameter_source("slo") is click.core.ParameterSource.DEFAULT:
+        slo = None  # a grid is held to TTFT and ITL; the latency to the last byte only when asked
     modes = [m for m, on in (("rates", rates), ("ramp", ramp), ("concurrency", concurrency),
                              ("step", step_factors)) if on]
     if len(modes) > 1:
@@ -248,18 +302,17 @@ def loadtest_command(url, rates, ramp, start_rate, ramp_factor, refine, max_rate
         settings = Settings(mode=mode, slo=slo, percentile=percentile, margin=margin, duration=duration,
                             rates=rates or (), start_rate=start_rate, ramp_factor=ramp_factor, refine=refine,
                             max_rate=max_rate, concurrency=concurrency or (), step=tuple(step_factors or (0.6, 1.2)),
-                            capacity=capacity, seed=seed, max_lag=max_lag).validated()
+                            capacity=capacity, seed=seed, max_lag=max_lag, slo_ttft=slo_ttft, slo_itl=slo_itl,
+                            grid=grid).validated()
     except (WorkloadError, LoadtestError) as e:
         fail(str(e))
-
-    def on_step(step: dict) -> None:
-        load = f"{step['concurrency']} workers" if step["mode"] == "closed" else f"{step['target_rps']:.3g} req/s"
-        click.echo(f"loadtest: {load}: p{percentile:g} within SLO {step['within_slo'] * 100:.1f} %, p95 "
-                   f"{_ms(step['p95_s'])} ms, errors {step['errors']}, timeouts {step['timeouts']}"
-                   + (f" [generator limited: {step['limit_reason']}]" if step["generator_limited"] else ""), err=True)
+    if grid:
+        return run_grid_command(target, settings, model=model, hardware=hardware, margin=margin, version=_version(),
+                                json_path=json_path, plot_path=plot_path, capacity_path=capacity_path,
+                                on_step=_on_step(percentile), progress=progress_factory(progress))
 
     try:
-        outcome = asyncio.run(run(target, settings, on_step=on_step, progress=progress_factory(progress)))
+        outcome = asyncio.run(run(target, settings, on_step=_on_step(percentile), progress=progress_factory(progress)))
     except LoadtestError as e:
         fail(str(e))
     doc = document(outcome, url=target.url, workload=workload.describe(), stream=stream, timeout=timeout,

@@ -94,7 +94,9 @@ def to_json(r: Result) -> dict:
             "simulated_days": (r.sim_end - r.sim_start) / DAY,
             "policies": list(r.policies),
             **({"tokens": {"tokens_per_replica": s.tokens.tokens_per_replica, "input_token_weight":
-                           s.tokens.input_weight, "scaled_on": "binding" if s.token_aware else "requests"}}
+                           s.tokens.input_weight, "scaled_on": "binding" if s.token_aware else "requests",
+                           **({"requests_per_replica": s.tokens.requests_per_replica,
+                               "lengths": list(s.tokens.lengths)} if s.tokens.lengths is not None else {})}}
                if s.tokens is not None else {}),
         },
         "forecast": fc,

@@ -7,6 +7,10 @@ Charts (zoom with the range slider or a drag, toggle a policy by clicking its le
 * ``chart-frontier``  each policy (and with ``--sweep``/``tune`` every swept configuration) on the
                       miss-vs-cost plane, hover for the knobs
 * ``chart-forecast``  the forecast L ahead vs the actual rate, with its quantile band
+* ``chart-tokens``    with a trace with shape and a token budget (``--tokens-per-replica``, ``--capacity-model``):
+                      the token mix over the span (prompt and generated tokens/s; the weighted tokens per request,
+                      with the lengths a capacity model was measured on)
+* ``chart-used``      with tokens too: the capacity used per policy (the judged load / the ready capacity, %)
 
 With ``--holidays``/``--events`` the time charts shade the holidays (orange) and events (green) of the span
 (hover a shading's label for its name), the accuracy table is split into ordinary days and holidays/events, and
@@ -142,7 +146,51 @@ def _figures(r: Result, selection=None, sweep: bool = False) -> list[tuple[str, 
                          xaxis=dict(rangeslider=dict(visible=True)))
         _shade(fc, periods)
         figs.append(("chart-forecast", "Forecast vs actual", fc))
-    return figs
+    return figs + token_figures(r, k, periods)
+
+
+def token_figures(r: Result, k: int, periods) -> list[tuple[str, str, object]]:
+    """A trace with shape judged on a token budget: its token mix over the span, and each policy's capacity used."""
+    import plotly.graph_objects as go
+
+    tr, cap = r.trace, r.settings.tokens
+    if cap is None or not tr.has_tokens:
+        return []
+    s = tr.series
+    a, b = int(np.searchsorted(s.t, r.sim_start)), int(np.searchsorted(s.t, r.sim_end))
+    kt = max(1, math.ceil((b - a) / MAX_POINTS))
+    t = _iso(s.t[a:b][::kt])
+    i, o, req = (np.asarray(x, dtype=np.float64)[a:b] for x in (tr.input_tokens, tr.output_tokens, s.y))
+    mix = go.Figure()
+    mix.add_trace(go.Scatter(x=t, y=pool(i, kt, "max"), name="prompt tokens/s", line=dict(width=1)))
+    mix.add_trace(go.Scatter(x=t, y=pool(o, kt, "max"), name="generated tokens/s", line=dict(width=1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(req > 0, cap.weighted(i, o) / np.where(req > 0, req, 1.0), np.nan)
+    mix.add_trace(go.Scatter(x=t, y=per[::kt], name=f"weighted tokens per request (w {cap.input_weight:g})",
+                             yaxis="y2", mode="lines", line=dict(width=1, dash="dot", color="black")))
+    if cap.lengths is not None:
+        for v, what in zip(cap.lengths, ("shortest", "longest")):
+            mix.add_hline(y=v, yref="y2", line=dict(color="#d62728", width=1, dash="dash"),
+                          annotation_text=f"{what} measured ({v:.4g})", annotation_font_size=9)
+    mix.update_layout(title="Token mix: prompt and generated tokens/s, and the weighted tokens per request",
+                      yaxis=dict(title="tokens/s"), yaxis2=dict(title="weighted tokens / request", overlaying="y",
+                                                                side="right"), height=460,
+                      xaxis=dict(rangeslider=dict(visible=True)))
+    _shade(mix, periods)
+    sc = r.scenario
+    used = go.Figure()
+    for name, p in r.policies.items():
+        ready = p.timeline.ready * sc.qps_per_replica
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.where(ready > 0, 100 * sc.demand / np.where(ready > 0, ready, 1.0), np.nan)
+        used.add_trace(go.Scatter(x=_iso(sc.times[::k]), y=pool(u, k, "max"), name=name,
+                                  line=dict(width=1.2, color=colors.get(name)),
+                                  visible=True if name in ("predictive", "reactive", "oracle") else "legendonly"))
+    used.add_hline(y=100, line=dict(color="black", width=1, dash="dash"))
+    used.update_layout(title="Capacity used: the load (requests and tokens, binding) / the ready capacity, %; above "
+                             "100 % requests wait", yaxis_title="% of ready capacity", height=420)
+    _shade(used, periods)
+    return [("chart-tokens", "Token mix", mix), ("chart-used", "Capacity used", used)]
 
 
 def charts_html(r: Result, selection=None, sweep: bool = False) -> str:

@@ -21,6 +21,7 @@ from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_N
                            PLACEHOLDER_SERVER, REPLAY_NOTE)
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
+from .tokenopts import capacity_options, capacity_trigger_keys
 from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
                       model_option, replay_settings, replica_options, require_length, source_options, target_options,
                       to_stdout, write_json, write_text)
@@ -29,8 +30,9 @@ from .replayflags import pool_flags
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool,
-            pools: dict | None = None) -> tuple[str, str]:
-    """The human lines and the metadata block (text) for a selection."""
+            pools: dict | None = None, capacity_file: Path | None = None) -> tuple[str, str]:
+    """The human lines and the metadata block (text) for a selection (``capacity_file``: the capacity model
+    replayed, which the trigger reads too; ``pools``: the pool options as given, for the world annotation)."""
     from ..replay.families import Family as F
     from ..replay.variants import ANCHORS
     from . import render
@@ -74,6 +76,10 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
     md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
     notes = dict(render.PLACEHOLDER_NOTES) if placeholders else server_notes(server_address)
+    if capacity_file is not None:
+        keys, key_notes = capacity_trigger_keys(capacity_file)
+        md.update(keys)
+        notes.update(key_notes)
     comments = [f"forescale tune on {r.trace.name}: {sel.message}" + ("" if sel.met else " -- TARGET NOT MET"),
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
@@ -110,8 +116,10 @@ def _by_pool(cluster: dict, settings_for, tune_on, echo):
     return tuning
 
 
-def _write_manifest(path: Path, block: str, sel, echo) -> None:
-    """--output: the printed ScaledObject, comments and all (exit 2 when nothing was chosen)."""
+def _write_manifest(path: Path | None, block: str, sel, echo) -> None:
+    """--output: the printed ScaledObject, comments and all (exit 2 when nothing was chosen); None: not asked."""
+    if path is None:
+        return
     if not block:
         fail(f"--output {path}: nothing to write: {sel.message}")
     write_text(path, block)
@@ -175,10 +183,12 @@ def holidays_line(r, sel) -> str:
               help="With --pools: tune on each pool and MIG slice of the file alone and pick the cheapest in dollars "
                    "meeting the target (its table, then the pick as usual).")
 @cluster_options  # a node pool, cold-start phases, a queue: rank in that world, as backtest --advise does
+@capacity_options  # --capacity-model: qpsPerReplica and the token budget from a loadtest grid (scaler.capacity)
 def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, target_miss, max_cost_ratio,
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
-                 timeseries_path, progress, choose_pool=False, calendar=None, manifest_path=None, **cluster) -> None:
+                 timeseries_path, progress, choose_pool=False, calendar=None, tokens=None, capacity_file=None,
+                 manifest_path=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -199,7 +209,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
-                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
+                               hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas,
+                               tokens=tokens)
 
     settings = settings_for(cluster)
     tr = load_trace(trace, prometheus_url, query, prom_start, prom_end, prom_step, now=time.time())
@@ -232,16 +243,14 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     echo("")
     echo(render.format_frontier(r, only_pareto=not show_all))
     echo("")
-    placeholders = not prometheus_url
     text, block = summary(r, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
-                          query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=placeholders,
-                          pools=pool_flags(r, cluster))
+                          query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=not prometheus_url,
+                          pools=pool_flags(r, cluster), capacity_file=capacity_file)
     echo(text)
     if block:
         echo("")
         echo(block, nl=False)
-    if manifest_path is not None:
-        _write_manifest(manifest_path, block, sel, echo)
+    _write_manifest(manifest_path, block, sel, echo)
     if not sel.met:
         click.echo(f"warning: {sel.message}", err=True)
     if tr.attribution:

@@ -5,7 +5,8 @@ A job is exactly what ``forescale tune`` does for one series: ``replay.tune.tune
 target miss), in one process (``jobs=1``: the fleet
 parallelises over workloads). It crosses a process (or Ray) boundary as plain
 data, and comes back as a ``Tuned``: the ``engine.Result`` without its bulky
-parts (timelines, curves, the trace's points) and the ``Selection``.
+parts (timelines, curves, the trace's points) and the ``Selection``, with what the fleet's joint replay under a GPU
+budget needs of the selection (``drive``: its answers at each of KEDA's calls, its HPA, the demand).
 
 ``input_hash`` is a digest of everything the result depends on (the points,
 the settings, the grid, the target, this module's version and forescale's), so
@@ -31,14 +32,15 @@ from forecaster.base import Series
 
 from ..misstarget import MissTarget
 from ..replay import engine, frontier, variants
-from ..replay.families import Family as F
-from ..replay.tune import tune
+from ..replay.families import TABLE, Family as F
+from ..replay.fleetmember import Member
+from ..replay.tune import answers, tune
 from ..replay.scenario import DAY
 from .workloads import Key, Workload
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 6  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
+CACHE_VERSION = 7  # bump when the engine's results or ``Tuned`` change (a cached result must equal a fresh one)
 
 
 def _package_version() -> str:
@@ -98,6 +100,7 @@ class Tuned:
     peak_rss_mib: float = 0.0  # of the process that ran it (a pool or Ray worker: its peak so far)
     cached: bool = False
     timing: dict = field(default_factory=dict)
+    drive: Member | None = None  # the selection replayable in the fleet's joint loop (``replay.fleetloop``)
 
 
 def tune_one(job: Job) -> Tuned:
@@ -110,9 +113,13 @@ def tune_one(job: Job) -> Tuned:
     except engine.ReplayError as e:
         return Tuned(job.key, None, None, str(e), time.perf_counter() - t0, _rss_mib())
     r, sel = tuning.result, tuning.selection
+    drive = None
+    if sel.point is not None and TABLE[sel.point.policy].hpa:  # every selectable family is
+        values, hpa = answers(r, sel.point.variant)
+        drive = Member(job.title, r.scenario, hpa, values)
     slim = replace(r, trace=replace(trace, series=Series(np.empty(0), np.empty(0), job.step)), scenario=None,
                    models={}, policies={})
-    return Tuned(job.key, slim, sel, None, time.perf_counter() - t0, _rss_mib(), timing=dict(r.timing))
+    return Tuned(job.key, slim, sel, None, time.perf_counter() - t0, _rss_mib(), timing=dict(r.timing), drive=drive)
 
 
 def _rss_mib() -> float:

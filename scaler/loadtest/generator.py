@@ -17,6 +17,7 @@ scaler reads are a few hundred lines on a plain client.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import urllib.parse
 from dataclasses import dataclass
@@ -43,6 +44,26 @@ def completions_url(url: str) -> str:
     if parts.path in ("", "/"):
         parts = parts._replace(path="/v1/completions")
     return urllib.parse.urlunsplit(parts)
+
+
+def _count(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9 else None
+
+
+def _usage_of(doc) -> tuple[int | None, int | None, bool] | None:
+    """(prompt_tokens, completion_tokens, no tokens in this chunk) of an OpenAI answer's ``usage``; None if none."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("usage"), dict):
+        return None
+    u = doc["usage"]
+    choices = doc.get("choices")
+    return _count(u.get("prompt_tokens")), _count(u.get("completion_tokens")), not choices
+
+
+def _usage(payload: bytes) -> tuple[int | None, int | None, bool] | None:
+    try:
+        return _usage_of(json.loads(payload))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -96,23 +117,37 @@ class Generator:
                     await resp.read()
                     return Record(scheduled, sent, "error", kind=str(resp.status), finished=loop.time() - t0)
                 if self.target.stream:
-                    events = 0
+                    events, gaps, usage, last = 0, [], None, None
                     async for line in resp.content:
                         if not line.startswith(b"data:"):
                             continue
-                        if line[5:].strip() == b"[DONE]":
+                        payload = line[5:].strip()
+                        if payload == b"[DONE]":
                             break
+                        now = loop.time()
+                        if b'"usage"' in payload and b'"usage":null' not in payload.replace(b" ", b""):
+                            usage = _usage(payload)  # the last chunk (stream_options.include_usage) has no token
+                            if usage is not None and usage[2]:
+                                continue
                         events += 1
                         if first is None:
-                            first = loop.time() - t0 - scheduled
+                            first = now - t0 - scheduled
+                        else:
+                            gaps.append(now - last)
+                        last = now
                     if not events:
                         return Record(scheduled, sent, "error", kind="protocol", finished=loop.time() - t0)
-                else:
-                    data = await resp.json(content_type=None)
-                    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-                        return Record(scheduled, sent, "error", kind="protocol", finished=loop.time() - t0)
+                    end = loop.time() - t0
+                    return Record(scheduled, sent, "ok", latency=end - scheduled, ttft=first, finished=end,
+                                  gaps=tuple(gaps), prompt_tokens=usage[0] if usage else None,
+                                  output_tokens=usage[1] if usage and usage[1] is not None else events)
+                data = await resp.json(content_type=None)
+                if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+                    return Record(scheduled, sent, "error", kind="protocol", finished=loop.time() - t0)
+                u = _usage_of(data)
             end = loop.time() - t0
-            return Record(scheduled, sent, "ok", latency=end - scheduled, ttft=first, finished=end)
+            return Record(scheduled, sent, "ok", latency=end - scheduled, ttft=first, finished=end,
+                          prompt_tokens=u[0] if u else None, output_tokens=u[1] if u else None)
         except asyncio.TimeoutError:
             return Record(scheduled, sent, "timeout", finished=loop.time() - t0)
         except aiohttp.ClientConnectorError:

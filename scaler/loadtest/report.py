@@ -19,6 +19,13 @@
                                   offer more: a lower bound) | "untested_above" (no higher rate was tried) | null
     generator_limited             true when any step could not be offered as asked
     timeline                      step test only: [{t_s, arrivals, rate_rps, p95_s, errors, timeouts}] per window
+    grid                          a grid only: {points: [{input_tokens_requested, output_tokens_requested,
+                                  input_tokens, output_tokens (the means the server counted), capacity_rps (the
+                                  point's knee) | null, knee_step, ttft_p95_s, itl_p95_s, ...}], capacity_model
+                                  (the fitted model's fit and recommendation, as in its file) | null}; each step
+                                  carries its point's input_tokens and output_tokens; capacity_rps and
+                                  recommended_qps_per_replica are the model's request ceiling and its
+                                  recommendation
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ def document(outcome, *, url: str, workload: dict, stream: bool, timeout: float,
     rec = outcome.recommended
     doc = {
         "schema": SCHEMA, "forescale_version": version, "url": url, "mode": s.mode,
-        "slo": {"seconds": s.slo, "percentile": s.percentile},
+        "slo": {"seconds": s.slo, "percentile": s.percentile, "ttft_seconds": s.slo_ttft, "itl_seconds": s.slo_itl},
         "settings": {"duration_s": s.duration, "margin": s.margin, "stream": stream, "timeout_s": timeout,
                      "seed": s.seed, "max_lag_s": s.max_lag, "rates": list(s.rates) or None,
                      "start_rate": s.start_rate if s.mode == "ramp" else None,
@@ -72,6 +79,20 @@ def document(outcome, *, url: str, workload: dict, stream: bool, timeout: float,
     }
     if outcome.timeline is not None:
         doc["timeline"] = outcome.timeline
+    if outcome.points is not None:
+        doc["mode"] = "grid"
+        doc["grid"] = {"points": outcome.points, "capacity_model": None}
+    return doc
+
+
+def with_model(doc: dict, model: dict | None) -> dict:
+    """A grid's document with its fitted capacity model (``scaler.capacity.document``): the model's request ceiling
+    is the capacity, its recommendation the qpsPerReplica."""
+    doc["grid"]["capacity_model"] = model
+    if model is not None:
+        doc["capacity_rps"] = model["fit"]["requests_per_second"]
+        doc["recommended_qps_per_replica"] = model["recommended"]["qps_per_replica"]
+        doc["recommendation_basis"] = "capacity_model"
     return doc
 
 

@@ -11,8 +11,12 @@ Definitions (all times in seconds, relative to the step's start):
 * **offered** rate: requests actually sent within the step's window / the window;
   **achieved** rate: successful answers / the time from the step's start to the last one (at least
   the window);
+* **ITL** (inter-token latency): the gaps between consecutive streamed tokens of an answer, all the step's
+  answers' gaps pooled (as vLLM's ``vllm:inter_token_latency_seconds`` histogram pools them);
 * a step **meets the SLO** when at least ``percentile`` % of *all* its requests (errors and timeouts
-  count as misses) finished within ``slo`` seconds;
+  count as misses) finished within ``slo`` seconds and, when given, had their first token within
+  ``slo_ttft``; and, with ``slo_itl``, the ``percentile``-th ITL of the step is at most ``slo_itl``
+  (``slo`` None: the latency to the last byte is not judged, as for long answers held to TTFT and ITL);
 * the generator **cannot sustain** a step when it offered less than 95 % of the target, or when the
   step misses the SLO only because of the generator's own send lag (actual send - scheduled time):
   with each request's lag taken off its latency it would have met it. (Lag only adds latency, so a
@@ -43,6 +47,18 @@ class Record:
     ttft: float | None = None      # scheduled -> first token (streamed ok requests)
     kind: str | None = None        # for errors: the HTTP status ("503") or the failure ("connect", "protocol")
     finished: float | None = None  # when it ended, relative to the step's start
+    gaps: tuple[float, ...] = ()   # inter-token gaps of a streamed answer (seconds)
+    prompt_tokens: int | None = None  # as the server counted them (usage), when it said
+    output_tokens: int | None = None  # usage's completion_tokens, else the streamed token events
+
+
+def _within(r: Record, slo: float | None, slo_ttft: float | None, lag: float = 0.0) -> bool:
+    """A request met the per-request SLOs (latency to the last byte, time to first token), ``lag`` taken off."""
+    if r.status != "ok" or r.latency is None:
+        return False
+    if slo is not None and r.latency - lag > slo:
+        return False
+    return slo_ttft is None or (r.ttft is not None and r.ttft - lag <= slo_ttft)
 
 
 def arrivals(rate: float, duration: float, rng: random.Random) -> list[float]:
@@ -76,21 +92,33 @@ def slo_latency(records: Sequence[Record], q: float) -> float | None:
     return None if math.isinf(v) else v
 
 
-def lag_excused(records: Sequence[Record], slo: float, q: float) -> bool:
-    """Would the step meet the SLO with each request's send lag taken off its latency?"""
+def lag_excused(records: Sequence[Record], slo: float | None, q: float, slo_ttft: float | None = None,
+                itl_ok: bool = True) -> bool:
+    """Would the step meet the SLO with each request's send lag taken off its latency and its TTFT?"""
     n = len(records)
-    good = sum(1 for r in records if r.status == "ok" and r.latency is not None
-               and r.latency - max(0.0, r.sent - r.scheduled) <= slo)
-    return n > 0 and good / n >= q / 100.0
+    good = sum(1 for r in records if _within(r, slo, slo_ttft, max(0.0, r.sent - r.scheduled)))
+    return n > 0 and itl_ok and good / n >= q / 100.0
 
 
-def summarize(records: Sequence[Record], *, target: float | None, duration: float, slo: float, q: float,
-              max_lag: float | None = None, mode: str = "open", concurrency: int | None = None) -> dict:
+def token_means(records: Sequence[Record]) -> tuple[float | None, float | None]:
+    """Mean prompt and answer tokens of the answered requests that reported them (None: none did)."""
+    ok = [r for r in records if r.status == "ok"]
+    p = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    o = [r.output_tokens for r in ok if r.output_tokens is not None]
+    return (sum(p) / len(p) if p else None), (sum(o) / len(o) if o else None)
+
+
+def summarize(records: Sequence[Record], *, target: float | None, duration: float, slo: float | None, q: float,
+              max_lag: float | None = None, mode: str = "open", concurrency: int | None = None,
+              slo_ttft: float | None = None, slo_itl: float | None = None) -> dict:
     """The statistics of one step (a JSON-ready dict; see the module docstring for the definitions)."""
     n = len(records)
     ok = [r for r in records if r.status == "ok"]
     lat = [r.latency for r in ok if r.latency is not None]
     ttft = [r.ttft for r in ok if r.ttft is not None]
+    gaps = [g for r in ok for g in r.gaps]
+    itl_q = percentile(gaps, q)
+    itl_ok = slo_itl is None or itl_q is None or itl_q <= slo_itl
     errors = [r for r in records if r.status == "error"]
     kinds: dict[str, int] = {}
     for r in errors:
@@ -101,21 +129,31 @@ def summarize(records: Sequence[Record], *, target: float | None, duration: floa
     achieved = len(ok) / max(duration, last) if ok else 0.0
     lags = [max(0.0, r.sent - r.scheduled) for r in records]
     lag99 = percentile(lags, 99) or 0.0
-    within = sum(1 for r in ok if r.latency is not None and r.latency <= slo) / n if n else 0.0
-    meets = n > 0 and within >= q / 100.0
+    within = sum(1 for r in ok if _within(r, slo, slo_ttft)) / n if n else 0.0
+    meets = n > 0 and within >= q / 100.0 and itl_ok
     limited = bool(mode == "open" and target and (
-        offered < OFFERED_TOLERANCE * target or (not meets and lag_excused(records, slo, q))
+        offered < OFFERED_TOLERANCE * scheduled_rate(target, n, duration)
+        or (not meets and lag_excused(records, slo, q, slo_ttft, itl_ok))
         or (max_lag is not None and lag99 > max_lag)))
+    prompt_mean, output_mean = token_means(records)
     return {
         "mode": mode, "target_rps": target, "concurrency": concurrency, "duration_s": duration,
         "requests": n, "ok": len(ok), "offered_rps": offered, "achieved_rps": achieved,
         "p50_s": percentile(lat, 50), "p95_s": percentile(lat, 95), "p99_s": percentile(lat, 99),
         "max_s": max(lat) if lat else None,
-        "ttft_p50_s": percentile(ttft, 50), "ttft_p95_s": percentile(ttft, 95),
+        "ttft_p50_s": percentile(ttft, 50), "ttft_p95_s": percentile(ttft, 95), "ttft_p99_s": percentile(ttft, 99),
+        "itl_p50_s": percentile(gaps, 50), "itl_p95_s": percentile(gaps, 95), "itl_p99_s": percentile(gaps, 99),
+        "prompt_tokens_mean": prompt_mean, "output_tokens_mean": output_mean,
         "errors": len(errors), "error_kinds": kinds, "timeouts": sum(1 for r in records if r.status == "timeout"),
-        "slo_latency_s": slo_latency(records, q), "within_slo": within, "meets_slo": meets,
+        "slo_latency_s": slo_latency(records, q), "itl_slo_s": itl_q, "within_slo": within, "meets_slo": meets,
         "send_lag_p99_s": lag99, "send_lag_max_s": max(lags, default=0.0), "generator_limited": limited,
     }
+
+
+def scheduled_rate(target: float, n: int, duration: float) -> float:
+    """The rate the schedule asked for: ``target``, or the ``n`` arrivals it drew over ``duration`` when fewer (a
+    step's count is ``round(rate x duration)``: 4 of 4.5 in a short step is the schedule, not the generator)."""
+    return min(target, n / duration) if duration > 0 and n else target
 
 
 def rate_of(step: dict) -> float:

@@ -34,6 +34,8 @@ class Workload:
         if self.template:
             out["prompt"] = base["prompt"].replace("{n}", str(n))
         out["stream"] = stream
+        if stream and "ignore_eos" in base:  # a grid point: the server's own token counts, in the last chunk
+            out.setdefault("stream_options", {"include_usage": True})
         if model is not None:
             out.setdefault("model", model)
         return out
@@ -43,6 +45,21 @@ class Workload:
         tokens = [b.get("max_tokens") for b in self.bodies]
         return {"source": self.source, "prompts": len(self.bodies), "prompt_chars_min": min(lengths),
                 "prompt_chars_max": max(lengths), "max_tokens": sorted({t for t in tokens if t is not None})}
+
+
+FILLER = "hello"  # one token in the common tokenizers (BPE vocabularies hold " hello" whole)
+
+
+def shaped(input_tokens: int, output_tokens: int) -> Workload:
+    """One grid point: a prompt of about ``input_tokens`` tokens (the request's number, then ``FILLER`` words: each
+    prompt differs from its first token on, so no prefix cache serves it) asking for exactly ``output_tokens``
+    (``ignore_eos``, as vLLM and SGLang read it; the lengths measured are the server's own counts where it reports
+    them, ``stream_options.include_usage``)."""
+    if input_tokens < 1 or output_tokens < 1:
+        raise WorkloadError(f"grid point ({input_tokens}, {output_tokens}): accepted: token counts >= 1")
+    prompt = "{n}" + (" " + FILLER) * (input_tokens - 1)
+    return Workload(({"prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True},),
+                    f"grid {input_tokens} in, {output_tokens} out", template=True)
 
 
 def template(prompt: str, max_tokens: int) -> Workload:

@@ -21,6 +21,11 @@ KEDA and the HPA:
 * ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
 * ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
+* ``fleetloop``  a fleet replayed jointly under a GPU budget, tick by tick (``scaler.budget``'s arbitration of the
+                 answers and of the free GPUs); ``fleetmember``: one workload's KEDA + HPA and pods in that loop
+* ``closedloop`` the server's closed loop (``scaler.feedback``) replayed call by call against the queue; ``llm``:
+                 TTFT and ITL from the queue and the load per replica (``ttft_p95_s``, ``itl_p95_s``);
+                 ``saturation``: the server's capacity learner fed a replayed policy's queue and served rate
 
 Forecasts and the world around the replicas:
 

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import search
+from . import closedloop, search
 from .families import family
 from .families.base import Stage1
 from .forecasts import Packed
@@ -61,11 +61,21 @@ def evaluate_batch(
     """
     sc, qps = ctx.scenario, ctx.qps
     stage1: dict[tuple, tuple] = {}
-    replayed: dict[tuple, Timeline] = {}
+    replayed: dict[tuple, Timeline] = {}  # by (hpa, values) or, with the loop, (hpa, base, headroom, tol)
+    raised: dict[tuple, int] = {}  # the closed loop's raised answers per replay (reason feedback)
     out: list[Evaluated] = []
     groups: dict[tuple, tuple[Variant, list[tuple[float, Outcome]]]] = {}  # (k1, compensation) -> first, tried
 
     def replay(base: np.ndarray, hpa: Hpa, headroom: float, tol: float) -> Timeline:
+        if ctx.loop is not None:  # the closed loop: the answers depend on the queue, call by call
+            closed = (hpa, base.tobytes(), headroom, tol)
+            if closed not in replayed:
+                run = closedloop.run(
+                    sc, base, hpa, qps=qps, headroom=headroom, tolerance=tol, loop=ctx.loop,
+                    settle_seconds=ctx.lead_seconds,
+                )  # fmt: skip
+                replayed[closed], raised[closed] = run.timeline, run.raised
+            return replayed[closed]
         values = finish(base, qps, headroom, tol)
         key = (hpa, values.tobytes())
         if key not in replayed:
@@ -84,7 +94,10 @@ def evaluate_batch(
         tl = replay(base, hpa, v.headroom, tol)
         o = evaluate(sc, tl)
         groups.setdefault((k1, v.compensation), (v, []))[1].append((v.headroom, o))
-        out.append(Evaluated(v, o, dict(reasons), note + _knob_note(v, tol), tl if keep else None, dict(extra)))
+        why = dict(reasons)
+        if ctx.loop is not None:
+            why["feedback"] = raised[(hpa, base.tobytes(), v.headroom, tol)]
+        out.append(Evaluated(v, o, why, note + _knob_note(v, tol), tl if keep else None, dict(extra)))
     if target_miss is None:
         return out
     for (k1, comp), (v0, tried) in groups.items():

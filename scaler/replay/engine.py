@@ -51,7 +51,8 @@ from .scenario import DAY, TICK_SECONDS, Outcome, Scenario, Timeline, evaluate, 
 from .settings import ReplayError, Settings, Trace  # noqa: F401 (re-exported: engine.run's inputs)
 from .variants import POLICIES, Variant, default_variant, is_default
 from .triggers import replay_scaled_objects
-from . import scenarios, tokenload, world
+from . import llm, scenarios, tokenload, world
+from .llm import LoopSettings
 
 TARGET_PEAK_REPLICAS = 20  # the derived qps per replica makes the simulated peak need about this many
 Progress = Callable[[int, int], None]  # (units done since the last call, total units)
@@ -82,6 +83,7 @@ class Setup:
     lead: LeadTime
     scenario: Scenario
     hpa: Hpa
+    serving: llm.Serving = llm.Serving()  # the latency model's inputs (TTFT and ITL; the loop's signals)
 
 
 def setup(trace: Trace, settings: Settings) -> Setup:
@@ -118,16 +120,41 @@ def setup(trace: Trace, settings: Settings) -> Setup:
         raise ReplayError(f"qpsPerReplica {why}; it was {qps_note}")
     sc = scenario(series.t, series.y, step, start, end, cold_start_seconds=settings.cold_start_seconds,
                       qps_per_replica=qps)
+    serving = llm.Serving(settings.itl_seconds)
     if settings.tokens is not None:
+        requests = sc
         sc = token_scenario(trace, settings, sc, start, end, qps)
+        notes += token_notes(trace, settings, start, end, qps)
         cap = settings.tokens
-        share = tokenload.token_share(series, tokenload.weighted(trace, cap), qps, cap, start, end)
-        notes.append(f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight "
-                     f"{cap.input_weight:g}); the tokens bind in {100 * share:.1f} % of the simulated intervals; "
-                     f"scaled on {'the binding load' if settings.token_aware else 'req/s alone'}")
+        assert trace.input_tokens is not None
+        prompt = tokenload.prompt_per_request(requests, series, trace.input_tokens, start, end)
+        serving = llm.Serving(settings.itl_seconds,
+                              settings.capacity_factor * cap.input_weight * prompt / cap.tokens_per_replica)
+    if settings.capacity_factor != 1.0:  # the replicas sustain 1/f of what they are configured for
+        sc = replace(sc, demand=sc.demand * settings.capacity_factor)
+        notes.append(f"capacity overstated x{settings.capacity_factor:g}: a replica sustains 1/"
+                     f"{settings.capacity_factor:g} of qpsPerReplica; judged on {settings.capacity_factor:g} x the "
+                     "load (its requests counted in that unit), scaled on the load as it is")
     hpa = Hpa(target=qps, min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                   tolerance_up=settings.hpa_tolerance, activation_threshold=settings.activation_threshold)
-    return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa)
+    return Setup(start, end, notes, peak, qps, qps_note, settings.lead(), sc, hpa, serving)
+
+def token_notes(trace: Trace, settings: Settings, start: float, end: float, qps: float) -> list[str]:
+    """What the table says of the tokens: where they bind, and where a measured model's lengths were left."""
+    cap = settings.tokens
+    assert cap is not None
+    series, k = trace.series, tokenload.weighted(trace, cap)
+    share = tokenload.token_share(series, k, qps, cap, start, end)
+    notes = [f"tokens: {cap.tokens_per_replica:g} weighted tokens/s per replica (input weight {cap.input_weight:g}); "
+             f"the tokens bind in {100 * share:.1f} % of the simulated intervals; scaled on "
+             f"{'the binding load' if settings.token_aware else 'req/s alone'}"]
+    if cap.lengths is not None:
+        held = tokenload.clamped_share(series, k, cap, start, end)
+        notes.append(f"capacity model: the mix left the lengths it was measured on ({cap.lengths[0]:.4g}-"
+                     f"{cap.lengths[1]:.4g} weighted tokens per request) in {100 * held:.1f} % of the simulated "
+                     "intervals: held to the nearest measured length (clamped, not extrapolated)")
+    return notes
+
 
 def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: float, end: float,
                    qps: float) -> Scenario:
@@ -141,9 +168,9 @@ def token_scenario(trace: Trace, settings: Settings, requests: Scenario, start: 
     s = trace.series
     k = tokenload.weighted(trace, cap)
     kw = dict(cold_start_seconds=settings.cold_start_seconds, qps_per_replica=qps)
-    toks = scenario(s.t, tokenload.equivalent(k, qps, cap), s.step, start, end, **kw)
+    toks = scenario(s.t, tokenload.equivalent(s.y, k, qps, cap), s.step, start, end, **kw)
     need = scenario(s.t, tokenload.judged(s, k, qps, cap), s.step, start, end, **kw)
-    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware)
+    return tokenload.with_need(requests, toks, need, token_aware=settings.token_aware, cap=cap)
 
 
 @dataclass
@@ -156,6 +183,7 @@ class PolicyRun:
     note: str = ""
     reasons: dict = field(default_factory=dict)
     world: dict = field(default_factory=dict)  # gpu_node_hours, latency... (only with a World)
+    llm: dict = field(default_factory=dict)  # ttft_p95_s, itl_p95_s (with tokens or the closed loop: llm)
 
 
 @dataclass
@@ -264,6 +292,9 @@ def run(trace: Trace, settings: Settings, variants: Sequence[Variant], *, score:
         pol.update(manifests_replayed(su, series, scaled_objects, trigger_series or {}, settings, work.fit_kw,
                                       done.packs, taken=set(pol)))
     checks = in_world(settings, su, pol, done.runs) if settings.world.active else []
+    if settings.llm_figures:  # TTFT and ITL per policy (llm)
+        for p in pol.values():
+            p.llm = llm.figures(su.scenario, p.timeline, su.serving, settings.world.timeout_seconds)
     timing = {**done.timing, "total_seconds": time.perf_counter() - t_all, "variants": float(len(vs))}
     return Result(trace, used, su.qps, su.qps_note, su.lead, su.scenario, su.start, su.end, done.runs, pol, su.notes,
                   timing, points, settings.hpa_tolerance, checks, absolute, reactive_miss)
@@ -291,8 +322,9 @@ def context(series, su: Setup, settings: Settings) -> Context:
     train = slice_series(series, su.start - settings.history_seconds, su.start)
     ok = np.isfinite(train.y)
     upto = slice_series(series, float(series.t[0]), su.end)
+    loop = None if settings.loop is None else LoopSettings(settings.loop, su.serving, settings.loop_rule)
     return Context(su.scenario, su.hpa, su.qps, su.lead.seconds, settings.hpa_tolerance, train.t[ok], train.y[ok],
-                   len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events))
+                   len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events), loop)
 
 
 def resolved_target(ctx: Context, settings: Settings,

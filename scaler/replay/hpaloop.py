@@ -16,7 +16,10 @@ tick ``i``, in Kubernetes' and KEDA's order:
    active -> at least minReplicaCount (1 from zero or idle); inactive with a
    fallback in effect -> the fallback count; inactive and above idle/zero ->
    idle (or 0) once ``cooldown`` has passed since the last active poll (and
-   ``initial_cooldown`` since the start); inactive below minReplicaCount -> minReplicaCount.
+   ``initial_cooldown`` since the start); inactive below minReplicaCount -> minReplicaCount (``keda_poll``).
+
+The fleet's joint replay under a GPU budget (``fleetmember``) calls the same ``hpa_sync``, ``keda_poll`` and
+``scale_pods`` one tick at a time.
 """
 
 from __future__ import annotations
@@ -122,7 +125,30 @@ def _set_count(i, new, created, cnt, cold, born, died, ready_on, ready_off):
 
 
 @compiled
-def _scale(i, cur, new, created, cold, born, died, ready_on, ready_off):
+def keda_poll(i, cnt, active, fb_scale, fb_mode, fb_replicas, kmin, idle, cooldown, init_cooldown, last_active):
+    """KEDA's ``RequestScale`` at a poll at tick ``i`` with ``cnt`` replicas: ``(the count it sets, the tick of the
+    last active poll)``. Active: at least minReplicaCount (1 from zero); inactive with a fallback in effect: the
+    fallback count; inactive above idle/zero: idle (or minReplicaCount) once ``cooldown`` ticks passed since the last
+    active poll (and ``init_cooldown`` since the start); inactive below minReplicaCount: minReplicaCount."""
+    if active:
+        if cnt < kmin:
+            return kmin, float(i)
+        if cnt == 0:
+            return 1, float(i)  # activation 0 -> 1
+        return cnt, float(i)
+    if fb_scale and fb_replicas != 0:
+        return fallback_count(fb_mode, fb_replicas, cnt), last_active
+    if (idle >= 0 and cnt > idle) or (cnt > 0 and kmin == 0):
+        if i - last_active > cooldown and (init_cooldown <= 0 or i > init_cooldown):
+            return (idle if idle >= 0 else kmin), last_active  # to zero (or idle) after cooldownPeriod
+        return cnt, last_active
+    if cnt < kmin and idle < 0:
+        return kmin, last_active
+    return cnt, last_active
+
+
+@compiled
+def scale_pods(i, cur, new, created, cold, born, died, ready_on, ready_off):
     """``_set_count`` with the bookkeeping of additions (born, ready_on)."""
     if new > cur:
         born[i] += new - cur
@@ -196,6 +222,74 @@ def hpa_sync(i, cur, vm, fb, targets, per_pod, fb_mode, fb_replicas, hpa_min, hp
 
 
 @compiled
+def loop_state(n, cold, sync_every, initial, hpa_max, kmin, fb_replicas, idle, n_up, n_dn, m, active0):
+    """The loop's state before tick 0: ``initial`` pods, all ready; every array ``run_span`` writes."""
+    cap = max(initial, hpa_max, kmin, fb_replicas, idle, 1) + 1
+    created = np.empty(cap, dtype=np.int64)
+    born = np.zeros(n + 1, dtype=np.int64)
+    died = np.zeros(n + 1, dtype=np.int64)
+    ready_on = np.zeros(n + cold + 2, dtype=np.int64)
+    ready_off = np.zeros(n + 1, dtype=np.int64)
+    for c in range(initial):
+        created[c] = -(cold + 1)
+    born[0] = initial
+    ready_on[0] = initial
+    n_sync = n // sync_every + 2
+    rec_t = np.empty(n_sync, dtype=np.int64)
+    rec_v = np.empty(n_sync, dtype=np.int64)
+    ev_t = np.empty(n_sync, dtype=np.int64)
+    ev_add = np.empty(n_sync, dtype=np.int64)
+    ev_rem = np.empty(n_sync, dtype=np.int64)
+    st = np.zeros(5, dtype=np.int64)  # rec_lo, rec_hi, ev_lo, ev_hi, the live pods
+    st[4] = initial
+    lst = np.zeros(1, dtype=np.float64)  # the last active tick
+    lst[0] = 0.0 if active0 else -math.inf
+    return (created, born, died, ready_on, ready_off, rec_t, rec_v, ev_t, ev_add, ev_rem, st,
+            np.empty(n_up, dtype=np.int64), np.empty(n_dn, dtype=np.int64), np.empty(m, dtype=np.float64),
+            np.zeros(m, dtype=np.bool_), lst)
+
+
+@compiled
+def run_span(i0, i1, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas,
+             active, fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
+             up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
+             legacy, created, born, died, ready_on, ready_off, rec_t, rec_v, ev_t, ev_add, ev_rem, st, up_starts,
+             dn_starts, vm, fbm, lst):
+    """Ticks ``[i0, i1)`` of the loop on its state (``loop_state``; updated in place): ``run_loop`` runs them all
+    at once, the closed loop (``closedloop``) one value at a time, each value written into ``vals`` and
+    ``active`` before the ticks that read it."""
+    m = vals.shape[0]
+    keep = max(up_w, down_w) + (1.0 if legacy else 0.0)
+    keep_ev = 0.0
+    for p in up_periods:
+        keep_ev = max(keep_ev, p)
+    for p in dn_periods:
+        keep_ev = max(keep_ev, p)
+    cnt = st[4]
+    last_active = lst[0]
+    for i in range(i0, i1):
+        k = i // poll_every
+        if cnt > 0 and i % sync_every == 0:  # one HPA reconcile
+            for j in range(m):  # live: the value KEDA asks for at this sync; cached: the one its last poll cached
+                c = i // sync_every if per_sync[j] else k
+                vm[j] = vals[j, c]
+                fbm[j] = fb_on[j, c]
+            new = hpa_sync(i, cnt, vm, fbm, targets, per_pod, fb_mode, fb_replicas, hpa_min,
+                           hpa_max, milli, tol_up, tol_down, up_w, down_w, up_kinds, up_values, up_periods,
+                           up_select, dn_kinds, dn_values, dn_periods, dn_select, legacy, rec_t, rec_v, ev_t,
+                           ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts)
+            if new != cnt:
+                cnt = scale_pods(i, cnt, new, created, cold, born, died, ready_on, ready_off)
+        if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
+            new, last_active = keda_poll(i, cnt, active[k], fb_scale[k], fb_mode, fb_replicas, kmin, idle, cooldown,
+                                         init_cooldown, last_active)
+            if new != cnt:
+                cnt = scale_pods(i, cnt, new, created, cold, born, died, ready_on, ready_off)
+    st[4] = cnt
+    lst[0] = last_active
+
+
+@compiled
 def run_loop(n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas,
              active, fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
              up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
@@ -209,64 +303,12 @@ def run_loop(n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, 
     poll ``k``. Windows and periods in ticks (``hpa.window_ticks``); ``idle`` -1: none. ``legacy``: no
     ``behavior`` (``down_w`` is then the downscale window in ticks, a record inside when ``age <= down_w``).
     """
-    m = vals.shape[0]
-    cap = max(initial, hpa_max, kmin, fb_replicas, idle, 1) + 1
-    created = np.empty(cap, dtype=np.int64)
-    born = np.zeros(n + 1, dtype=np.int64)
-    died = np.zeros(n + 1, dtype=np.int64)
-    ready_on = np.zeros(n + cold + 2, dtype=np.int64)
-    ready_off = np.zeros(n + 1, dtype=np.int64)
-    cnt = 0
-    for _ in range(initial):
-        created[cnt] = -(cold + 1)
-        cnt += 1
-    born[0] = cnt
-    ready_on[0] = cnt
-    n_sync = n // sync_every + 2
-    rec_t = np.empty(n_sync, dtype=np.int64)
-    rec_v = np.empty(n_sync, dtype=np.int64)
-    ev_t = np.empty(n_sync, dtype=np.int64)
-    ev_add = np.empty(n_sync, dtype=np.int64)
-    ev_rem = np.empty(n_sync, dtype=np.int64)
-    st = np.zeros(4, dtype=np.int64)  # rec_lo, rec_hi, ev_lo, ev_hi
-    keep = max(up_w, down_w) + (1.0 if legacy else 0.0)
-    keep_ev = 0.0
-    for p in up_periods:
-        keep_ev = max(keep_ev, p)
-    for p in dn_periods:
-        keep_ev = max(keep_ev, p)
-    up_starts = np.empty(len(up_kinds), dtype=np.int64)
-    dn_starts = np.empty(len(dn_kinds), dtype=np.int64)
-    vm = np.empty(m, dtype=np.float64)
-    fbm = np.zeros(m, dtype=np.bool_)
-    last_active = 0.0 if active[0] else -math.inf
-    for i in range(n):
-        k = i // poll_every
-        if cnt > 0 and i % sync_every == 0:  # one HPA reconcile
-            for j in range(m):  # live: the value KEDA asks for at this sync; cached: the one its last poll cached
-                c = i // sync_every if per_sync[j] else k
-                vm[j] = vals[j, c]
-                fbm[j] = fb_on[j, c]
-            new = hpa_sync(i, cnt, vm, fbm, targets, per_pod, fb_mode, fb_replicas, hpa_min,
-                           hpa_max, milli, tol_up, tol_down, up_w, down_w, up_kinds, up_values, up_periods,
-                           up_select, dn_kinds, dn_values, dn_periods, dn_select, legacy, rec_t, rec_v, ev_t,
-                           ev_add, ev_rem, st, keep, keep_ev, up_starts, dn_starts)
-            if new != cnt:
-                cnt = _scale(i, cnt, new, created, cold, born, died, ready_on, ready_off)
-        if i % poll_every == 0:  # KEDA acts on IsActive after the HPA's sync of the same tick
-            if active[k]:
-                last_active = i
-                if cnt < kmin:
-                    cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
-                elif cnt == 0:
-                    cnt = _scale(i, cnt, 1, created, cold, born, died, ready_on, ready_off)  # activation 0 -> 1
-            elif fb_scale[k] and fb_replicas != 0:
-                cnt = _scale(i, cnt, fallback_count(fb_mode, fb_replicas, cnt), created, cold, born, died, ready_on,
-                             ready_off)
-            elif (idle >= 0 and cnt > idle) or (cnt > 0 and kmin == 0):
-                if i - last_active > cooldown and (init_cooldown <= 0 or i > init_cooldown):
-                    cnt = _scale(i, cnt, idle if idle >= 0 else kmin, created, cold, born, died, ready_on,
-                                 ready_off)  # to zero (or idle) after cooldownPeriod
-            elif cnt < kmin and idle < 0:
-                cnt = _scale(i, cnt, kmin, created, cold, born, died, ready_on, ready_off)
+    (created, born, died, ready_on, ready_off, rec_t, rec_v, ev_t, ev_add, ev_rem, st, up_starts, dn_starts, vm,
+     fbm, lst) = loop_state(n, cold, sync_every, initial, hpa_max, kmin, fb_replicas, idle, len(up_kinds),
+                            len(dn_kinds), vals.shape[0], active[0])
+    run_span(0, n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas,
+             active, fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cooldown, milli, tol_up, tol_down,
+             up_w, down_w, up_kinds, up_values, up_periods, up_select, dn_kinds, dn_values, dn_periods, dn_select,
+             legacy, created, born, died, ready_on, ready_off, rec_t, rec_v, ev_t, ev_add, ev_rem, st, up_starts,
+             dn_starts, vm, fbm, lst)
     return born, died, ready_on, ready_off

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..policy import to_milli, to_milli_array
 from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, value_at_polls, value_ticks, window_ticks
-from .hpaloop import numba_target, run_loop
+from .hpaloop import loop_state, numba_target, run_loop, run_span
 from .scenario import EPS, Scenario, Timeline
 
 FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower")
@@ -95,6 +95,78 @@ def rules_arrays(r: ScalingRules, tick: float) -> tuple[np.ndarray, np.ndarray, 
     return kinds, values, periods, SELECT[r.select]
 
 
+def behavior_args(hpa: Hpa, tick: float) -> tuple:
+    """The HPA's ``behavior`` as the compiled rules take it (``hpaloop.hpa_sync``, ``run_loop``): the tolerances up
+    and down, the stabilisation windows in ticks (legacy: the downscale window, a record inside when ``age <=``), and
+    each direction's policies (kinds, values, periods, selectPolicy)."""
+    up, down = hpa.up_rules(), hpa.down_rules()
+    down_w = (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick)
+    return (up.tolerance, down.tolerance, window_ticks(up.window_seconds, tick), down_w,
+            *rules_arrays(up, tick), *rules_arrays(down, tick))
+
+
+def steady_start(hpa: Hpa, first: np.ndarray, targets: np.ndarray, active: bool) -> int:
+    """The replicas a replay starts with, all ready: inactive with minReplicaCount 0 or an idle count -> that;
+    else the largest count the first values (as the HPA reads them; NaN: unreadable) ask for, within the bounds."""
+    idle = -1 if hpa.idle_replicas is None else int(hpa.idle_replicas)
+    if not active and (hpa.min_replicas == 0 or idle >= 0):
+        return max(idle, 0)
+    hpa_min = max(hpa.min_replicas, 1)
+    asks = [math.ceil(first[j] / targets[j] - (0 if hpa.milli else EPS)) for j in range(len(first))
+            if np.isfinite(first[j])]
+    return min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
+
+
+@dataclass
+class Loop:
+    """The compiled loop's inputs as ``keda.replay`` prepares them (``inputs``): ``run`` replays every tick at once;
+    the closed loop (``closedloop``) writes ``vals``/``active`` as it decides and runs ``span`` by ``span``."""
+
+    n: int
+    poll_every: int
+    sync_every: int
+    polls: int
+    syncs: int
+    raw: np.ndarray  # (metrics, calls) the values as KEDA serves them (NaN: failed)
+    vals: np.ndarray  # the same as the HPA reads them (milli-quantities)
+    active: np.ndarray  # IsActive per poll
+    args: tuple  # run_span's arguments after ``i0, i1`` up to the state
+    initial: int
+
+    def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``born, died, ready_on, ready_off`` per tick (``hpaloop.run_loop``)."""
+        numba_target()
+        (cold, pe, se, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas, act, fb_scale, kmin, idle,
+         hpa_min, hpa_max, cooldown, init_cd, milli, tu, td, uw, dw, uk, uv, up_, us, dk, dv, dp, ds, legacy) = self.args
+        return run_loop(self.n, cold, pe, se, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas, act,
+                        fb_scale, kmin, idle, hpa_min, hpa_max, cooldown, init_cd, milli, tu, td, uw, dw, uk, uv,
+                        up_, us, dk, dv, dp, ds, self.initial, legacy)
+
+    def state(self) -> tuple:
+        """A fresh state for ``span`` (``hpaloop.loop_state``)."""
+        numba_target()
+        a = self.args
+        return loop_state(self.n, a[0], self.sync_every, self.initial, a[15], a[12], a[9], a[13], len(a[23]),
+                          len(a[27]), self.vals.shape[0], bool(self.active[0]))
+
+    def span(self, i0: int, i1: int, state: tuple) -> None:
+        """Ticks ``[i0, i1)`` on ``state`` (in place): they read ``vals`` and ``active`` as they are now."""
+        run_span(i0, i1, *self.args, *state)
+
+    def timeline(self, born: np.ndarray, died: np.ndarray, ready_on: np.ndarray, ready_off: np.ndarray,
+                 held: np.ndarray | None = None) -> Timeline:
+        n = self.n
+        replicas = np.cumsum(born[:n] - died[:n])
+        ready = np.cumsum(ready_on[:n] - ready_off[:n])
+        if held is not None:
+            value = np.repeat(np.asarray(held, dtype=np.float64)[:self.polls], self.poll_every)[:n]
+        elif bool(self.args[4][0]):  # the first metric is live: its value per sync
+            value = np.repeat(self.raw[0, :self.syncs], self.sync_every)[:n]
+        else:
+            value = np.repeat(self.raw[0, :self.polls], self.poll_every)[:n]
+        return Timeline(replicas=replicas, ready=ready, value=value)
+
+
 def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray, *,
            fallback: Fallback | None = None, initial_replicas: int | None = None,
            held: np.ndarray | None = None) -> Timeline:
@@ -105,6 +177,14 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
     first values ask for, within the bounds), all ready. ``held``: the value
     per poll the timeline shows (default: the first metric's).
     """
+    lp = inputs(sc, hpa, metrics, active, fallback=fallback, initial_replicas=initial_replicas)
+    born, died, ready_on, ready_off = lp.run()
+    return lp.timeline(born, died, ready_on, ready_off, held=held)
+
+
+def inputs(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray, *,
+           fallback: Fallback | None = None, initial_replicas: int | None = None) -> Loop:
+    """The compiled loop's inputs for ``replay`` (its arguments)."""
     n, tick = sc.n, sc.tick
     if not metrics:
         raise ValueError("a replay needs at least one metric")
@@ -126,7 +206,7 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
     if not (targets > 0).all():
         raise ValueError(f"a target is 0 as a milli-quantity: {[mt.target for mt in metrics]}")
     per_pod = np.array([mt.per_pod for mt in metrics], dtype=np.bool_)
-    act = np.asarray(active, dtype=np.bool_)[:polls]
+    act = np.array(active, dtype=np.bool_)[:polls]
     hpa_min = max(hpa.min_replicas, 1)
     idle = -1 if hpa.idle_replicas is None else int(hpa.idle_replicas)
     fb_on = np.zeros(vals.shape, dtype=np.bool_)
@@ -145,34 +225,12 @@ def replay(sc: Scenario, hpa: Hpa, metrics: Sequence[Metric], active: np.ndarray
         at = (np.arange(polls) * poll_every) // sync_every if mt.live else np.arange(polls)
         fb_scale |= fb_on[j, at]
     if initial_replicas is None:
-        if not act[0] and (hpa.min_replicas == 0 or idle >= 0):
-            initial_replicas = max(idle, 0)
-        else:
-            asks = [math.ceil(vals[j, 0] / targets[j] - (0 if milli else EPS)) for j in range(len(metrics))
-                    if np.isfinite(vals[j, 0])]
-            initial_replicas = min(max(max(asks, default=hpa_min), hpa_min), hpa.max_replicas)
-    up, down = hpa.up_rules(), hpa.down_rules()
-    uk, uv, up_, us = rules_arrays(up, tick)
-    dk, dv, dp, ds = rules_arrays(down, tick)
-    cold = sc.cold_ticks
-    numba_target()
+        initial_replicas = steady_start(hpa, vals[:, 0], targets, bool(act[0]))
     per_sync = np.array([mt.live for mt in metrics], dtype=np.bool_)
-    born, died, ready_on, ready_off = run_loop(
-        n, cold, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode,
-        fb_replicas, act, fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas),
-        hpa.cooldown_seconds / tick, hpa.initial_cooldown_seconds / tick, milli, up.tolerance, down.tolerance,
-        window_ticks(up.window_seconds, tick),
-        (hpa.scale_down_window_seconds / tick + EPS) if hpa.legacy else window_ticks(down.window_seconds, tick),
-        uk, uv, up_, us, dk, dv, dp, ds, int(initial_replicas), bool(hpa.legacy))
-    replicas = np.cumsum(born[:n] - died[:n])
-    ready = np.cumsum(ready_on[:n] - ready_off[:n])
-    if held is not None:
-        value = np.repeat(np.asarray(held, dtype=np.float64)[:polls], poll_every)[:n]
-    elif metrics[0].live:
-        value = np.repeat(raw[0, :syncs], sync_every)[:n]
-    else:
-        value = np.repeat(raw[0, :polls], poll_every)[:n]
-    return Timeline(replicas=replicas, ready=ready, value=value)
+    args = (sc.cold_ticks, poll_every, sync_every, vals, per_sync, targets, per_pod, fb_on, fb_mode, fb_replicas, act,
+            fb_scale, int(hpa.min_replicas), idle, hpa_min, int(hpa.max_replicas), hpa.cooldown_seconds / tick,
+            hpa.initial_cooldown_seconds / tick, milli, *behavior_args(hpa, tick), bool(hpa.legacy))
+    return Loop(n, poll_every, sync_every, polls, syncs, raw, vals, act, args, int(initial_replicas))
 
 
 def run_hpa(sc: Scenario, values: np.ndarray, hpa: Hpa, *, initial_replicas: int | None = None) -> Timeline:

@@ -320,6 +320,10 @@ def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, 
         if spec.token_query:  # the replay of a ScaledObject has the request trace alone: never drop the tokens silently
             raise ManifestError(f"{at}: {where}.metadata.tokenQuery: a trigger on tokens is not replayed from a "
                                 "ScaledObject; accepted: replay a trace with token columns and --tokens-per-replica")
+        if spec.capacity.model_file:
+            raise ManifestError(f"{at}: {where}.metadata.capacityModel: a trigger on a capacity model is not replayed "
+                                "from a ScaledObject; accepted: replay a trace with token columns and "
+                                "--capacity-model FILE")
         return Trigger("forescale", name, where, per_pod, spec.qps_per_replica, spec.activation_threshold, spec)
     if kind == "prometheus":
         _known(md, PROMETHEUS_KEYS, at, f"{where}.metadata")

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..policy import NO_REASON, REASONS, Curves, PolicyParams, Reason, decide_array
+from .llm import LoopSettings
 from .forecasts import Curve, Packed
 from .hpa import Hpa, value_ticks
 from .scenario import EPS, Scenario, Timeline
@@ -38,6 +39,7 @@ class Context:
     trace_y: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (the anchors read it, before each poll)
     trace_step: float = 60.0
     events: tuple = ()  # forecaster.calendar.Event: the user's events, on every forecast family's decision
+    loop: LoopSettings | None = None  # the closed loop (closedloop): every HPA family's answer corrected by it
 
 
 # --------------------------------------------------------------------------- the decision at every poll
@@ -108,9 +110,13 @@ def finish(base: np.ndarray, qps: float, headroom: float, tolerance: float) -> n
     """Stage 2: headroom and dead-band compensation, by ``decide`` itself (reactive mode on the base values)."""
     if headroom == 1.0 and tolerance <= 0:
         return base
-    p = PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps, headroom=headroom,
-                     hpa_tolerance=tolerance)
-    return decide_array(base, np.zeros(len(base)), p, None).planned
+    return decide_array(base, np.zeros(len(base)), finishing(qps, headroom, tolerance), None).planned
+
+
+def finishing(qps: float, headroom: float, tolerance: float) -> PolicyParams:
+    """Stage 2's knobs: ``decide`` in reactive mode on the base values applies headroom and compensation only."""
+    return PolicyParams(mode="reactive", lead_seconds=0.0, quantile=0.5, qps_per_replica=qps, headroom=headroom,
+                        hpa_tolerance=tolerance)
 
 
 def fixed_pool(sc: Scenario, replicas: int) -> Timeline:

@@ -14,7 +14,9 @@ from forecaster.base import Series
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE
 
 from ..spec import DEFAULTS, LeadTime, parse_duration
+from ..feedback import RULE, Rule, Targets
 from ..tokens import TokenCapacity
+from .llm import ITL_SECONDS
 from .families import POLICIES, TABLE
 from .forecasts import quiet_prophet_import
 from .hpa import Hpa
@@ -75,6 +77,17 @@ class Settings:
     aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI
     tokens: TokenCapacity | None = None  # a replica's token budget: judge on the binding load (replay.tokenload)
     token_aware: bool = True  # with tokens: scale on the binding load (False: on req/s alone, the baseline)
+    loop: Targets | None = None  # the closed loop's targets (scaler.feedback): every HPA family runs it (closedloop)
+    loop_rule: Rule = RULE  # its constants (the server's; a benchmark may try others)
+    itl_seconds: float = ITL_SECONDS  # a lone request's inter-token latency (llm: TTFT and ITL)
+    # the replicas really sustain 1/capacity_factor of qpsPerReplica (and of tokensPerReplica): a capacity
+    # configured too high; the judged load is capacity_factor x the trace's (its requests counted in that unit)
+    capacity_factor: float = 1.0
+
+    @property
+    def llm_figures(self) -> bool:
+        """TTFT and ITL per policy (``ttft_p95_s``, ``itl_p95_s``): with tokens or the loop."""
+        return self.tokens is not None or self.loop is not None
 
     def lead(self) -> LeadTime:
         lt = LeadTime(
@@ -127,6 +140,19 @@ class Settings:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
             raise ReplayError(
                 f"replica bounds {self.min_replicas}..{self.max_replicas}: accepted is 0 <= min <= max, max >= 1"
+            )
+        if not (math.isfinite(self.capacity_factor) and 0.1 <= self.capacity_factor <= 10):
+            raise ReplayError(
+                f"capacity factor {self.capacity_factor!r}: accepted is a number in [0.1, 10] (the "
+                "replicas sustain 1/factor of qpsPerReplica)"
+            )
+        if not (math.isfinite(self.itl_seconds) and self.itl_seconds > 0):
+            raise ReplayError(f"inter-token latency {self.itl_seconds!r} s: accepted is a finite number of seconds > 0")
+        if self.loop is not None and self.world.cluster_on:
+            raise ReplayError(
+                "the closed loop is replayed against the HPA's ready replicas and the queue, not the "
+                "cluster's: accepted is the loop or a cluster option (--gpus-per-node, --pools, "
+                "--phases, pod-kill scenarios), not both"
             )
         try:
             self.world.validate(self.cold_start_seconds)

@@ -32,7 +32,7 @@ import numpy as np
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
-from ..params import policy_params
+from ..params import loop_targets, policy_params
 from ..policy import REASONS, PolicyParams
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
@@ -208,6 +208,11 @@ def _caveats(t: Trigger) -> str:
                 f"(coldStartSeconds; give --cold-starts FILE or --cold-start-from cluster to replay it)")
     if s.events_file:
         out += f"; {t.name}: eventsFile {s.events_file} read from {t.events_source} ({len(t.events)} events)"
+    if loop_targets(s) is not None:
+        out += (f"; {t.name}: the closed loop (queueTarget, ttftTarget, itlTarget) not replayed from a ScaledObject "
+                "(backtest --queue-target, --ttft-target, --itl-target replay it on the policies)")
+    if s.lead.forecast_error_auto:
+        out += f"; {t.name}: forecastErrorSeconds auto replayed at its prior {s.lead.forecast_error_seconds:g}s"
     return out
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import numpy as np
+
 from ..misstarget import MissTarget
 from . import engine, families, frontier, variants
 from .fitcache import FitCache
 from .forecasts import Packed
+from .hpa import Hpa
 from .keda import run_hpa
 from .plan import context_of
 from .batches import base_values, baseline
@@ -110,6 +113,27 @@ def with_and_without_holidays(r: engine.Result, trace: engine.Trace, settings: e
     return replace(r, points=pts, models=models, timing=timing)
 
 
+def answers(r: engine.Result, v: variants.Variant, ctx=None, packs: dict | None = None,
+            stage1: dict | None = None) -> tuple[np.ndarray, Hpa]:
+    """What KEDA gets from the HPA-driven configuration ``v`` of ``r`` at each of its calls (``hpa.value_ticks``),
+    and the HPA that replays them: the family's stage 1 on ``r``'s curves, then headroom and the dead-band push
+    (``policies.finish``), as the engine's batches compute them. ``ctx``, ``packs``, ``stage1``: shared between
+    calls over one result (the stage 1 of a model and quantile is computed once)."""
+    ctx = ctx if ctx is not None else context_of(r)
+    packs = packs if packs is not None else {m: Packed.from_curves(m, mr.curves) for m, mr in r.models.items()
+                                             if mr.curves}
+    stage1 = stage1 if stage1 is not None else {}
+    k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds, v.band,
+          v.calendar)
+    if k1 not in stage1:
+        pk = packs.get(model_key(v)) if v.model is not None else None
+        if pk is not None and v.quantile is not None:  # as the engine's batches: this quantile only
+            pk = pk.only([v.quantile])
+        stage1[k1] = base_values(ctx, v, pk)
+    base, _, hpa, _, _ = stage1[k1]
+    return finish(base, ctx.qps, v.headroom, ctx.tolerance if v.compensation else 0.0), hpa
+
+
 def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | None]]:
     """``r``'s points replayed in its world (same values, the cluster and queue on top): the points with the
     world's outcomes (Pareto flags and cost ratios recomputed) and each one's P95 latency (by ``id``)."""
@@ -121,15 +145,7 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
     for p in r.points:
         v = p.variant
         if families.TABLE[v.policy].hpa:
-            k1 = (v.policy, v.model, v.quantile, v.level_correction_seconds, v.floor_percentile, v.window_seconds,
-                  v.band, v.calendar)
-            if k1 not in stage1:
-                pk = packs.get(model_key(v)) if v.model is not None else None
-                if pk is not None and v.quantile is not None:  # as the engine's batches: this quantile only
-                    pk = pk.only([v.quantile])
-                stage1[k1] = base_values(ctx, v, pk)
-            base, _, hpa, _, _ = stage1[k1]
-            tl = run_hpa(sc, finish(base, ctx.qps, v.headroom, ctx.tolerance if v.compensation else 0.0), hpa)
+            tl = run_hpa(sc, *answers(r, v, ctx, packs, stage1))
         else:
             tl = baseline(ctx, v, True).timeline
         lv = live(W, sc, tl, seed=s.seed)

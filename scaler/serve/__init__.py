@@ -10,15 +10,20 @@
 * ``metrics``   the scaler's own Prometheus metrics
 * ``opsmetrics``  metrics of the scaler's own operation (query budget, connections, workers)
 * ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings;
-                 ``load``: the load those queries and the fits read (with ``tokenQuery``, the binding load)
+                 ``load``: the load those queries and the fits read (with ``tokenQuery`` or ``capacityModel``, the
+                 binding load); ``capacityfile``: the capacityModel file read off the RPC threads, its model put in
+                 force; ``llmstate``: an LLM trigger's learned capacity and its token mix's history
 * ``identity``   a trigger's identity (its metadata's digest); ``coldstart``: ``coldStartFrom: cluster``
 * ``worker``     the background-worker skeleton behind fitting and tuning
-* ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page; ``view``: per-trigger
+* ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page (``statusllm``: its
+                 LLM part: token mix, capacity used, queue, TTFT/ITL, learned capacity); ``view``: per-trigger
                  detail and the decision log; ``watch``: live scores and drift per trigger
 * ``ratelimit``  a repeated log message at most once per interval
 * ``admission``  room for a new trigger: the cap, the namespace's quota, which trigger goes for a new one
 * ``gate``       fair shares of the Prometheus I/O per host:port and per caller namespace
 * ``threads``    a thread pool that gives idle threads back (the gRPC server's executor)
+* ``ledger``    a fleet GPU budget live (``--budget-file``): every member's claim, ``scaler.budget``'s arbitration
+                 on each answer, the claims shared with the other replicas (``/budget/claims``, ``--budget-peers``)
 * ``decisionlog``  the durable decision log (JSON lines under --state-dir); ``files``: state files opened
                  through a directory descriptor, never through a link
 """

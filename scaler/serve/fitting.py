@@ -421,7 +421,7 @@ class FitService:
             return ForecastState(unusable=Reason.INSUFFICIENT_HISTORY, key=fkey, fitted_at=at,
                                  detail=f"{covered / 3600:.1f} h of history, minHistory is "
                                         f"{spec.min_history_seconds / 3600:.1f} h"), None, 0
-        lead = wl.lead().seconds
+        lead = wl.horizon_lead().seconds
         # from the cutoff, not now (every replica asks for the same curve): past now + lead until the next
         # cutoff's fit, due a refit interval + SETTLE_SECONDS after ``at``, with a refit interval to spare
         horizon_s = max(MIN_HORIZON_SECONDS,

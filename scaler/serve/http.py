@@ -104,10 +104,12 @@ def authorized(environ, token: TokenFile | None) -> bool:
 
 
 def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Callable[[], float], view=None,
-             token: TokenFile | None = None):
+             token: TokenFile | None = None, ledger=None):
     """The WSGI app of the HTTP port. ``view``: a ``scaler.serve.view.StatusView`` (per-trigger detail on the
     status page, ``/api/scaledobjects/{namespace}/{name}/decisions``). ``token``: every path but ``/healthz``
-    wants ``Authorization: Bearer <token>`` (401 otherwise)."""
+    wants ``Authorization: Bearer <token>`` (401 otherwise). ``ledger``: the fleet GPU budgets
+    (``scaler.serve.ledger``): ``/budget/claims`` (the claims this replica made, for its peers) and each budget's
+    members in ``/status.json``."""
     metrics_app = make_wsgi_app(registry)
 
     def app(environ, start_response):
@@ -137,8 +139,12 @@ def make_app(registry: CollectorRegistry, healthy: Callable[[], bool], clock: Ca
                          b"ok\n" if ok else b"stopping\n", head)
         if path == "/status.json":
             now = clock()
+            budgets = None if ledger is None else [ledger.snapshot(n) for n in sorted(ledger.budgets)]
             return _send(start_response, "200 OK", "application/json",
-                         status.status_json(registry, now, view.details(now) if view is not None else None), head,
+                         status.status_json(registry, now, view.details(now) if view is not None else None, budgets),
+                         head, [("Cache-Control", "no-store")])
+        if path == "/budget/claims" and ledger is not None:
+            return _send(start_response, "200 OK", "application/json", json.dumps(ledger.claims()).encode(), head,
                          [("Cache-Control", "no-store")])
         if path.startswith("/api/scaledobjects/"):
             doc = view.decisions(path, environ.get("QUERY_STRING", "")) if view is not None else None

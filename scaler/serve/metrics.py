@@ -19,6 +19,7 @@ from ..policy import Reason
 SO = ("namespace", "scaledobject")
 TRIGGER = SO + ("trigger",)
 LEAD_PARTS = ("total", "cold_start", "buffer")  # forescale_lead_seconds' part label
+SIGNALS = ("waiting", "ready", "ttft", "itl")  # forescale_server_signal's signal label (scaler.feedback.Signals)
 
 
 
@@ -50,6 +51,34 @@ class ScalerMetrics:
         self.events_file_ok = Gauge("forescale_events_file_ok", "1 when the trigger's eventsFile is read and in force as "
                                     "written; 0 when it is missing, refused or bad (its last good events stay)",
                                     TRIGGER, registry=r)
+        self.signal = Gauge("forescale_server_signal", "The model server's state the closed loop reads (queueQuery: "
+                             "waiting, readyReplicasQuery: ready, ttftQuery: ttft s, itlQuery: itl s); no series while "
+                             "unknown", TRIGGER + ("signal",), registry=r)
+        self.feedback = Gauge("forescale_feedback_factor", "The closed loop's factor on the planned value (1: the "
+                              "forecast plan as it is; only with queueTarget, ttftTarget or itlTarget)", TRIGGER,
+                              registry=r)
+        # LLM triggers (scaler.serve.llmstate): the token mix, the capacity model file, the capacity learned online
+        self.tokens = Gauge("forescale_tokens_per_second", "Prompt (kind=input) and generated (kind=output) tokens/s "
+                            "of a capacityModel trigger (inputTokenQuery, outputTokenQuery)", TRIGGER + ("kind",),
+                            registry=r)
+        self.capacity_model_ok = Gauge("forescale_capacity_model_ok", "1 when the trigger's capacityModel file is "
+                                       "read and in force as written; 0 when it is missing, refused, bad or another "
+                                       "model's (the last good model stays; none: the request rate alone)", TRIGGER,
+                                       registry=r)
+        self.capacity_clamped = Gauge("forescale_capacity_clamped", "1 while the mix (weighted tokens per request) is "
+                                      "outside the lengths the capacity model was measured on: held to them",
+                                      TRIGGER, registry=r)
+        self.capacity_learned = Gauge("forescale_capacity_learned_qps_per_replica", "The load one ready replica "
+                                      "serves at saturation (queue non-empty), learned online: the median of a "
+                                      "day's settled samples; no series before 10", TRIGGER, registry=r)
+        self.capacity_ratio = Gauge("forescale_capacity_learned_ratio", "Learned capacity / the configured "
+                                    "qpsPerReplica (1: as configured; 0.7: a replica serves 30 % less)", TRIGGER,
+                                    registry=r)
+        self.capacity_in_force = Gauge("forescale_capacity_in_force_ratio", "The per-replica capacity the plan is on "
+                                       "/ qpsPerReplica: the learned one, bounded and with hysteresis, with capacity: "
+                                       "learned; 1 otherwise", TRIGGER, registry=r)
+        self.capacity_samples = Gauge("forescale_capacity_saturated_samples", "Settled saturated samples the learned "
+                                      "capacity is the median of (the last day's)", TRIGGER, registry=r)
         self.model_info = Gauge("forescale_model_info", "The forecast model in use (1)", TRIGGER + ("model",), registry=r)
         self.last_fit = Gauge("forescale_last_fit_timestamp_seconds", "When the current forecast was fitted", TRIGGER, registry=r)
         self.refit_interval = Gauge("forescale_refit_interval_seconds", "The trigger's refitInterval (alerts compare "
@@ -75,6 +104,13 @@ class ScalerMetrics:
                                  SO, registry=r)
         self.tuning_last = Gauge("forescale_tuning_last_run_timestamp_seconds", "The cutoff of the current choice (its history's end)", SO,
                                  registry=r)
+        # a fleet GPU budget (scaler.serve.ledger): per member GPUs asked (its own plan) and granted; per budget
+        self.budget_gpus = Gauge("forescale_budget_gpus", "GPUs of a fleet budget's member: asked by its own plan and "
+                                 "granted by the budget's arbitration (kind)", TRIGGER + ("budget", "kind"), registry=r)
+        self.budget_limit = Gauge("forescale_budget_limit_gpus", "A fleet GPU budget's size (--budget-file)",
+                                  ("budget",), registry=r)
+        self.budget_members = Gauge("forescale_budget_members", "Members of a fleet GPU budget with a fresh claim "
+                                    "(this replica's and its peers')", ("budget",), registry=r)
         self.tuning_runs = Counter("forescale_tuning_runs_total", "Tuning runs, by outcome (chosen, failed, waiting: not enough history yet, gave_up: past its time or memory bound)",
                                    SO + ("outcome",), registry=r)
 
@@ -99,6 +135,18 @@ class ScalerMetrics:
             if d.forecast_mean_peak is not None:
                 self.forecast.labels(*labels, "mean").set(d.forecast_mean_peak)
 
+    def drop_tokens(self, labels: tuple[str, str, str], kind: str) -> None:
+        try:
+            self.tokens.remove(*labels, kind)
+        except KeyError:
+            pass
+
+    def drop_signal(self, labels: tuple[str, str, str], name: str) -> None:
+        try:
+            self.signal.remove(*labels, name)
+        except KeyError:
+            pass
+
     def clear_forecast(self, labels: tuple[str, str, str], *, model: bool) -> None:
         """Drop the trigger's forecast series (and with ``model``, its model: mode reactive fits none)."""
         for metric in (self.forecast, self.model_info) if model else (self.forecast,):
@@ -110,10 +158,13 @@ class ScalerMetrics:
         label takes known values are removed by key (a forget costs the same at 2,000 triggers as at 10); the
         others are looked for."""
         per_trigger = (self.observed, self.forecast, self.planned, self.target, self.lead, self.reason, self.decisions, self.event,
-                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors)
+                       self.events_file_ok, self.model_info, self.last_fit, self.refit_interval, self.fit_failures, self.prom_errors,
+                       self.budget_gpus, self.signal, self.feedback, self.tokens, self.capacity_model_ok, self.capacity_clamped,
+                       self.capacity_learned, self.capacity_ratio, self.capacity_in_force, self.capacity_samples)
         tuning = (self.tuning_info, self.tuning_miss, self.tuning_cost, self.tuning_last, self.tuning_runs)
         reasons = [(r.value,) for r in Reason]
-        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS]}
+        known = {self.reason: reasons, self.decisions: reasons, self.lead: [(p,) for p in LEAD_PARTS],
+                 self.signal: [(s,) for s in SIGNALS], self.tokens: [("input",), ("output",)]}
         for metric in per_trigger + (tuning if whole else ()):
             if trigger is not None and metric in per_trigger and (metric._labelnames == TRIGGER or metric in known):
                 for extra in known.get(metric, ((),)):

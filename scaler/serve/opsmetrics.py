@@ -19,7 +19,7 @@ class OpsMetrics:
     def __init__(self, metrics: ScalerMetrics):
         r = metrics.registry
         self.queries = Counter("forescale_prometheus_queries_total",
-                               "Queries sent to Prometheus, by purpose (observe, cold_start, history)", ("purpose",),
+                               "Queries sent to Prometheus, by purpose (observe, cold_start, history; signals: one per refresh of the closed loop's queries)", ("purpose",),
                                registry=r)
         self.late = Counter("forescale_refresh_late_total",
                             "Refreshes started later than their ScaledObject's refresh interval plus one tick", registry=r)

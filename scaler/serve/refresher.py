@@ -28,11 +28,14 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from .. import feedback
 from ..limits import MAX_LEAD_SECONDS, MAX_RATE
+from ..params import loop_targets
 from ..prom import PromError, PromErrorKind
 from .gate import Gate, host_port
 from .identity import cut
-from .load import observed_load
+from . import llmstate
+from .load import Observed, observe, observed_signals
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
@@ -48,7 +51,8 @@ class Refresher:
     Prometheus' own now)."""
 
     def __init__(self, changed: threading.Condition, clock: Clock, metrics: ScalerMetrics, config: RegistryConfig,
-                 limiter: LogLimiter, tracked: Callable[[Workload], bool], query_at: Clock | None = None):
+                 limiter: LogLimiter, tracked: Callable[[Workload], bool], query_at: Clock | None = None,
+                 wall: Clock | None = None):
         self.changed = changed
         self.clock = clock
         self.metrics = metrics
@@ -56,6 +60,7 @@ class Refresher:
         self.limiter = limiter
         self.tracked = tracked
         self.query_at = query_at
+        self.wall = wall or clock  # the LLM history's rows are on the wall clock (the status page's time axis)
         self.ops = ops_metrics(metrics)
         self.gate = Gate(config.per_target_refreshes, config.per_namespace_refreshes, config.per_target_qps)
         self._waiting: dict[str, deque[Workload]] = {}  # per host:port: refreshes due, waiting for a slot
@@ -130,8 +135,19 @@ class Refresher:
         error: PromError | None = None
         now = math.nan
         try:
-            observed, error = self._observe(wl)
+            observed, error, parts = self._observe(wl)
+            signals = None
+            if wl.spec.loop.queries():  # the model server's state, next to the rate (never on an RPC)
+                self.ops.queries.labels("signals").inc()
+                signals = observed_signals(wl.client, wl.spec, self._at())
+                with self.changed:
+                    self._loop_step(wl, *signals, self.clock())
             now = self.clock()
+            if llmstate.applies(wl.spec):  # the capacity learned online, the token mix's history
+                with self.changed:
+                    llmstate.note(wl.llm, wl.spec, wl.labels, parts, None if signals is None else signals[0], now,
+                                  self.wall(), self.metrics, settle=self.config.capacity_settle_seconds,
+                                  min_samples=self.config.capacity_min_samples)
             if wl.spec.cold_start_query and (wl.cold_start_at is None
                                              or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
                 self._refresh_cold_start(wl, now)
@@ -141,21 +157,39 @@ class Refresher:
         finally:
             self._done(wl, url, observed, error, now)
 
-    def _observe(self, wl: Workload) -> tuple[float | None, PromError | None]:
+    def _observe(self, wl: Workload) -> tuple[float | None, PromError | None, Observed | None]:
         """The observed rate, None for no usable value (no series, NaN), or the error: ``ignoreNullValues`` is
-        applied by ``_done``, which knows what the trigger saw before."""
+        applied by ``_done``, which knows what the trigger saw before; and the observation's parts (None: none)."""
         spec = wl.spec
         self.ops.queries.labels("observe").inc()
         try:  # evaluated at Prometheus' own now (no time=, as KEDA's Prometheus scaler): a skewed clock here moves nothing
-            v = observed_load(wl.client, spec, self._at(), ignore_null=False)
-            return min(MAX_RATE, max(0.0, v)), None
+            parts = observe(wl.client, spec, self._at(), ignore_null=False)
+            return min(MAX_RATE, max(0.0, parts.load)), None, parts
         except PromError as e:
             if e.kind is PromErrorKind.NO_DATA and spec.ignore_null_values:
-                return None, None
-            return None, e
+                return None, None, None
+            return None, e, None
         except Exception as e:
             self._crash(wl, e)
-            return None, PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}")
+            return None, PromError(PromErrorKind.UNREACHABLE, f"query failed: {type(e).__name__}"), None
+
+    def _loop_step(self, wl: Workload, signals: feedback.Signals, why: dict[str, str], now: float) -> None:
+        """Caller holds the lock: the signals kept (and exported), and the closed loop's state stepped on them
+        (``scaler.feedback``; ``dt`` since the previous signals, the replicas asked for from the last value served)."""
+        dt = math.nan if wl.signals_at is None else now - wl.signals_at
+        wl.signals, wl.signals_at, wl.signals_why = signals, now, why
+        for name, query in wl.spec.loop.queries():
+            v = getattr(signals, name)
+            if v == v:
+                self.metrics.signal.labels(*wl.labels, name).set(v)
+            else:  # unknown: no series rather than a stale or a zero one
+                self.metrics.drop_signal(wl.labels, name)
+        targets = loop_targets(wl.spec)
+        if targets is None:
+            return
+        asked = math.nan if wl.answered is None else float(math.ceil(wl.answered / wl.spec.qps_per_replica - 1e-9))
+        wl.loop = feedback.step(wl.loop, signals, targets, now=now, dt=dt, asked=asked,
+                                settle_seconds=wl.lead().seconds)
 
     def _crash(self, wl: Workload, e: Exception) -> None:
         try:

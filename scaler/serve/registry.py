@@ -37,6 +37,7 @@ import re
 import threading
 from typing import Callable, Mapping
 
+from ..params import loop_targets
 from ..policy import Decision, Reason, decide
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
 from ..limits import MAX_RATE
@@ -44,6 +45,8 @@ from ..spec import PrometheusTarget, ScalerSpec
 from ..drift import safe_planned
 from ..events import FILES
 from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
+from . import capacityfile, llmstate
+from .capacityfile import CAPACITY_FILES
 from .coldstart import ColdStartService
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
@@ -67,7 +70,8 @@ class Registry:
                  config: RegistryConfig = RegistryConfig(), forecasts: ForecastService | None = None,
                  tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
-                 monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None):
+                 monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None,
+                 ledger=None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
         self.credentials = credentials
@@ -77,6 +81,7 @@ class Registry:
         self.tuning = tuning
         self.coldstarts = ColdStartService(clock, metrics)  # coldStartFrom: cluster
         self.watch = watch  # live scores, drift state, the decision log (scaler.serve.watch); the caller records
+        self.ledger = ledger  # the fleet GPU budgets (scaler.serve.ledger.Ledger), None without --budget-file
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
@@ -90,7 +95,7 @@ class Registry:
         # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
         # ``query_at`` to evaluate them at its time
         self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
-                                   lambda w: self._workloads.get(w.key) is w, query_at)
+                                   lambda w: self._workloads.get(w.key) is w, query_at, wall=clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0  # scheduler rounds done: the process' heartbeat (the server's health reads it)
@@ -111,6 +116,8 @@ class Registry:
         ``poll``: this is one of KEDA's polls (its cadence sets the refresh interval); a stream's own
         re-check passes False."""
         spec, digest = self.identify(namespace, name, metadata)
+        if spec.gpu_budget:
+            self._budget_known(spec.gpu_budget)
         now = self.clock()
         key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
         evicted, last = None, False
@@ -125,7 +132,7 @@ class Registry:
                                           "trigger in it is in use; run another scaler for more ScaledObjects, or "
                                           "wait until unused ones are forgotten")
                     last = self._unlink(evicted)
-                wl = Workload(namespace, name, spec, self._client(spec), created=now, last_polled=now,
+                wl = Workload(namespace, name, capacityfile.read_in(spec), self._client(spec), created=now, last_polled=now,
                               changed=threading.Condition(self._lock), digest=digest)
                 inherit(wl, self._workloads.of(namespace, name), self.tuning)  # an edit starts from its sibling
                 self._workloads.add(wl)
@@ -133,7 +140,7 @@ class Registry:
                 self.metrics.workloads.set(len(self._workloads))
                 self.metrics.target.labels(*wl.labels).set(spec.qps_per_replica)
                 self.metrics.refit_interval.labels(*wl.labels).set(spec.refit_interval_seconds)
-                if wl.observed_at is None:
+                if wl.observed_at is None and not (wait and spec.capacity.model_file):  # else after its file
                     self.refresher.submit(wl, now)
                 created = True
             else:
@@ -144,6 +151,13 @@ class Registry:
                 wl.polls += 1
             wl.last_polled = now
             self._workloads.polled(wl)
+        if wait and created and spec.capacity.model_file:
+            # its capacity file first (the model is the load's identity, which a stored forecast or choice must
+            # match), then the first refresh, on that model
+            CAPACITY_FILES.wait(spec.capacity.model_file, self.config.first_wait_seconds)
+            capacityfile.apply(wl, self._lock)
+            with self._lock:
+                self.refresher.submit(wl, now)
         if created and self.tuning is not None and spec.tuning == "auto":
             tuned = self.tuning.restore(wl)  # the last choice (restart), before the forecast it selects
             if tuned is not None:
@@ -218,9 +232,10 @@ class Registry:
 
     # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
-        """The answer for ``wl`` now, read from memory; changes nothing (its caller records what it served:
-        ``record``, or ``export`` for IsActive). Staleness is judged here, by the age of the last good
-        observation, whatever kept it from being renewed."""
+        """The answer for ``wl`` now, read from memory; changes nothing but a fleet GPU budget member's claim
+        (``ledger``: the answer is capped within its budget), its caller records what it served (``record``, or
+        ``export`` for IsActive). Staleness is judged here, by the age of the last good observation, whatever kept
+        it from being renewed."""
         now = self.clock()
         err, observed, stale = wl.error, wl.observed, False
         failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)
@@ -239,9 +254,9 @@ class Registry:
                                              f"last good observation {age:.0f}s ago")
         if failing or (age > self.late_after(wl) and not missing):
             stale = True
-        fs = wl.forecast
-        d = decide(observed, fs.forecast, wl.params(), self.wall(), unusable=fs.unusable, history_max=fs.history_max,
-                   with_mean=True, missing=missing)
+        fs, params = wl.forecast, wl.params()
+        d = decide(observed, fs.forecast, params, self.wall(), unusable=fs.unusable, history_max=fs.history_max,
+                   with_mean=True, missing=missing, feedback=wl.loop.factor if params.loop is not None else None)
         if stale:
             d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
         elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
@@ -253,14 +268,27 @@ class Registry:
                 raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
                                                  "number (the forecast or the observation is not usable)")
             d = dataclasses.replace(d, planned=MAX_RATE)
+        if wl.spec.gpu_budget and self.ledger is not None:  # within its fleet GPU budget (memory only)
+            d = self.ledger.cap(wl, d)
         return d
+
+    def _budget_known(self, name: str) -> None:
+        if self.ledger is None:
+            raise ScalerError("INVALID_ARGUMENT", f"gpuBudget {name[:63]!r}: this scaler holds no GPU budget (start "
+                                                  "it with --budget-file); remove gpuBudget or point scalerAddress at "
+                                                  "a scaler that holds it")
+        self.ledger.check(name)
 
     def record(self, wl: Workload, d: Decision) -> None:
         """The caller of ``decision`` records what it served (GetMetrics): exported, scored and logged
         (``scaler.serve.watch``)."""
         self.export(wl, d)
+        wl.answered = d.planned  # the replicas asked for: the closed loop waits for them before it raises again
         if self.watch is not None:
-            self.watch.record(wl, d, self.wall(), wl.lead().seconds)
+            now = self.wall()
+            self.watch.record(wl, d, now, wl.lead().seconds)
+            if wl.spec.lead.forecast_error_auto:  # the lead's forecast-error part as the scores measure it
+                wl.forecast_error = self.watch.forecast_error(wl, now)["derived_seconds"]
 
     def note_active(self, wl: Workload, d: Decision, active: bool) -> None:
         """An IsActive answer (its metrics, and its changes in the decision log)."""
@@ -272,6 +300,9 @@ class Registry:
         """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
         with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
         self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
+        llmstate.export(wl.spec, wl.labels, self.metrics)
+        if loop_targets(wl.spec) is not None:
+            self.metrics.feedback.labels(*wl.labels).set(d.feedback)
         if wl.spec.events_file:
             reading = FILES.get(wl.spec.events_file)
             self.metrics.events_file_ok.labels(*wl.labels).set(0.0 if reading.error else 1.0)
@@ -363,6 +394,7 @@ class Registry:
             if self.tuning is not None and wl.declared.tuning == "auto":
                 self.tuning.maybe_tune(wl, wall, self.apply_tuned)
             self.coldstarts.maybe_refresh(wl, wall, self.adopt_cold_start)
+            capacityfile.apply(wl, self._lock)  # a capacity file read anew: its model in force (memory only)
         self._sweep(now)
 
     def _skip_stall(self, gap: float) -> None:

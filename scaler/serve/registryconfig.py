@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..learned import MIN_SAMPLES, SETTLE_SECONDS
 from ..limits import MAX_TRACKED, MAX_TRACKED_PER_NAMESPACE
 from ..prom import PromErrorKind
 
@@ -32,3 +33,5 @@ class RegistryConfig:
     max_specs_cached: int = 4096
     max_spec_cache_bytes: int = 16 << 20  # metadata bytes behind the cached specs and errors
     log_interval_seconds: float = 60.0  # a repeated warning (same ScaledObject, same kind) at most this often
+    capacity_settle_seconds: float = SETTLE_SECONDS  # capacity learned online: a saturated run counts from this age
+    capacity_min_samples: int = MIN_SAMPLES  # ... and is estimated from this many samples on (scaler.learned)

@@ -39,6 +39,8 @@ from .._proto import externalscaler_pb2_grpc as pb_grpc
 from .http import HttpEndpoint, TokenFile, add_runtime_collectors, make_app
 from .metrics import ScalerMetrics
 from ..events import DEFAULT_DIRS as DEFAULT_EVENTS_DIRS, FILES as EVENTS_FILES
+from ..limits import BUDGET_SYNC_SECONDS
+from .capacityfile import CAPACITY_FILES, DEFAULT_DIRS as DEFAULT_CAPACITY_DIRS
 from ..prom import CredentialStore, PrometheusClient, PromPool
 from ..spec import GRPC_PORT
 from .opsmetrics import ops_metrics
@@ -80,12 +82,16 @@ class ServerConfig:
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     grace_seconds: float = 10.0
     events_dirs: tuple[str, ...] = DEFAULT_EVENTS_DIRS  # eventsFile is read only under these (--events-dir)
+    capacity_dirs: tuple[str, ...] = DEFAULT_CAPACITY_DIRS  # capacityModel is read only under these (--capacity-dir)
     liveness_seconds: int = 60  # the scheduler silent this many supervisor rounds (1 s): NOT_SERVING
     http_token_file: str | None = None  # every HTTP path but /healthz wants this bearer token (--http-token-file)
     http_hide_queries: bool = False  # the status page and the API leave the triggers' PromQL out
     tuning_max_seconds: float = MAX_RUN_SECONDS  # a tuning run past this gives up (outcome gave_up)
     tuning_max_rss_bytes: int = MAX_RUN_RSS_BYTES  # ... or with its worker over this resident memory
     scheduler_tick_seconds: float = 1.0  # the registry's background tick (wall seconds; the drill's is 1/k)
+    budget_file: str | None = None  # fleet GPU budgets (scaler.serve.ledger): YAML {budgets: [{name, gpus, rule}]}
+    budget_peers: tuple[str, ...] = ()  # the other replicas' HTTP ports, whose budget claims are fetched
+    budget_sync_seconds: float = BUDGET_SYNC_SECONDS  # ... this often
 
 
 class Server:
@@ -104,6 +110,7 @@ class Server:
         self.metrics = ScalerMetrics()
         add_runtime_collectors(self.metrics.registry)
         EVENTS_FILES.allow(config.events_dirs)
+        CAPACITY_FILES.allow(config.capacity_dirs)
         self.clock = clock
         self.ops = ops_metrics(self.metrics)
         self.pool = PromPool(per_target=config.prom_connections_per_target, max_in_flight=config.prom_max_in_flight,
@@ -121,12 +128,13 @@ class Server:
             self.metrics.registry.register(WatchCollector(self.watch, clock))
             if self.tuning is not None:
                 self.tuning.on_run = self.watch.note_tuning_run  # waits and failures in the decision log too
+        self.ledger = _ledger(config, clock, self.metrics)
         self.registry = Registry(clock, CredentialStore(config.credentials_dir), self.metrics, config.registry,
                                  forecasts=self.forecasts, tuning=self.tuning,
                                  stores=tuple(x for x in (forecast_store, tuning_store, self.journal)
                                               if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
-                                 monotonic=monotonic, watch=self.watch,
+                                 monotonic=monotonic, watch=self.watch, ledger=self.ledger,
                                  query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
         if config.max_streams > config.grpc_workers - 16:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "
@@ -153,9 +161,11 @@ class Server:
             raise OSError(f"cannot listen on {address} (gRPC, --host/--port): {_bind_cause(config.host, config.grpc_port)}")
         self._stopping = threading.Event()
         token = TokenFile(config.http_token_file) if config.http_token_file else None
+        self.token = token
         self.http = HttpEndpoint(config.host, config.http_port,
                                  make_app(self.metrics.registry, self.healthy, clock,
-                                          StatusView(self.registry, self.watch, config.http_hide_queries), token),
+                                          StatusView(self.registry, self.watch, config.http_hide_queries), token,
+                                          ledger=self.ledger),
                                  monotonic=time.monotonic)
         self.http_port = self.http.port
         self._serving = True
@@ -190,6 +200,9 @@ class Server:
             self.forecasts.start()
         self.tuning.start()
         self.registry.start(self.config.scheduler_tick_seconds)
+        if self.ledger is not None:
+            self.ledger.start(list(self.config.budget_peers), self.token.get if self.token is not None else None,
+                              self.config.budget_sync_seconds)
         self.grpc.start()
         self.http.start()
         self._watch_thread.start()
@@ -211,6 +224,8 @@ class Server:
         self._stopping.set()
         self.health.enter_graceful_shutdown()
         self.registry.stop()  # ends the streams' waits
+        if self.ledger is not None:
+            self.ledger.stop()
         self.pool.close(timeout=2.0)  # hung or dripping requests end now: no refresher thread waits on them
         self.grpc.stop(self.config.grace_seconds if grace is None else grace).wait()
         if self.forecasts is not None:
@@ -220,6 +235,7 @@ class Server:
         if self.journal is not None:
             self.journal.stop()
         EVENTS_FILES.allow(None)
+        CAPACITY_FILES.allow(None)
         log.info("forescale stopped")
 
 
@@ -308,6 +324,32 @@ def _tls_config(config: ServerConfig):
                              f"(expected PEM CA certificates)") from None
         return grpc.ssl_server_certificate_configuration(pair, root_certificates=ca)
     return grpc.ssl_server_certificate_configuration(pair)
+
+
+def _ledger(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
+    """The fleet GPU budgets of ``--budget-file`` (None without one); ValueError naming what is wrong."""
+    if config.budget_file is None:
+        if config.budget_peers:
+            raise ValueError("--budget-peers shares the claims of a fleet GPU budget: give --budget-file too")
+        return None
+    from ..manifest_yaml import MAX_MANIFEST_BYTES, YamlError, load_all
+    from .ledger import BudgetFileError, Ledger, check_peers, read_budgets
+
+    path = config.budget_file
+    try:
+        with open(path, encoding="utf-8") as fh:
+            docs = [d for d in load_all(fh.read(MAX_MANIFEST_BYTES + 1)) if d is not None]
+        if len(docs) != 1:
+            raise BudgetFileError(f"{len(docs)} YAML documents; expected one: budgets: [{{name, gpus, rule}}]")
+        budgets = read_budgets(docs[0])
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--budget-file {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    except (YamlError, BudgetFileError) as e:
+        raise ValueError(f"--budget-file {path}: {e}") from None
+    if not config.budget_sync_seconds > 0:
+        raise ValueError(f"--budget-sync-seconds {config.budget_sync_seconds!r}: accepted is a number of seconds > 0")
+    check_peers(list(config.budget_peers))
+    return Ledger(budgets, clock, metrics)
 
 
 def _forecast_service(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics,

@@ -15,6 +15,8 @@ import json
 
 from prometheus_client import CollectorRegistry
 
+from .statusllm import HTML as LLM_HTML, SCRIPT as LLM_SCRIPT, STYLE as LLM_STYLE
+
 REFRESH_SECONDS = 5
 
 # gauges copied as they are: metric -> field
@@ -26,11 +28,14 @@ FIELDS = {
 }
 
 
-def status_json(registry: CollectorRegistry, now: float, details: dict | None = None) -> bytes:
+def status_json(registry: CollectorRegistry, now: float, details: dict | None = None,
+                budgets: list | None = None) -> bytes:
     """``{"now", "scaledobjects": [{namespace, name, trigger, reason, observed, forecast_peak, planned, lead_seconds,
     t_cold, t_cold_source (cluster | probe | config), t_cold_cluster, model, last_fit, fit_failures, prometheus_errors,
     decisions, event (a user event in force), and from ``details`` (``scaler.serve.view``) calendar (holidays and
-    events: periods, active, coming), ...}]}`` from the registry's samples."""
+    events: periods, active, coming), budget (a fleet GPU budget's member: its name, GPUs asked and granted), ...}],
+    "budgets": [{name, gpus, rule, members: {namespace/name/trigger: {asked, granted, gpus, capped, stamp,
+    origin}}}]}`` from the registry's samples (``budgets``: ``scaler.serve.ledger.Ledger.snapshot``)."""
     rows: dict[tuple[str, str], dict] = {}
     build = {}
 
@@ -74,11 +79,13 @@ def status_json(registry: CollectorRegistry, now: float, details: dict | None = 
                 row(s.labels)["prometheus_errors"] += s.value
             elif s.name == "forescale_decisions_total":
                 row(s.labels)["decisions"] += s.value
+            elif s.name == "forescale_budget_gpus":  # a fleet GPU budget's member (scaler.serve.ledger)
+                row(s.labels).setdefault("budget", {"name": s.labels.get("budget")})[s.labels.get("kind")] = s.value
     for key, extra in (details or {}).items():  # scaler.serve.view: last error, tuned choice, scores, the band
         if key in rows:
             rows[key].update(extra)
     doc = {"now": now, "refresh_seconds": REFRESH_SECONDS, "build": build,
-           "scaledobjects": [rows[k] for k in sorted(rows)]}
+           "scaledobjects": [rows[k] for k in sorted(rows)], "budgets": budgets or []}
     return json.dumps(doc, allow_nan=False, default=str).encode()
 
 
@@ -111,7 +118,7 @@ td[data-col=name] { cursor: pointer; text-decoration: underline dotted; }
 SCRIPT = """
 "use strict";
 const COLS = ["namespace", "name", "reason", "event", "observed", "forecast_peak", "planned", "lead_seconds", "t_cold",
-              "model", "last_fit", "errors"];
+              "model", "capacity", "last_fit", "errors"];
 function num(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
 function age(now, t) {
   if (t === null || t === undefined) return "never";
@@ -137,7 +144,7 @@ function cells(so, now, several) {
     forecast_peak: so.forecast_peak === null ? "-" : num(so.forecast_peak, 2) + " (q" + so.forecast_quantile + ")",
     lead_seconds: so.lead_seconds === null ? "-" : num(so.lead_seconds, 0) + " s",
     t_cold: so.t_cold === null || so.t_cold === undefined ? "-" : num(so.t_cold, 0) + " s (" + so.t_cold_source + ")",
-    model: so.model || "-", last_fit: age(now, so.last_fit),
+    model: so.model || "-", capacity: llmCell(so), last_fit: age(now, so.last_fit),
     errors: num(so.fit_failures + so.prometheus_errors, 0),
   };
 }
@@ -201,6 +208,24 @@ function chart(so) {
     "provisioned quantile (orange, red), now + lead (green); shaded: holidays (yellow), events (purple)";
   svg.appendChild(lab);
 }
+function loopText(l) {  // the closed loop (scaler.feedback): signals against targets, its factor and last step
+  if (!l) return "-";
+  const g = l.signals, t = l.targets, parts = [];
+  if ("waiting" in g) parts.push("waiting " + (g.waiting ?? "unknown") + (g.ready != null ? " over " + g.ready +
+    " ready" : "") + (t.queue != null ? " (target " + t.queue + " per replica)" : ""));
+  if ("ttft" in g) parts.push("TTFT " + (g.ttft == null ? "unknown" : num(g.ttft, 3) + " s") +
+    (t.ttft != null ? " (target " + t.ttft + " s)" : ""));
+  if ("itl" in g) parts.push("ITL " + (g.itl == null ? "unknown" : num(g.itl, 3) + " s") +
+    (t.itl != null ? " (target " + t.itl + " s)" : ""));
+  return parts.join("; ") + "; factor x" + num(l.factor, 3) + ": " + l.why;
+}
+function feText(f) {  // the lead's forecast-error part (scaler.leaderror)
+  if (!f) return "-";
+  return (f.in_force_seconds == null ? "bufferSeconds set" : num(f.in_force_seconds, 0) + " s in force" +
+    (f.auto ? " (auto)" : "")) + "; measured " + (f.measured_seconds == null ? "- (nothing scored yet)" :
+    num(f.measured_seconds, 0) + " s over " + f.scored_minutes + " scored min") + ", derived " +
+    num(f.derived_seconds, 0) + " s";
+}
 function detail(doc) {
   const box = document.getElementById("detail");
   const so = doc.scaledobjects.find(s => "so:" + s.namespace + "/" + s.name + "/" + s.trigger === selected);
@@ -215,10 +240,14 @@ function detail(doc) {
     d_scores1: scoreText(so.scores && so.scores["1h"]), d_scores24: scoreText(so.scores && so.scores["24h"]),
     d_drift: so.drift ? (so.drift.active ? "fallback_forecast_drift served" : "no drift") + ", " +
       so.drift.alarms + " alarm(s)" : "-",
+    d_budget: so.budget ? so.budget.name + ": granted " + num(so.budget.granted, 1) + " of " +
+      num(so.budget.asked, 1) + " GPUs asked" : "-",
     d_error: so.last_error || "none",
+    d_loop: loopText(so.loop), d_fe: feText(so.forecast_error),
   };
   for (const k in fields) document.getElementById(k).textContent = fields[k];
   chart(so);
+  llmDetail(so);
 }
 function render(doc) {
   const body = document.getElementById("rows");
@@ -268,13 +297,14 @@ async function refresh() {
 }
 refresh();
 setInterval(refresh, REFRESH_MS);
-""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
+""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000)) + LLM_SCRIPT
 
 
 def _sha(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
+STYLE += LLM_STYLE
 CSP = (f"default-src 'none'; script-src {_sha(SCRIPT)}; style-src {_sha(STYLE)}; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'")
 
@@ -285,14 +315,16 @@ PAGE = f"""<!doctype html>
 <h1>forescale: tracked ScaledObjects</h1>
 <div id="meta">loading...</div>
 <table><thead><tr><th>namespace</th><th>ScaledObject</th><th>reason</th><th>event / holiday</th><th>observed req/s</th>
-<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>last fit</th><th>errors</th>
+<th>forecast peak req/s</th><th>planned req/s</th><th>lead</th><th>T_cold</th><th>model</th><th>capacity</th><th>last fit</th><th>errors</th>
 </tr></thead><tbody id="rows"></tbody></table>
 <p id="empty">No ScaledObject yet: KEDA has not called this scaler.</p>
 <section id="detail" hidden><h2 id="d_title"></h2>
 <dl><dt>observed</dt><dd id="d_observed"></dd><dt>planned</dt><dd id="d_planned"></dd><dt>reason</dt><dd id="d_reason"></dd><dt>event / holiday</dt><dd id="d_event"></dd>
 <dt>mode</dt><dd id="d_mode"></dd><dt>tuned choice</dt><dd id="d_tuned"></dd><dt>scores, 1 h</dt><dd id="d_scores1"></dd>
-<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
+<dt>scores, 24 h</dt><dd id="d_scores24"></dd><dt>drift</dt><dd id="d_drift"></dd><dt>GPU budget</dt><dd id="d_budget"></dd><dt>closed loop</dt><dd id="d_loop"></dd>
+<dt>forecast error (lead)</dt><dd id="d_fe"></dd><dt>last error</dt><dd id="d_error"></dd></dl>
 <svg id="chart" width="760" height="260" viewBox="0 0 760 260" role="img" aria-label="forecast chart"></svg>
+{LLM_HTML}
 </section>
 <p><small>Click a ScaledObject's name for its detail view. The same figures as <a href="metrics">/metrics</a> (forescale_*); health: <a href="healthz">/healthz</a>.</small></p>
 <script>{SCRIPT}</script>

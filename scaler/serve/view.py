@@ -17,6 +17,8 @@ from forecaster.calendar import DAY, CalendarError, holiday_periods
 
 from ..events import FILES
 from ..prom import short
+from . import llmstate
+from .capacityfile import reading as capacity_reading
 from .registry import Registry, missing_why
 from .watch import Watch, clean
 from .workload import Workload
@@ -37,6 +39,10 @@ def last_error(wl: Workload) -> str | None:
         reading = FILES.get(wl.spec.events_file)
         if reading.error:
             return clean(f"eventsFile: {reading.error}")
+    if wl.spec.capacity.model_file:
+        why = capacity_reading(wl.spec)[1]
+        if why:
+            return clean(f"capacityModel: {why}")
     fs = wl.forecast
     if fs.unusable is not None and fs.detail:
         return clean(f"forecast ({fs.unusable.value}): {fs.detail}")
@@ -89,6 +95,20 @@ def events_file(wl: Workload) -> dict | None:
             "error": clean(r.error) if r.error else None}
 
 
+def loop_view(wl: Workload) -> dict | None:
+    """The closed loop for the status page (None without its keys): the model server's signals (None: unknown, with
+    why), the targets, the factor and what the loop last did (``scaler.feedback``)."""
+    lp = wl.spec.loop
+    if not lp.queries():
+        return None
+    sig = wl.signals
+    values = {k: None if sig is None or getattr(sig, k) != getattr(sig, k) else getattr(sig, k)
+              for k, _ in lp.queries()}
+    return {"signals": values, "unknown": {k: clean(v, 200) for k, v in wl.signals_why.items()},
+            "targets": {"queue": lp.queue_target, "ttft": lp.ttft_target, "itl": lp.itl_target},
+            "factor": wl.loop.factor, "why": clean(wl.loop.why, 200)}
+
+
 def _floats(a) -> list:
     return [None if not math.isfinite(x) else round(float(x), 4) for x in a]
 
@@ -102,7 +122,7 @@ def scrub(wl: Workload, value):
         return {k: scrub(wl, v) for k, v in value.items()}
     if not isinstance(value, str):
         return value
-    for q in (wl.spec.query, wl.spec.cold_start_query):
+    for q in (wl.spec.query, wl.spec.cold_start_query, *(q for _, q in wl.spec.loop.queries())):
         if q:
             value = value.replace(clean(short(q)), HIDDEN).replace(short(q), HIDDEN).replace(q, HIDDEN)
     return value
@@ -126,8 +146,12 @@ class StatusView:
                      "chosen": wl.tuned.label, "at": wl.tuned.chosen_at, "target_met": wl.tuned.met,
                      "expected_miss": wl.tuned.miss, "expected_cost_ratio": wl.tuned.cost_ratio},
                  "band": self._band(wl, now), "events_file": events_file(wl)}
+            d["loop"] = self._shown(wl, loop_view(wl))
+            if llmstate.applies(wl.spec):  # the token mix, capacity used, queue, TTFT/ITL, learned capacity
+                d["llm"] = self._shown(wl, llmstate.view(wl.llm, wl.spec))
             if self.watch is not None:
                 d.update(self.watch.summary(wl, now))
+                d["forecast_error"] = self.watch.forecast_error(wl, now)
                 d["recent"] = [[x["time"], x["observed"], x["planned"]] for x in self.watch.log(wl)["decisions"]]
             band_t = d["band"]["t"] if d["band"] else []
             t_from = min([r[0] for r in d.get("recent", []) if r[0] is not None] or [now])

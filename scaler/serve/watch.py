@@ -24,8 +24,9 @@ from typing import Callable
 import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ..policy import REASONS, Decision, Reason
+from ..policy import REASONS, Decision, Reason, window_peaks
 from ..drift import WINDOWS, DriftConfig, Scorecard
+from ..leaderror import SHIFTS, LeadError
 from .decisionlog import HEARTBEAT_SECONDS
 from .workload import ForecastState, Tuned, Workload
 
@@ -48,10 +49,11 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
 
 class _Entry:
     __slots__ = ("card", "ring", "n", "labels", "fits", "tunings", "seen_fit", "files", "seen_file", "logged",
-                 "active")
+                 "active", "lead")
 
     def __init__(self, step: float, config: DriftConfig):
         self.card = Scorecard(step, config)
+        self.lead = LeadError(step)  # the forecast-error part of the lead, measured (scaler.leaderror)
         self.ring = np.full((DECISIONS_KEPT, 8), np.nan)
         self.n = 0  # decisions recorded (the ring's write position is n % DECISIONS_KEPT)
         self.labels: list = [None] * DECISIONS_KEPT  # (model, tuned label): shared tuples, not copies
@@ -103,6 +105,19 @@ class Watch:
         e = self._entries.get(wl.key)
         return e is not None and e.card.drifting
 
+    def forecast_error(self, wl: Workload, now: float) -> dict:
+        """The lead's forecast-error part measured (``scaler.leaderror``): ``measured`` (None before a score),
+        ``scored`` minutes, ``derived`` (the prior, forecastErrorSeconds, shrunk toward it) and ``in_force``."""
+        with self._lock:
+            e = self._entries.get(wl.key)
+            m, n = (None, 0) if e is None else e.lead.measured(now, wl.spec.quantile)
+            prior = wl.spec.lead.forecast_error_seconds
+            derived = prior if e is None else e.lead.derived(now, wl.spec.quantile, prior)
+        lt = wl.lead()
+        return {"measured_seconds": m, "scored_minutes": n, "derived_seconds": derived,
+                "in_force_seconds": None if lt.buffer_override is not None else lt.forecast_error_seconds,
+                "auto": lt.forecast_error_auto}
+
     def window_max(self, wl: Workload, now: float) -> float | None:
         with self._lock:
             e = self._entries.get(wl.key)
@@ -117,6 +132,7 @@ class Watch:
         with self._lock:
             e = self._entry(wl)
             if d.reason not in (Reason.PROMETHEUS_STALE, Reason.MISSING_DATA):  # a held observation scores nothing
+                e.lead.observe(now, d.observed)
                 events = e.card.observe(now, d.observed)
                 alarm = "alarm" in events
                 for ev in events:
@@ -125,6 +141,10 @@ class Watch:
                                 else "over: the forecast covers again")
             if q is not None:
                 e.card.provision(now + lead_seconds, q, spec.quantile, d.planned)
+                ready_at = now + wl.lead().ready_seconds
+                if fs.forecast is not None and wl.observed is not None and e.lead.wants(ready_at):
+                    e.lead.provision(ready_at, window_peaks(wl.observed, fs.forecast, wl.params(), now,
+                                                            wl.lead().ready_seconds + np.array(SHIFTS)))
             row = e.ring[e.n % DECISIONS_KEPT]
             tuned = wl.tuned
             row[:] = (now, d.observed, np.nan if d.forecast_peak is None else d.forecast_peak, d.planned,
@@ -266,6 +286,10 @@ class Watch:
                                       "quantile covered", labels=("namespace", "scaledobject", "trigger"))
         alarms = CounterMetricFamily("forescale_forecast_drift_alarms", "Drift alarms (each refits at once)",
                                      labels=("namespace", "scaledobject", "trigger"))
+        error = GaugeMetricFamily("forescale_forecast_error_seconds", "The lead's forecast-error part: measured (the "
+                                  "quantile's lead slack needed over 24 h of scored minutes), derived (the prior "
+                                  "forecastErrorSeconds shrunk toward it, what forecastErrorSeconds: auto uses)",
+                                  labels=("namespace", "scaledobject", "trigger", "kind"))
         with self._lock:
             for key, e in self._entries.items():
                 wl = self._workloads[key]
@@ -279,11 +303,16 @@ class Watch:
                         under.add_metric(labels + [name], s.under_minutes)
                         if s.demand_above_planned is not None:
                             above.add_metric(labels + [name], s.demand_above_planned)
+                m, n = e.lead.measured(now, wl.spec.quantile)
+                if m is not None:
+                    error.add_metric(labels + ["measured"], m)
+                    error.add_metric(labels + ["derived"], e.lead.derived(now, wl.spec.quantile,
+                                                                          wl.spec.lead.forecast_error_seconds))
                 drift.add_metric(labels, 1.0 if c.drifting else 0.0)
                 scored.add_metric(labels, c.scored_total)
                 covered.add_metric(labels, c.covered_total)
                 alarms.add_metric(labels, c.alarms)
-        return [cov, pin, under, above, drift, scored, covered, alarms]
+        return [cov, pin, under, above, drift, scored, covered, alarms, error]
 
 
 def _tuning_doc(x: tuple) -> dict:

@@ -21,7 +21,10 @@ from forecaster.base import Forecast
 
 from ..coldstart import ClusterReading, InForce, in_force
 from ..events import FILES
+from ..feedback import LoopState, Signals
+from ..leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from ..params import policy_params
+from .llmstate import LlmState
 from ..policy import PolicyParams, Reason
 from ..prom import PrometheusClient, PromError
 from ..spec import LeadTime, ScalerSpec
@@ -139,6 +142,15 @@ class Workload:
     # sha256 of the trigger's metadata map (``registry.metadata_digest``): part of the identity, so another map
     # for the same names (a second trigger, another caller, an edit) is another workload and never replaces this one
     digest: str = ""
+    # the model server's state at the last refresh (``spec.loop``'s queries; NaN: unknown): the closed loop's
+    # signals, kept here for every reader (the loop, the status page, capacity learned online)
+    signals: Signals | None = None
+    signals_at: float | None = None  # when (the registry's monotonic clock)
+    signals_why: dict[str, str] = field(default_factory=dict)  # per unknown signal, why
+    loop: LoopState = field(default_factory=LoopState)  # the closed loop's memory (scaler.feedback)
+    answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
+    forecast_error: float | None = None  # forecastErrorSeconds: auto: the derived value in force (scaler.leaderror)
+    llm: LlmState = field(default_factory=LlmState)  # capacity learned online, the token mix's history (llmstate)
 
     def __post_init__(self) -> None:
         if self.declared is None:
@@ -172,12 +184,25 @@ class Workload:
         return in_force(self.spec.cold_start_cluster, self.cluster_cold, self.cold_start, self.spec.lead.cold_start_seconds)
 
     def lead(self) -> LeadTime:
-        return self.spec.lead.with_cold_start(self.t_cold().seconds)
+        """The lead in force: the T_cold in force, and with ``forecastErrorSeconds: auto`` the forecast-error part
+        measured from the live scores (``scaler.leaderror``; its prior until the first decision is scored)."""
+        lt = self.spec.lead.with_cold_start(self.t_cold().seconds)
+        if lt.forecast_error_auto and self.forecast_error is not None:
+            lt = lt.with_forecast_error(self.forecast_error)
+        return lt
+
+    def horizon_lead(self) -> LeadTime:
+        """The longest lead this trigger may use before the next fit (auto: the forecast-error part at its bound):
+        what a forecast's horizon must cover."""
+        lt = self.lead()
+        return lt.with_forecast_error(max(lt.forecast_error_seconds, LEAD_ERROR_MAX)) if lt.forecast_error_auto else lt
 
     def params(self) -> PolicyParams:
         """The decision's knobs (``scaler.params.policy_params``, as the replay has them) with the lead of the T_cold
-        in force and the events of ``eventsFile`` (re-read when it changes)."""
-        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events)
+        in force, the events of ``eventsFile`` (re-read when it changes) and, with ``capacity: learned``, the
+        learned capacity's factor (``llmstate``)."""
+        return policy_params(self.spec, lead_seconds=self.lead().seconds, events=FILES.get(self.spec.events_file).events,
+                             capacity_factor=self.llm.factor(self.spec))
 
 
 class ForecastService(Protocol):

@@ -4,34 +4,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from scaler.cli import main
 from scaler.fleet.workloads import shard
 from scaler.spec import parse_metadata
-
-T0 = 1_700_006_400
-FAST = ["--model", "seasonal_naive", "--target-miss", "0.001", "--span", "12h", "--history", "1d", "--refit", "2h", "--qps-per-replica", "10",
-        "--jobs", "1", "--no-progress"]
-
-
-def write_fleet(path, workloads: dict[str, tuple[float, float, float]]):
-    """``timestamp,team,service,count``: per workload (days, scale, hour shift) of a daily ramp, per minute."""
-    with open(path, "w") as f:
-        f.write("timestamp,team,service,count\n")
-        for name, (days, scale, shift) in workloads.items():
-            t = T0 + 60 * np.arange(int(days * 1440))
-            h = ((t % 86400) / 3600 - shift) % 24
-            qps = scale * (20 + 173 / (1 + np.exp(-(h - 8) * 6)) - 173 / (1 + np.exp(-(h - 18) * 6)))
-            f.writelines(f"{a},ml,{name},{60 * b:.3f}\n" for a, b in zip(t, qps))
-    return path
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+from support.fleetcsv import FAST, invoke, write_fleet
 
 
 def test_csv_fleet_writes_scaled_objects_with_placeholders(tmp_path):

@@ -276,9 +276,10 @@ def test_forgetting_a_trigger_removes_every_series_of_it_and_none_of_its_sibling
         metrics.events_file_ok.labels(*labels).set(1)
     before = _series(metrics)
     keep = {s for s in before if ("trigger", mine[2]) not in s[1]}
-    # 27 samples per trigger: 13 reason gauges, 3 lead parts, 2 forecast quantiles, observed, planned, the decisions
-    # and errors counters' _total and _created, the event, events_file_ok, the model
-    assert len(before) - len(keep) == len(keep) // 2 == 27
+    # 29 samples per trigger: 15 reason gauges (feedback, the loop's, and budget_capped among them), 3 lead parts,
+    # 2 forecast quantiles, observed, planned, the decisions and errors counters' _total and _created, the event,
+    # events_file_ok, the model
+    assert len(before) - len(keep) == len(keep) // 2 == 29
     metrics.forget(*mine, whole=False)
     assert _series(metrics) == keep
     metrics.forget("serving", "llm")  # the ScaledObject's every trigger: the other ScaledObject's stay

@@ -9,4 +9,7 @@
 * ``probe_user_model`` a user's model module for ``forescale probe --module``
 * ``procs``            stopping a process a test started (SIGTERM, then SIGKILL), the URL it announces
 * ``traces``           synthetic trace files (a daily ramp) for the CLI tests
+* ``fakeopenai``       a fake OpenAI-compatible server whose capacity the clock sets (the load generator's tests)
+* ``fakevllm``         a fake vLLM: completions served on the clock, vLLM's metric names on /metrics
+* ``capacityfiles``    capacity model files with known figures
 """
