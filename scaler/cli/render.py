@@ -236,6 +236,9 @@ def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
         md["bufferSeconds"] = f"{s.buffer_seconds!r}"
     if s.history_seconds != parse_duration(DEFAULTS["history"]):
         md["history"] = format_duration(s.history_seconds)
+        if s.history_seconds < parse_duration(DEFAULTS["minHistory"]):
+            # the replay trusts a forecast as soon as its model fits; minHistory may not exceed history
+            md["minHistory"] = md["history"]
     if s.refit_seconds != parse_duration(DEFAULTS["refitInterval"]):
         md["refitInterval"] = format_duration(s.refit_seconds)  # the cadence replayed is the one deployed
     spec = parse_metadata(md)[0]

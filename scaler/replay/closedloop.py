@@ -61,19 +61,17 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
     ready_on, ready_off = state[3], state[4]
     ready = np.zeros(n, dtype=np.int64)
     backlog = np.zeros(n + 1)
-    lo, hi = np.zeros(n), np.zeros(n)  # each tick's TTFT, first and last arrival
-    itls = np.zeros(n)
     factors = np.ones(len(vt))
     st = feedback.LoopState()
     now_ready, raised = 0, 0
-    w = int(round(RATE_WINDOW / tick))
     for k, i in enumerate(vt):
         i = int(i)
         j = i - LAG_TICKS  # the server's view: the state at the start of tick j
-        sig = _signals(j, w, tick, backlog, ready, lo, hi, itls, sc.demand) if j >= 1 else feedback.Signals()
+        sig = _signals(sc, j, backlog, ready, qps, loop) if j >= 1 else feedback.Signals()
         st, v, up = respond(st, sig, float(base[k]), p, loop, now=sc.t0 + i * tick,
                             dt=float((i - vt[k - 1]) * tick) if k else math.nan,
-                            last=float(values[k - 1]) if k else math.nan, settle_seconds=settle_seconds)
+                            last=float(values[k - 1]) if k else math.nan, settle_seconds=settle_seconds,
+                            planned=float(values[k]))
         factors[k] = st.factor
         if st.factor > 1.0:
             values[k] = v
@@ -84,46 +82,53 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
                 lp.active[i // lp.poll_every] = values[k] > hpa.activation_threshold
         end = int(vt[k + 1]) if k + 1 < len(vt) else n
         lp.span(i, end, state)
-        for t in range(i, end):  # the ticks just run: their ready replicas, the queue and the latency
+        for t in range(i, end):  # the ticks just run: their ready replicas and the queue
             now_ready += int(ready_on[t] - ready_off[t])
             ready[t] = now_ready
-            cap = now_ready * qps
-            backlog[t + 1] = max(0.0, backlog[t] + (sc.demand[t] - cap) * tick)
-            first = llm.first_token(sc.demand[t:t + 1], np.array([cap]), _at(loop.serving, t))[0]
-            itls[t] = llm.itl(sc.demand[t:t + 1], np.array([cap]), loop.serving)[0]
-            lo[t] = (backlog[t] / cap if cap > 0 else math.inf) + first
-            hi[t] = (backlog[t + 1] / cap if cap > 0 else math.inf) + first
+            backlog[t + 1] = max(0.0, backlog[t] + (sc.demand[t] - now_ready * qps) * tick)
     tl = lp.timeline(state[1], state[2], ready_on, ready_off)
     return ClosedRun(tl, factors, raised)
 
 
 def respond(st: feedback.LoopState, sig: feedback.Signals, base: float, p: PolicyParams, loop: LoopSettings, *,
-            now: float, dt: float, last: float, settle_seconds: float) -> tuple[feedback.LoopState, float, bool]:
+            now: float, dt: float, last: float, settle_seconds: float,
+            planned: float | None = None) -> tuple[feedback.LoopState, float, bool]:
     """One call as the server answers it: the loop stepped on the signals (the replicas asked for from the
-    ``last`` answer), then ``decide`` with its factor. ``(state, value, raised: the reason is feedback)``."""
+    ``last`` answer), then ``decide`` with its factor. ``(state, value, raised: the reason is feedback)``.
+    ``planned``: the answer without the loop when the caller has it (a factor of 1 gives exactly that)."""
     asked = float(math.ceil(last / p.qps_per_replica - EPS)) if math.isfinite(last) else math.nan
     st = feedback.step(st, sig, loop.targets, now=now, dt=dt, asked=asked, settle_seconds=settle_seconds,
                        rule=loop.rule)
+    if st.factor == 1.0 and planned is not None:
+        return st, planned, False
     d = decide_array(np.array([base]), np.array([now]), p, None, feedback=np.array([st.factor]))
     return st, float(d.planned[0]), bool(d.reason[0] == _FEEDBACK)
 
 
-def _at(serving: llm.Serving, t: int) -> llm.Serving:
-    """``serving`` for tick ``t`` alone (its prefill)."""
-    if serving.prefill is None:
-        return serving
-    return llm.Serving(serving.itl_seconds, np.asarray(serving.prefill[t:t + 1]))
-
-
-def _signals(j: int, w: int, tick: float, backlog: np.ndarray, ready: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-             itls: np.ndarray, demand: np.ndarray) -> feedback.Signals:
-    """What the server's queries show at the start of tick ``j``: the queue, the ready replicas, and the TTFT and
-    ITL p95 of the ``w`` ticks' window before it (NaN where nothing was observed: no first token, no request)."""
-    a = max(0, j - w - LOOKBACK_TICKS)
-    mass = demand[a:j] * tick
-    fin = np.isfinite(lo[a:j]) & np.isfinite(hi[a:j])
-    ttft = llm.window_p95((a + np.arange(j - a))[fin] * tick, lo[a:j][fin], hi[a:j][fin], mass[fin], tick,
-                          (j - w) * tick, j * tick)
-    b = max(0, j - w)
-    itl = llm.weighted_quantile(itls[b:j], demand[b:j], llm.QUANTILE)
+def _signals(sc: Scenario, j: int, backlog: np.ndarray, ready: np.ndarray, qps: float,
+             loop: LoopSettings) -> feedback.Signals:
+    """What the server's queries show at the start of tick ``j``: the queue and the ready replicas then, and (when
+    a target reads them) the TTFT and ITL p95 of the 2-minute window before it (NaN where nothing was observed:
+    no first token, no request). A tick's TTFT goes from ``b[t] / c`` to ``b[t+1] / c`` plus its first step and
+    prefill (``llm.first_token``); a TTFT observed in the window may come from an arrival up to
+    ``LOOKBACK_TICKS`` before it."""
+    tick, t = sc.tick, loop.targets
+    w = int(round(RATE_WINDOW / tick))
+    ttft = itl = math.nan
+    if t.ttft is not None or t.itl is not None:
+        a = max(0, j - w - (LOOKBACK_TICKS if t.ttft is not None else 0))
+        d, cap = sc.demand[a:j], ready[a:j] * qps
+        serving = loop.serving if loop.serving.prefill is None else \
+            llm.Serving(loop.serving.itl_seconds, loop.serving.prefill[a:j])
+        if t.ttft is not None:
+            first = llm.first_token(d, cap, serving)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lo = np.where(cap > 0, backlog[a:j] / np.where(cap > 0, cap, 1.0), np.inf) + first
+                hi = np.where(cap > 0, backlog[a + 1:j + 1] / np.where(cap > 0, cap, 1.0), np.inf) + first
+            fin = np.isfinite(lo) & np.isfinite(hi)  # no capacity: no first token, nothing observed
+            ttft = llm.window_p95((a + np.arange(j - a))[fin] * tick, lo[fin], hi[fin], d[fin] * tick, tick,
+                                  (j - w) * tick, j * tick)
+        if t.itl is not None:
+            b = max(a, j - w) - a
+            itl = llm.weighted_quantile(llm.itl(d[b:], cap[b:], serving), d[b:], llm.QUANTILE)
     return feedback.Signals(waiting=float(backlog[j]), ready=float(ready[j - 1]), ttft=ttft, itl=itl)

@@ -4,19 +4,8 @@ line (table, JSON), and bad input."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from click.testing import CliRunner
-
-from scaler.cli import main
-
-BUNDLED = Path(__file__).resolve().parents[2] / "scaler" / "data" / "azure_llm_code" / "per_10s.csv"
-ARGS = ["--span", "45m", "--history", "10m", "--step", "10s", "--cold-start", "60", "--refit", "15m",
-        "--policies", "reactive", "--qps-per-replica", "2", "--no-progress"]
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, ["backtest", *args], catch_exceptions=False)
+from support.backtest import AZURE as BUNDLED, AZURE_ARGS as ARGS, backtest as invoke
 
 
 def test_the_closed_loop_replayed_from_the_command_line(tmp_path):

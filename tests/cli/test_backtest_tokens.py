@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from scaler.cli import main
-
-BUNDLED = Path(__file__).resolve().parents[2] / "scaler" / "data" / "azure_llm_code" / "per_10s.csv"
-ARGS = ["--span", "45m", "--history", "10m", "--step", "10s", "--cold-start", "60", "--refit", "15m",
-        "--policies", "reactive", "--qps-per-replica", "2", "--no-progress"]
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, ["backtest", *args], catch_exceptions=False)
+from support.backtest import AZURE as BUNDLED, AZURE_ARGS as ARGS, backtest as invoke
 
 
 def test_the_binding_load_costs_more_replicas_than_requests_alone_on_the_azure_trace(tmp_path):

@@ -104,3 +104,17 @@ def test_backtest_sweep_writes_frontier_json_and_plot(tmp_path):
     png = rep / "frontier_sweep.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert "frontier_sweep.png" in (rep / "index.html").read_text()
+
+
+def test_a_history_shorter_than_the_default_min_history_prints_a_trigger_that_parses(tmp_path):
+    # --history 6h is below minHistory's default (1d): the printed trigger carries minHistory 6h (the replay trusts
+    # a forecast once its model fits), so the server accepts what tune printed (before: a traceback, 'minHistory:
+    # a duration no longer than history')
+    csv = write_daily(tmp_path / "daily.csv", days=2.5)
+    args = [a if a != "1d" or i != FAST.index("--history") + 1 else "6h" for i, a in enumerate(FAST)]
+    r = invoke("tune", str(csv), *args, "--target-miss", "0.005")
+    assert r.exit_code == 0, r.output
+    md = yaml.safe_load(_block(r.stdout))["spec"]["triggers"][0]["metadata"]
+    assert md["history"] == md["minHistory"] == "6h"
+    spec = parse_metadata(md, name="llm", namespace="serving")[0]
+    assert spec.history_seconds == spec.min_history_seconds == 6 * 3600

@@ -276,10 +276,10 @@ def test_forgetting_a_trigger_removes_every_series_of_it_and_none_of_its_sibling
         metrics.events_file_ok.labels(*labels).set(1)
     before = _series(metrics)
     keep = {s for s in before if ("trigger", mine[2]) not in s[1]}
-    # 29 samples per trigger: 15 reason gauges (feedback, the loop's, and budget_capped among them), 3 lead parts,
-    # 2 forecast quantiles, observed, planned, the decisions and errors counters' _total and _created, the event,
-    # events_file_ok, the model
-    assert len(before) - len(keep) == len(keep) // 2 == 29
+    # per trigger: a reason gauge per policy.Reason (15: feedback, the loop's, and budget_capped among them), and 14
+    # more: 3 lead parts, 2 forecast quantiles, observed, planned, the decisions and errors counters' _total and
+    # _created (4), the event, events_file_ok, the model
+    assert len(before) - len(keep) == len(keep) // 2 == len(Reason) + 14 == 29
     metrics.forget(*mine, whole=False)
     assert _series(metrics) == keep
     metrics.forget("serving", "llm")  # the ScaledObject's every trigger: the other ScaledObject's stay

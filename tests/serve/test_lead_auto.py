@@ -12,7 +12,7 @@ from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.view import StatusView
 from scaler.serve.watch import Watch, WatchCollector
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
+from support.fakes import FakePrometheus, Harness, InlineExecutor
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -34,14 +34,8 @@ class Env(Harness):
         self.prom.set_range(Q, lambda t: np.full(len(t), LEVEL))
 
     def minute(self, rate: float):
-        self.clock.advance(60)
         self.prom.set_scalar(Q, rate)
-        wl = self.workload()
-        self.reg.tick()
-        wait_for(lambda: not wl.refreshing and wl.observed_at == self.clock())
-        d = self.reg.decision(wl)
-        self.reg.record(wl, d)
-        return wl, d
+        return self.poll(60)
 
 
 @pytest.fixture

@@ -16,59 +16,35 @@ from scaler.replay.llm import LoopSettings
 from scaler.replay.policies import finishing
 from scaler.params import loop_targets
 from scaler.spec import parse_metadata
-from scaler.prom import CredentialStore
-from scaler.serve.metrics import ScalerMetrics
-from scaler.serve.registry import Registry, RegistryConfig
+from scaler.serve.registry import RegistryConfig
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, sample_value, wait_for
+from support.fakes import FakePrometheus, Harness
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
-
 WAIT = "sum(vllm:num_requests_waiting)"
 READY = 'kube_deployment_status_replicas_ready{deployment="vllm"}'
 TTFT = "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[2m])))"
 LOOP = {"queueQuery": WAIT, "readyReplicasQuery": READY, "queueTarget": "2", "ttftQuery": TTFT, "ttftTarget": "1"}
+BASE = {"serverAddress": "http://prom.test:9090", "query": Q, "qpsPerReplica": "10", "mode": "reactive",
+        "hpaTolerance": "0"}
 
 
-def md(**over) -> dict:
-    m = {"serverAddress": "http://prom.test:9090", "query": Q, "qpsPerReplica": "10", "mode": "reactive",
-         "hpaTolerance": "0"}
-    m.update(over)
-    return m
-
-
-class Env:
-    """A Registry on a fake clock and a fake Prometheus (as tests/serve/test_registry.py has it)."""
-
-    def __init__(self):
-        self.clock = FakeClock(T0)
-        self.prom = FakePrometheus()
-        self.metrics = ScalerMetrics()
-        cfg = RegistryConfig(refresh_seconds=5.0, stale_seconds=120.0, forget_seconds=10 ** 6, first_wait_seconds=2.0)
-        self.reg = Registry(self.clock, CredentialStore(None), self.metrics, cfg, client_factory=self.prom.factory())
-
-    def refresh(self, wl) -> None:
-        self.reg.tick()
-        wait_for(lambda: not wl.refreshing)
-
-    def sample(self, name: str, **labels) -> float | None:
-        return sample_value(self.metrics.registry, name, {"namespace": "serving", "scaledobject": "llm", **labels})
+def harness() -> Harness:
+    """A Registry on a fake clock and a fake Prometheus, refreshing what is 5 s old."""
+    return Harness(FakeClock(T0), FakePrometheus(), BASE, config=RegistryConfig(
+        refresh_seconds=5.0, stale_seconds=120.0, forget_seconds=10 ** 6, first_wait_seconds=2.0))
 
 
 @pytest.fixture
 def env():
-    e = Env()
+    e = harness()
     yield e
-    e.reg.stop()
+    e.close()
 
 
-def step(env, wl, dt: float = 15.0):
-    env.clock.advance(dt)
-    env.refresh(wl)
-    d = env.reg.decision(wl)
-    env.reg.record(wl, d)
-    return d
+def step(env, wl, dt: float = 15.0, **over):
+    return env.poll(dt, **(LOOP | over))[1]
 
 
 def test_a_queue_over_target_raises_the_answer_once_the_asked_replicas_are_ready(env):
@@ -76,7 +52,7 @@ def test_a_queue_over_target_raises_the_answer_once_the_asked_replicas_are_ready
     env.prom.set_scalar(WAIT, 0.0)
     env.prom.set_scalar(READY, 5.0)
     env.prom.set_scalar(TTFT, 0.4)
-    wl = env.reg.workload("serving", "llm", md(**LOOP))
+    wl = env.workload(**LOOP)
     d = env.reg.decision(wl)
     env.reg.record(wl, d)
     assert (d.planned, d.reason, d.feedback) == (50.0, Reason.MODE_REACTIVE, 1.0)  # well inside: nothing changes
@@ -117,7 +93,7 @@ def test_a_bad_signal_is_unknown_with_its_reason_and_the_rate_decides_as_before(
     env.prom.set_scalar(READY, 5.0)
     env.prom.set_scalar(TTFT, answer)
     env.prom.set_scalar(WAIT, answer)
-    wl = env.reg.workload("serving", "llm", md(**LOOP))
+    wl = env.workload(**LOOP)
     d = env.reg.decision(wl)
     assert (d.planned, d.reason, d.feedback) == (50.0, Reason.MODE_REACTIVE, 1.0)
     assert math.isnan(wl.signals.waiting) and math.isnan(wl.signals.ttft) and wl.signals.ready == 5.0
@@ -130,8 +106,8 @@ def test_a_bad_signal_is_unknown_with_its_reason_and_the_rate_decides_as_before(
 
 def test_a_trigger_without_the_loop_keys_sends_no_signal_query_and_decides_as_before(env):
     env.prom.set_scalar(Q, 50.0)
-    wl = env.reg.workload("serving", "llm", md())
-    d = step(env, wl)
+    wl = env.workload()
+    d = env.poll(15.0)[1]
     assert (d.planned, d.reason, d.feedback) == (50.0, Reason.MODE_REACTIVE, 1.0)
     assert {c[1] for c in env.prom.calls_of("scalar")} == {Q}
     assert wl.signals is None and env.sample("forescale_feedback_factor", trigger=wl.trigger) is None
@@ -140,8 +116,8 @@ def test_a_trigger_without_the_loop_keys_sends_no_signal_query_and_decides_as_be
 def test_queries_alone_are_observed_not_acted_on(env):
     env.prom.set_scalar(Q, 50.0)
     env.prom.set_scalar(WAIT, 400.0)
-    wl = env.reg.workload("serving", "llm", md(queueQuery=WAIT))
-    d = step(env, wl)
+    wl = env.workload(queueQuery=WAIT)
+    d = env.poll(15.0, queueQuery=WAIT)[1]
     assert (d.planned, d.feedback) == (50.0, 1.0) and wl.signals.waiting == 400.0
     assert env.sample("forescale_server_signal", trigger=wl.trigger, signal="waiting") == 400.0
 
@@ -156,28 +132,24 @@ SIG = st.one_of(st.floats(0, 500), st.just(math.nan))
 def test_the_replay_and_the_server_give_the_same_answers_for_the_same_signals(seq, headroom, tol):
     """The server (a real Registry, refreshes on a fake clock) and the replay's call (``closedloop.respond``: the
     same ``feedback.step`` and ``decide`` with the replay's stage-2 knobs) over one sequence of observations."""
-    e = Env()
+    e = harness()
     try:
-        meta = md(headroom=headroom, hpaTolerance=tol, **LOOP)
-        spec = parse_metadata(meta, name="llm", namespace="serving")[0]
+        over = {"headroom": headroom, "hpaTolerance": tol, "refreshInterval": "1s", **LOOP}  # each poll refreshes
+        spec = parse_metadata(e.metadata(**over), name="llm", namespace="serving")[0]
         loop = LoopSettings(loop_targets(spec))
         p = finishing(spec.qps_per_replica, spec.headroom, spec.hpa_tolerance)
         e.prom.set_scalar(Q, seq[0][0])
-        wl = e.reg.workload("serving", "llm", meta)  # the first refresh: no signal yet as the replay's first call
+        e.workload(**over)  # the first refresh: no signal yet, as the replay's first call
         st_, last, prev = LoopState(), math.nan, None
         for rate, waiting, ready, ttft, dt in seq:
             for q, v in ((Q, rate), (WAIT, waiting), (READY, ready), (TTFT, ttft)):
                 e.prom.set_scalar(q, None if v != v else v)
-            e.clock.advance(dt)
-            e.refresh(wl)
-            wait_for(lambda: not wl.refreshing)
-            d = e.reg.decision(wl)
-            e.reg.record(wl, d)
+            wl, d = e.poll(dt, **over)
             now = e.clock()
-            sig = Signals(waiting, ready, ttft)
-            st_, v, raised = respond(st_, sig, rate, p, loop, now=now, dt=math.nan if prev is None else now - prev,
-                                     last=last, settle_seconds=spec.lead.seconds)
+            st_, v, raised = respond(st_, Signals(waiting, ready, ttft), rate, p, loop, now=now,
+                                     dt=math.nan if prev is None else now - prev, last=last,
+                                     settle_seconds=spec.lead.seconds)
             prev, last = now, v
             assert d.planned == v and (d.reason is Reason.FEEDBACK) == raised and d.feedback == st_.factor
     finally:
-        e.reg.stop()
+        e.close()

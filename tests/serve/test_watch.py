@@ -18,7 +18,7 @@ from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.view import StatusView
 from scaler.serve.watch import DECISIONS_KEPT, Watch, WatchCollector, clean
 from support.clock import FakeClock
-from support.fakes import FakePrometheus, Harness, InlineExecutor, wait_for
+from support.fakes import FakePrometheus, Harness, InlineExecutor
 
 T0 = 1_700_000_400.0
 Q = "sum(rate(req_total[2m]))"
@@ -45,15 +45,9 @@ class Env(Harness):
 
     def minute(self, rate: float):
         """One minute: the rate is observed, KEDA polls, the caller records the decision it served."""
-        self.clock.advance(60)
-        self.rates[self.clock()] = rate
+        self.rates[self.clock() + 60] = rate
         self.prom.set_scalar(Q, rate)
-        wl = self.workload()
-        self.reg.tick()
-        wait_for(lambda: not wl.refreshing and wl.observed_at == self.clock())
-        d = self.reg.decision(wl)
-        self.reg.record(wl, d)
-        return wl, d
+        return self.poll(60)
 
 
 @pytest.fixture

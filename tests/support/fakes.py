@@ -191,6 +191,17 @@ class Harness:
         return sample_value(self.metrics.registry, name,
                             {"namespace": self.NAMESPACE, "scaledobject": self.NAME, **labels})
 
+    def poll(self, seconds: float = 60.0, **over):
+        """The clock ``seconds`` on, a scheduler tick and the refresh it started done, then KEDA's call: the
+        decision served and recorded. Returns ``(workload, decision)``."""
+        self.clock.advance(seconds)
+        wl = self.workload(**over)
+        self.reg.tick()
+        wait_for(lambda: not wl.refreshing and wl.observed_at == self.clock())
+        d = self.reg.decision(wl)
+        self.reg.record(wl, d)
+        return wl, d
+
     def close(self) -> None:
         self.reg.stop()
         for s in self.services:
