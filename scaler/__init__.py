@@ -8,7 +8,8 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
             (``decide``), ``scaledobject`` (KEDA's and the HPA's defaults, the manifest writer), ``durations``,
             ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
-            (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom`` and ``promerror`` (Prometheus),
+            (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom``, ``prompool`` and ``promerror``
+            (Prometheus),
             ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
             ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import inputs as inputs_mod
-from . import weights
+from . import transfer, weights
 from .config import ProbeConfig, parse_device, parse_dtype, parse_model_size
 from .errors import ProbeError
 
@@ -113,7 +113,7 @@ def assemble(plan: Plan, host: dict, found: dict, h2d: str):
             meta = None
     try:
         if meta is not None:
-            dev = weights.to_device(host, plan.device, h2d)
+            dev = transfer.to_device(host, plan.device, h2d)
             meta.load_state_dict(dev, strict=True, assign=True)
             module, how = meta, "built on meta, device tensors assigned"
         else:

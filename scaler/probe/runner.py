@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import inputs as inputs_mod
-from . import pagecache, weights
+from . import pagecache, transfer, weights
 from .config import ProbeConfig
 from .errors import ProbeError
 from .facts import build_report, device_facts as describe_device, steady_facts
@@ -480,7 +480,7 @@ class Probe:
         tp = report["throughput"]
         if device.type == "cuda":
             sample = max(16 << 20, min(nbytes, H2D_SAMPLE_MAX))
-            tp["h2d"] = weights.h2d_bandwidth(device, sample)
+            tp["h2d"] = transfer.h2d_bandwidth(device, sample)
             torch.cuda.empty_cache()
         if self.config.load.raw_read:
             ev = pagecache.evict(plan.info.path, requested=self.config.load.evict)

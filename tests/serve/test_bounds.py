@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from scaler import prom
+from scaler import prompool
 from scaler.limits import MAX_STATE_FILE_BYTES, MAX_TRACKED
 from scaler.prom import PrometheusClient, PromPool
 from scaler.serve.metrics import ScalerMetrics
@@ -211,7 +211,7 @@ def test_a_range_sample_outside_the_window_is_dropped_before_the_grid():
 def test_sessions_of_targets_no_longer_used_are_closed(monkeypatch):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Matrix)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    monkeypatch.setattr(prom, "SESSION_IDLE_SECONDS", 0.2)
+    monkeypatch.setattr(prompool, "SESSION_IDLE_SECONDS", 0.2)
     pool = PromPool(clock=time.monotonic)  # the server passes its monotonic clock
     try:
         port = srv.server_address[1]

@@ -1,4 +1,4 @@
-"""``scaler.prom.PromPool``: a total deadline against targets that drip or hang, one bounded pool per target,
+"""``scaler.prompool.PromPool``: a total deadline against targets that drip or hang, one bounded pool per target,
 no error body and no URL secret in messages. Real HTTP on 127.0.0.1 (raw sockets for the misbehaving targets)."""
 
 from __future__ import annotations
