@@ -56,11 +56,14 @@ class Serving:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The replayed closed loop (``closedloop``): the trigger's targets and the latency model its signals come from."""
+    """The replayed closed loop (``closedloop``): the trigger's targets (none: ``capacity: learned`` alone) and the
+    latency model its signals come from."""
 
     targets: Targets
     serving: Serving = Serving()
     rule: Rule = RULE  # the server's (a benchmark may try others)
+    capacity_learned: bool = False  # capacity: learned (saturation.Online): the plan in the figure learned so far
+    load_scale: float = 1.0  # what the server's load query counts per unit of the judged load (1 / capacity_factor)
 
 
 def utilisation(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
