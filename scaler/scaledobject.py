@@ -25,6 +25,13 @@ AUTHENTICATION_NOTE = (
     "authenticationRef forescale-mtls: the Helm chart's default mTLS (KEDA's client certificate; "
     "<release>-mtls for another release name); drop it if the scaler runs without TLS"
 )
+# metadata.annotations of a printed ScaledObject: the world it was ranked in, as `forescale backtest` flags
+# (``scaler.cli.replayflags``), so that ``backtest --scaledobject`` replays it there without being told again
+REPLAY_ANNOTATION = "forescale.io/replay"
+REPLAY_NOTE = (
+    f"{REPLAY_ANNOTATION}: the world tune replayed (span, replica capacity, T_cold...): `forescale backtest "
+    "TRACE --scaledobject FILE` reads it and gives the figures above; a flag given there wins, with a warning"
+)
 PASTE_NOTE = (
     "tuning: \"off\" runs these knobs as replayed; \"auto\" lets the scaler re-choose them from its own "
     "history after tuningMinHistory (these run until then)"
@@ -60,13 +67,15 @@ def scaled_object(
     min_replicas: int = MIN_REPLICAS,
     max_replicas: int = MAX_REPLICAS,
     tolerance: float | None = None,
+    replay: str = "",
 ) -> dict:
     """A whole ScaledObject (plain data, KEDA's schema) with one forescale trigger of metadata ``md``.
 
     It spells out the HPA behaviour the replay runs (Kubernetes' defaults above: +max(4 pods, 100 %) per 15 s up
     without stabilisation, -100 % per 15 s down after a 300 s stabilisation window), so that
     ``backtest --scaledobject`` and a cluster run what was ranked; ``tolerance``: the HPA's scale-up tolerance,
-    written when it is not Kubernetes' default (a beta field; the replay's default is the cluster's).
+    written when it is not Kubernetes' default (a beta field; the replay's default is the cluster's); ``replay``:
+    the world it was replayed in, as the annotation ``REPLAY_ANNOTATION`` (backtest flags; "" for none).
     """
 
     def rules(window: int, policies: tuple) -> dict:
@@ -93,4 +102,6 @@ def scaled_object(
     meta: dict = {"name": name}
     if namespace:
         meta["namespace"] = namespace
+    if replay:
+        meta["annotations"] = {REPLAY_ANNOTATION: replay}
     return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta, "spec": spec}

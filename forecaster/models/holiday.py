@@ -3,36 +3,39 @@
 A model forecasts *ordinary* days; the wrapper takes holidays (days local to ``HolidayRule.tz``,
 ``forecaster.calendar``) and the user's events out of what it sees and puts their effect back on the forecast:
 
-* **History substitution.** Before the inner model is fitted, every point on a holiday day or inside a past
+* **History substitution.** Before the inner model is fitted, every point on a past holiday day or inside a past
   event's span is replaced by the same moment a week before (else a week after, else two weeks before or
   after; ``calendar.substitute_mask``), so a past holiday's dip or a launch's spike is not learned as part of the
   weekly shape, and a seasonal copy never repeats it.
-* **Learned effects.** The effect of an occurrence is the log ratio of what happened to what the
-  substitution says an ordinary day held over the same points, ``log((sum y + n c) / (sum y_ordinary + n c))``
-  (``c`` = 5 % of the mean rate, as Prophet's log transform; sums, so the busy hours weigh most). A holiday's
-  effect is learned from its own occurrence only, as Prophet's holidays table has one effect per holiday: the
-  history (at most 90 days) never holds last year's, so what is learned is **the holiday in progress**, from
-  its first hours (a quarter of the day observed) to its end; a holiday not yet begun is an ordinary day.
-  (One effect shared by all holidays was measured and dropped: it carried Christmas' dip onto New Year,
-  docs/events.md.) An event's effect is learned per name, from its past occurrences,
-  only for events without a ``multiplier`` (with one, ``scaler.policy.decide`` applies the user's multiplier;
-  learning it too would count it twice). **Against ordinary change**: the same ratio between each whole
-  ordinary day and the same weekday a week before (growth, noise; ``drift``) gives a median, subtracted from
-  the effect, and a robust spread: an effect within ``STAND_OUT`` (2) spreads of it is not told apart from an
-  ordinary week and is 0.
-* **Similar day** (``learned``): when the history holds an earlier holiday (the most recent holiday day before the
-  one in progress or ahead, with at least a quarter of its points), a holiday after it is forecast with that
-  holiday's **profile**: per local hour, ``log((sum y + n c) / (sum y_ordinary + n c))`` less the drift, kept only
-  when the whole day's effect stands out of ordinary change (as any effect). With a profile, the holiday's own
-  first hours add nothing (``RESIDUAL_AFTER_PROFILE`` off: their residual over the profile was measured and lost,
-  docs/events.md); without one, the effect of the holiday in progress below. Days are the calendar days of
-  ``HolidayRule.tz`` (``timezone``).
-* **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday is ``(f + c) * exp(effect) - c``
-  with the profile and the effect of that holiday in progress (neither: an ordinary day); ``ordinary``: no effect;
+* **The holiday in progress is not substituted.** The points of a holiday whose day holds the end of the history
+  stay as observed (divided by the effect the forecast puts back on that day, if any, as recent points are): they
+  are today's level, which the level correction (and every model that follows the level) carries over the next
+  hours. Substituting them made the model forecast the rest of the holiday as an ordinary day, and the effect
+  learned from its first hours did not repair it: a holiday's night runs above an ordinary night and its day far
+  below, so a quarter day says little about the rest (nab_nyc_taxi, Prophet, at L: Thanksgiving MASE 0.214 off,
+  0.225 with that rule, 0.254 substituted without it; docs/events.md). Once the day is over it is a past holiday
+  and substituted like the others.
+* **Learned effects, only from an earlier occurrence.** The effect of an occurrence is the log ratio of what
+  happened to what the substitution says an ordinary day held over the same points, ``log((sum y + n c) / (sum
+  y_ordinary + n c))`` (``c`` = 5 % of the mean rate, as Prophet's log transform; sums, so the busy hours weigh
+  most). A holiday's effect comes from the **similar day** (``learned``): when the history holds an earlier holiday
+  (the most recent holiday day before the one in progress or ahead with at least a quarter of its points:
+  ``similar_day``), a holiday after it is forecast with that holiday's **profile**: per local hour, the log ratio
+  less the drift, kept only when the whole day's effect stands out of ordinary change. Without an earlier holiday in
+  the history there is nothing to learn from: the holiday is forecast as an ordinary day of its weekday (the
+  history at most 90 days never holds last year's occurrence of the same holiday). An event's effect is learned
+  per name, from its past occurrences, only for events without a ``multiplier`` (with one,
+  ``scaler.policy.decide`` applies the user's multiplier; learning it too would count it twice). **Against ordinary
+  change**: the same ratio between each whole ordinary day and the same weekday a week before (growth, noise;
+  ``drift``) gives a median, subtracted from the effect, and a robust spread: an effect within ``STAND_OUT`` (2)
+  spreads of it is not told apart from an ordinary week and is 0. Days are the calendar days of ``HolidayRule.tz``
+  (``timezone``).
+* **Holiday ahead** (``holidayAs``): ``learned``: the forecast on a holiday after the similar day is ``(f + c) *
+  exp(profile) - c`` (no similar day: an ordinary day); ``ordinary``: no effect;
   a weekday: the ratio of that weekday's mean level to the target's weekday's over the last week of the
   substituted history (a day-level factor; ``prophet`` and ``seasonal_naive`` instead evaluate their own
-  curve / copy that weekday's profile, ``native``). A future event with a learned effect gets it over
-  ``[start, end)``.
+  curve / copy that weekday's profile, ``native``, and substitute their whole history themselves). A future event
+  with a learned effect gets it over ``[start, end)``.
 * **Recent points**: observations on a holiday or an event given to ``predict`` as ``recent`` (naive's last
   value, seasonal_naive's copies) are divided by the same effect first, so an inner model that tracks the
   level is not scaled twice.
@@ -57,12 +60,6 @@ OFFSET_SHARE = 0.05  # c = 5 % of the mean rate in the log ratios (as Prophet's 
 MIN_DAY_SHARE = 0.25  # a past holiday day counts when at least this share of its points has a substitute
 STAND_OUT = 2.0  # an effect is used only beyond this many robust spreads of ordinary days' week-on-week change
 HOURS = 24  # a profile has one log ratio per local hour of the day
-# Once a holiday with a profile is in progress: True = profile x the residual effect of its own first hours over the
-# profile (guarded as any effect), False = the profile alone. Measured both on nab_nyc_taxi (90-day history, refit
-# 12 h; tests/bench/bench_holidays.py --variants learned,profile_residual; docs/events.md): the profile alone was
-# better on holiday days at L and 6 h for seasonal_naive and Prophet (a holiday's first hours mislead: New Year's
-# busy night). The bench flips it, nothing else does.
-RESIDUAL_AFTER_PROFILE = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,7 @@ class Effects:
     """Log effects learned at fit time."""
 
     offset: float = 0.0  # c
-    holidays: tuple[tuple[int, float], ...] = ()  # (day, effect): the holiday in progress, learned from its start
+    holidays: tuple[tuple[int, float], ...] = ()  # (day, effect): read from older states only (no longer learned)
     events: tuple[tuple[str, float], ...] = ()  # (name, effect) for learned events with a past occurrence
     weekday: tuple[float, ...] = ()  # 7 log ratios: level of holidayAs / level of each weekday (weekday rule)
     profile: tuple[float, ...] = ()  # HOURS log ratios per local hour: the most recent past holiday (similar day)
@@ -141,10 +138,50 @@ class Effects:
                        None if pd is None else int(pd))
 
 
+def in_progress(series: Series, rule: HolidayRule) -> np.ndarray:
+    """The points of the holiday in progress: those on the holiday day that holds the end of the history (the day
+    of the next point), outside any event's span (an event is substituted as ever); all False when that day is
+    ordinary."""
+    t = np.asarray(series.t, dtype=float)
+    if not rule.days or not len(t):
+        return np.zeros(t.shape, dtype=bool)
+    d = int(rule.day_of([float(t[-1] + series.step)])[0])
+    if d not in set(rule.days):
+        return np.zeros(t.shape, dtype=bool)
+    going = rule.day_of(t) == d
+    for sp in rule.spans:
+        going &= ~rule.in_span(t, sp)
+    return going
+
+
+def similar_day(days: Sequence[int], day: int, first: float, step: float, tz: str = UTC) -> int | None:
+    """The holiday a forecast of ``day`` can learn from: the most recent holiday day before it (in ``days``) with at
+    least ``MIN_DAY_SHARE`` of its points in a history that starts at ``first`` (seconds); None: nothing to learn
+    from. (Whether its effect is used depends on its standing out of ordinary change, decided at the fit.)"""
+    for p in sorted((int(x) for x in set(days) if int(x) < day), reverse=True):
+        lo, hi = day_bounds([p], tz)
+        if (float(hi[0]) - max(float(lo[0]), first)) / step >= MIN_DAY_SHARE * DAY / step - 1e-9:
+            return p
+        return None  # the most recent one is (mostly) before the history: every earlier one is too
+    return None
+
+
+def learned_from(days: Sequence[int], in_span: Sequence[int], history_seconds: float, step: float, tz: str = UTC
+                 ) -> dict[int, int | None]:
+    """For each holiday day of ``in_span``: the earlier holiday its forecast learns from (``similar_day`` in the
+    history before its first cutoff, ``history_seconds`` long), None when there is none: nothing to learn from."""
+    out: dict[int, int | None] = {}
+    for d in in_span:
+        start = float(day_bounds([d], tz)[0][0])
+        out[int(d)] = similar_day(days, int(d), start - history_seconds, step, tz)
+    return out
+
+
 def clean_history(series: Series, rule: HolidayRule) -> tuple[np.ndarray, np.ndarray]:
     """(``y`` substituted, ``y_ordinary``): the series with marked points replaced by the same moment a week
-    before/after, and the same with NaN where a marked point found no substitute (what the effects compare)."""
-    marked = rule.marked(series.t)
+    before/after, and the same with NaN where a marked point found no substitute (what the effects compare). The
+    holiday in progress (``in_progress``) is left as observed (an event's span in it is still substituted)."""
+    marked = rule.marked(series.t) & ~in_progress(series, rule)
     if not marked.any():
         return np.array(series.y, dtype=float, copy=True), np.where(marked, np.nan, series.y)
     sub = substitute_mask(series.t, np.where(marked, np.nan, series.y), marked, WEEK)
@@ -227,38 +264,19 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
         e = float(np.median(values)) - base if values else 0.0
         return e if abs(e) > STAND_OUT * spread else 0.0
 
-    per_day: list[tuple[int, float]] = []
     profile: tuple[float, ...] = ()
     profile_day = None
     if learn_days:
         n_day = rule.day_of(t)
-        nxt = float(t[-1] + series.step)
-        d = int(rule.day_of([nxt])[0])
-        going = d in set(rule.days) and nxt - float(day_bounds([d], rule.tz)[0][0]) > 1e-6
-        need = MIN_DAY_SHARE * DAY / series.step
-        # the similar day: the most recent holiday wholly in the history (before the one in progress, if any)
-        for p in sorted((x for x in set(rule.days) if x < d), reverse=True):
-            on = n_day == p
-            if on.sum() < need:
-                continue
+        d = int(rule.day_of([float(t[-1] + series.step)])[0])
+        p = similar_day(rule.days, d, float(t[0]), series.step, rule.tz)
+        on = n_day == p
+        if p is not None and on.sum() >= MIN_DAY_SHARE * DAY / series.step:
             e_day, prof = _profile(t, y, ordinary, c, on, rule.tz)
-            if np.isfinite(prof).sum() * 3600.0 < MIN_DAY_SHARE * DAY:
-                continue
-            if effect([e_day]) != 0.0:  # the day stands out of ordinary change: its hours are the profile
+            if np.isfinite(prof).sum() * 3600.0 >= MIN_DAY_SHARE * DAY and effect([e_day]) != 0.0:
+                # the day stands out of ordinary change: its hours are the profile
                 prof = np.where(np.isfinite(prof), prof, e_day) - base
                 profile, profile_day = tuple(float(x) for x in prof), p
-            break
-        # the holiday in progress at the end of the history, from its first hours (with a profile: only when
-        # RESIDUAL_AFTER_PROFILE, as what its own hours add to the profile)
-        if going and (RESIDUAL_AFTER_PROFILE or not profile):
-            on = n_day == d
-            ord_on = ordinary[on]
-            if profile:
-                f = np.asarray(profile)[_hour_of_day(t[on], rule.tz)]
-                ord_on = (ord_on + c) * np.exp(f) - c
-            e, n = _log_ratio(y[on], ord_on, c)
-            if n >= need and effect([e]) != 0.0:
-                per_day.append((d, effect([e])))
     events: dict[str, list[float]] = {}
     for s in rule.spans:
         if s.learn and s.end <= t[-1] + series.step:
@@ -266,7 +284,7 @@ def learn(series: Series, rule: HolidayRule, clean: np.ndarray, ordinary: np.nda
             e, n = _log_ratio(y[on], ordinary[on], c)
             if n:
                 events.setdefault(s.name, []).append(e)
-    return Effects(offset=c, holidays=tuple(per_day),
+    return Effects(offset=c,
                    events=tuple((n, effect(v)) for n, v in sorted(events.items()) if effect(v) != 0.0), weekday=weekday,
                    profile=profile, profile_day=profile_day)
 
@@ -336,6 +354,10 @@ class HolidayForecaster:
         eff = learn(series, self.rule, clean, ordinary)
         if self.native:
             eff = Effects(offset=eff.offset, events=eff.events)  # the model's own weekday rule forecasts the days
+        going = in_progress(series, self.rule)
+        if going.any():  # the holiday in progress on the ordinary scale, as recent points are
+            clean = clean.copy()
+            clean[going] = _scaled(clean[going], -log_factor(series.t[going], self.rule, eff), eff.offset)
         inner_ws = warm_start.inner if isinstance(warm_start, HolidayFitted) else warm_start
         fitted = self.inner.fit(Series(series.t, clean, series.step), warm_start=inner_ws)
         return HolidayFitted(fitted, self.rule, eff)
@@ -384,5 +406,5 @@ class HolidayFitted(Wrapping):
         return getattr(self.inner, name)
 
 
-__all__ = ["Effects", "HolidayFitted", "HolidayForecaster", "HolidayRule", "Span", "clean_history", "learn",
-           "log_factor", "spans_of"]
+__all__ = ["Effects", "HolidayFitted", "HolidayForecaster", "HolidayRule", "Span", "clean_history", "in_progress",
+           "learn", "learned_from", "log_factor", "similar_day", "spans_of"]

@@ -11,10 +11,13 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
                targets, the latency model, a capacity configured wrong
 * ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
   ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
-* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay
+* ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay;
+               ``replayflags``: the world a printed ScaledObject was ranked in (its ``forescale.io/replay``
+               annotation), written and read back; ``serveraddr``: a printed serverAddress without credentials
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
-               ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target)
+               ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target);
+               ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
 * ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
 * ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity

@@ -13,14 +13,14 @@ from .clitypes import FiniteRange
 from ..replay.engine import Settings
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..spec import DEFAULTS, MODELS, format_duration
-from .coldstarts import cold_start_options, sampled_world, wanted
+from .coldstarts import cluster_cold_starts, cold_start_options, sampled_world, wanted
+from .replayflags import capacity_notes
 from .pools import PoolOptionError, with_pools
 from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
                       policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
                       world_options, write_json)
 from .tokenopts import loop_options, token_options
-from .scaledobjects import (check_series, fetch_missing, load_plans, load_series, resolve_events,
-                            scaledobject_options)
+from .scaledobjects import check_series, fetch_missing, load_series, resolve_events, scaledobject_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,7 +66,7 @@ from .scaledobjects import (check_series, fetch_missing, load_plans, load_series
 def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, qps_per_replica, cold_start,
                      cold_start_from, buffer_seconds, policies, model, quantile, span, sim_start, history, refit,
                      hpa_tolerance, min_replicas, max_replicas, json_path, report_dir, timeseries_path, progress,
-                     do_sweep, drift, jobs, scaledobject_files, trigger_series, events_map, calendar=None,
+                     do_sweep, drift, jobs, plans, trigger_series, events_map, calendar=None,
                      tokens=None, token_aware=True, llm_settings=None, **world_opts) -> None:
     """Replay a request trace through KEDA + HPA with cold starts and compare scaling policies.
 
@@ -77,7 +77,6 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     """
     from ..replay import engine, variants
     from . import render
-    from .traces import parse_time
 
     t0 = time.perf_counter()
     on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (report_dir, "--report", "dir"))
@@ -87,18 +86,13 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     cold, world = world_from_options(cold, None if sampled else cold_start_from, world_opts)
     world, cold, qps_per_replica = _pooled(world, cold, qps_per_replica, world_opts)
     now = time.time()  # the verb's one clock read: now-14d, --sim-start
-    sample = None
+    sample = starts = None
     if sampled:
-        cold, world, sample = sampled_world(cold_start, cold_start_from, world_opts, world, prometheus_url, now=now,
-                                            echo=echo)
+        cold, world, sample, starts = sampled_world(cold_start, cold_start_from, world_opts, world, prometheus_url,
+                                                    now=now, echo=echo)
     tr = _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, world_opts["flat_load"],
                   history + span, now)
-    start_at = None
-    if sim_start is not None:
-        try:
-            start_at = parse_time(sim_start, now=now)
-        except ValueError:
-            fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
+    start_at = _sim_start(sim_start, now)
     try:
         settings = engine.Settings(cold_start_seconds=cold, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, quantile=quantile, history_seconds=history, refit_seconds=refit,
@@ -109,7 +103,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     except engine.ReplayError as e:
         fail(str(e))
     require_length(tr, settings)
-    plans = resolve_events(load_plans(scaledobject_files), events_map, (calendar or {}).get("events"))
+    plans = resolve_events(plans, events_map, (calendar or {}).get("events"))
+    plans = plans if starts is None else cluster_cold_starts(plans, starts)  # coldStartFrom: cluster, as served
     series_by_trigger = fetch_missing(plans, load_series(trigger_series), prometheus_url, tr)
     check_series(plans, series_by_trigger)
     try:  # a scenario after the simulated span would be dropped silently
@@ -133,6 +128,8 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     finally:
         close()
     _tables(result, echo)
+    for line in capacity_notes(plans, result.qps_per_replica) if settings.qps_per_replica is None else ():
+        click.echo(line, err=True)  # derived: the triggers' qpsPerReplica disagreed (replayflags)
     adv = _advice(result, world, world_opts["target_miss"], prometheus_url, query, echo) if world_opts["advise"] \
         else None
     drifted = None
@@ -161,6 +158,18 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
         write_timeseries(result, timeseries_path)
         if not to_stdout(timeseries_path):
             echo(f"wrote {timeseries_path}")
+
+
+def _sim_start(sim_start: str | None, now: float) -> float | None:
+    """--sim-start as epoch seconds (None: the span's default start); exits 2 on a bad time."""
+    from .traces import parse_time
+
+    if sim_start is None:
+        return None
+    try:
+        return parse_time(sim_start, now=now)
+    except ValueError:
+        fail(f"--sim-start {sim_start!r}: accepted is an ISO-8601 time (naive = UTC) or epoch seconds")
 
 
 def _tables(result, echo) -> None:

@@ -4,6 +4,7 @@ option uses it: ``--cold-start inf`` was accepted and failed later with a messag
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 import click
 
@@ -51,7 +52,7 @@ def prometheus_url(ctx, param, value: str | None) -> str | None:
     return value.strip()
 
 
-def fail(msg: str) -> None:
+def fail(msg: str) -> NoReturn:
     """A bad input: one clear line on stderr and exit code 2 (click's usage-error code)."""
     click.echo(f"Error: {msg}", err=True)
     raise SystemExit(2)

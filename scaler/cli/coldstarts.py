@@ -10,8 +10,8 @@ and set T_cold -- the lead -- to what the scaler would pick: their ``coldStartQu
 from __future__ import annotations
 
 import csv
-import gzip
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -45,8 +45,18 @@ def wanted(cold_start_from: Path | None, cold_starts_csv: Path | None) -> bool:
     return cold_starts_csv is not None or (cold_start_from is not None and str(cold_start_from) == "cluster")
 
 
+@dataclass(frozen=True)
+class Starts:
+    """The start-ups read (every pod, before classifying), as of when, and from where: what a ScaledObject's
+    ``coldStartFrom: cluster`` is replayed from (``cluster_cold_starts``)."""
+
+    pods: tuple[PodStart, ...]
+    as_of: float  # the server's now: the last start-up in a file, the query's end for the cluster
+    where: str
+
+
 def load_sample(cold_start_from, cold_starts_csv, workload, namespace, prometheus_url, *, now: float,
-                echo=click.echo) -> StartSample:
+                echo=click.echo) -> tuple[StartSample, Starts]:
     """The start-ups asked for; exits 2 on bad input, naming it."""
     q = float(DEFAULTS["coldStartQuantile"])
     if cold_starts_csv is not None and cold_start_from is not None:
@@ -55,6 +65,8 @@ def load_sample(cold_start_from, cold_starts_csv, workload, namespace, prometheu
         pods = read_csv(cold_starts_csv)
         counted, skipped = classify(pods, -math.inf, kind="")
         where = str(cold_starts_csv)
+        marks = [m for p in pods for m in (p.created, p.ready) if m is not None]
+        as_of = max(marks) if marks else now
     else:
         if not prometheus_url:
             fail("--cold-start-from cluster needs --prometheus URL (the Prometheus that scrapes kube-state-metrics)")
@@ -65,15 +77,15 @@ def load_sample(cold_start_from, cold_starts_csv, workload, namespace, prometheu
                                   DEFAULTS)
         except ValueError as e:
             fail(f"--cold-start-workload {workload!r}: accepted: {getattr(e, 'accepted', e)}")
-        counted, skipped = read_cluster(source, namespace, prometheus_url, now)
-        where = f"{source.describe()} in {namespace}"
+        pods, counted, skipped = read_cluster(source, namespace, prometheus_url, now)
+        where, as_of = f"{source.describe()} in {namespace}", now
     try:
         sample = StartSample.from_pods(counted, q)
     except ValueError as e:
         parts = ", ".join(f"{n} {r}" for r, n in skipped.items() if n) or "none at all"
         fail(f"{where}: {e} (skipped: {parts})")
     echo(describe(sample, skipped, where))
-    return sample
+    return sample, Starts(tuple(pods), float(as_of), where)
 
 
 def read_cluster(source: ClusterSource, namespace: str, url: str, now: float):
@@ -88,16 +100,17 @@ def read_cluster(source: ClusterSource, namespace: str, url: str, now: float):
         pods = pods_from_matrix(result, source)
     except (PromError, KsmShapeError) as e:
         fail(f"--cold-start-from cluster: {e}")
-    return classify(pods, now - source.window_seconds, source.kind)
+    return (pods, *classify(pods, now - source.window_seconds, source.kind))
 
 
 def read_csv(path: Path) -> list[PodStart]:
-    from .traces import parse_time
+    from ..replay.engine import ReplayError
+    from .traces import parse_time, text_file
 
-    opener = gzip.open if path.suffix == ".gz" else open
     pods = []
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="") as f:
+    try:  # the trace reader's byte sniffing: gzip, UTF-16, a byte that is not UTF-8 named with its line
+        with text_file(Path(path), "a CSV with a header created,scheduled,started,ready (and optionally pod)",
+                       "--cold-starts") as plain, open(plain, encoding="utf-8-sig", newline="") as f:
             rows = csv.DictReader(f)
             missing = [c for c in COLUMNS if c not in (rows.fieldnames or [])]
             if missing:
@@ -119,6 +132,8 @@ def read_csv(path: Path) -> list[PodStart]:
                              "or ISO-8601")
                     marks.append(t if math.isfinite(t) else None)
                 pods.append(PodStart(row.get("pod") or f"row{i}", *marks))
+    except ReplayError as e:
+        fail(str(e))
     except (OSError, UnicodeDecodeError, EOFError, csv.Error) as e:
         fail(f"--cold-starts {path}: cannot read ({getattr(e, 'strerror', None) or e})")
     return pods
@@ -147,6 +162,28 @@ def sampled_world(cold_start, cold_start_from, o: dict, world, prometheus_url, *
     if fixed:
         fail(f"{', '.join(fixed)}: fixed cold-start phases do not apply to sampled start-ups (each pod draws its whole "
              "start, pull included); drop them or the sampled start-ups")
-    sample = load_sample(cold_start_from, o["cold_starts_csv"], o["cold_start_workload"], o["cold_start_namespace"],
-                         prometheus_url, now=now, echo=echo)
-    return sample.t_cold, dataclasses.replace(world, phases=None, starts=sample), sample
+    sample, starts = load_sample(cold_start_from, o["cold_starts_csv"], o["cold_start_workload"],
+                                 o["cold_start_namespace"], prometheus_url, now=now, echo=echo)
+    return sample.t_cold, dataclasses.replace(world, phases=None, starts=sample), sample, starts
+
+
+def cluster_cold_starts(plans: list, starts: Starts) -> list:
+    """Each ScaledObject's forescale trigger with ``coldStartFrom: cluster`` leads with the T_cold the server would
+    put in force from these start-ups: ``scaler.coldstart.estimate`` over the trigger's own coldStartWindow,
+    coldStartQuantile and coldStartMinSamples as of ``starts.as_of``, then ``resolve`` (too few: coldStartSeconds,
+    as the server falls back; the replay reads no coldStartQuery): the server's one rule, not a second."""
+    from ..coldstart import estimate, resolve
+    from ..replay.manifest import with_cold_starts
+
+    def decide(plan, trig) -> tuple[float, str]:
+        src, configured = trig.spec.cold_start_cluster, trig.spec.lead.cold_start_seconds
+        est = estimate(starts.pods, src, starts.as_of)
+        got = resolve(est, "", None, configured)
+        if got.source == "cluster":
+            return got.seconds, (f"coldStartFrom cluster replayed from {starts.where}: T_cold {got.seconds:.0f}s, the "
+                                 f"p{100 * src.quantile:g} of {est.samples} start-ups in its coldStartWindow, as the "
+                                 "server computes it")
+        return got.seconds, (f"coldStartFrom cluster replayed from {starts.where}: {got.reason}, as the server "
+                             f"falls back (T_cold {got.seconds:g}s)")
+
+    return with_cold_starts(plans, decide)

@@ -26,6 +26,7 @@ from .clitypes import FiniteRange
 from .fleetbudget import BUDGET_KEYS, budget_options
 from ..spec import DEFAULTS, parse_duration
 from .options import fail, replay_settings, write_json
+from .replayflags import pool_flags
 
 FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards") + BUDGET_KEYS
 SCALED_OBJECT_NOTE = "replace: your Deployment"
@@ -38,6 +39,9 @@ def fleet_options(command):
     def dispatch(**kw):
         fleet = {k: kw.pop(k) for k in FLEET_KEYS}
         if fleet["by"] or fleet["series_column"] or fleet["out_dir"] is not None:
+            if kw.pop("manifest_path", None) is not None:
+                fail("--output writes the one ScaledObject of a single tune; a fleet writes one per workload into "
+                     "--out DIR")
             if kw.pop("capacity_model_path", None) is not None or kw.pop("served_model", None) is not None:
                 fail("--capacity-model is one model's capacity: accepted with the tune of one workload, not a fleet "
                      "(--by, --series-column)")
@@ -158,7 +162,8 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                 md.update(fleetbudget.trigger_keys(plan, fid, int(t.selection.point.extra.get("minReplicaCount",
                                                                                                min_replicas))))
             path = out_dir / f"{fid}.yaml"
-            text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by)
+            text, manifest = scaled_object(t, md, ns, name, min_replicas, max_replicas, placeholders=not by,
+                                           server=prometheus_url, pools=pool_flags(t.result, cluster))
             path.write_text(text, encoding="utf-8")
             files.append(path.name)
             r = row(t)
@@ -224,7 +229,7 @@ def _workloads(settings, trace, series_column, prometheus_url, query, by, prom_s
             workloads, source, n_requests = _from_prometheus(prometheus_url, query, by, prom_start, prom_end,
                                                              prom_step, progress)
         else:
-            workloads, source, n_requests = _from_csv(trace, series_column), str(trace), 0
+            workloads, source, n_requests = read_fleet_csv(trace, series_column), str(trace), 0
     except (FleetError, engine.ReplayError) as e:
         fail(str(e))
     if not workloads:
@@ -268,35 +273,21 @@ def _from_prometheus(url, query, by, start, end, step, progress):
     return workloads, url, n
 
 
-def _from_csv(path: Path, columns: str):
+def read_fleet_csv(path: Path, columns: str):
     """``timestamp,<columns...>,count|qps`` rows -> workloads (``count``: requests per the file's interval)."""
     from ..fleet.workloads import FleetError, from_columns, parse_by
 
+    from ..replay.engine import ReplayError
+    from .traces import text_file
+
     cols = parse_by(columns, "--series-column")
-    try:
-        fh = open(path, newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise FleetError(f"{path}: cannot read ({e.strerror}); expected a CSV timestamp,{','.join(cols)},count|qps")
     form = f"a header timestamp,{','.join(cols)},count (or qps)"
-    with fh:
-        reader = csv.DictReader(fh)
-        head = [h.strip().lower() for h in (reader.fieldnames or [])]
-        missing = [c for c in ("timestamp", *[c.lower() for c in cols]) if c not in head]
-        value = "count" if "count" in head else "qps" if "qps" in head else None
-        if missing or value is None:
-            raise FleetError(f"{path}: header {reader.fieldnames!r} lacks {', '.join(missing or ['count or qps'])}; "
-                             f"expected {form}")
-        real = {h.strip().lower(): h for h in reader.fieldnames}
-        ts, ys, keys = [], [], []
-        for lineno, rowd in enumerate(reader, start=2):
-            raw_t, raw_v = (rowd.get(real["timestamp"]) or "").strip(), (rowd.get(real[value]) or "").strip()
-            try:
-                ts.append(_epoch(raw_t))
-                ys.append(float(raw_v) if raw_v else float("nan"))
-            except ValueError:
-                raise FleetError(f"{path}: line {lineno}: timestamp {raw_t!r} or {value} {raw_v!r} is not readable; "
-                                 f"expected {form} (ISO-8601 or epoch seconds; a number or empty)") from None
-            keys.append(tuple((c, (rowd.get(real[c.lower()]) or "").strip()) for c in cols))
+    try:  # the trace reader's byte sniffing: gzip, UTF-16, a byte that is not UTF-8 named with its line
+        with text_file(Path(path), f"a CSV with {form}, one row per timestamp and workload (optionally gzip'd)",
+                       "--series-column CSV") as src, open(src, newline="", encoding="utf-8-sig") as fh:
+            ts, ys, keys, value = _rows(fh, path, cols, form)
+    except ReplayError as e:
+        raise FleetError(str(e)) from None
     if len(ts) < 2:
         raise FleetError(f"{path}: {len(ts)} data row(s); expected {form}")
     t = np.asarray(ts)
@@ -316,6 +307,31 @@ def _from_csv(path: Path, columns: str):
     return from_columns(t, y, keys, step)
 
 
+def _rows(fh, path, cols: list[str], form: str) -> tuple[list, list, list, str]:
+    """(timestamps, values, workload keys, "count" or "qps") of a fleet CSV's rows; FleetError naming the line."""
+    from ..fleet.workloads import FleetError
+
+    reader = csv.DictReader(fh)
+    head = [h.strip().lower() for h in (reader.fieldnames or [])]
+    missing = [c for c in ("timestamp", *[c.lower() for c in cols]) if c not in head]
+    value = "count" if "count" in head else "qps" if "qps" in head else None
+    if missing or value is None:
+        raise FleetError(f"{path}: header {reader.fieldnames!r} lacks {', '.join(missing or ['count or qps'])}; "
+                         f"expected {form}")
+    real = {h.strip().lower(): h for h in reader.fieldnames or []}
+    ts, ys, keys = [], [], []
+    for lineno, rowd in enumerate(reader, start=2):
+        raw_t, raw_v = (rowd.get(real["timestamp"]) or "").strip(), (rowd.get(real[value]) or "").strip()
+        try:
+            ts.append(_epoch(raw_t))
+            ys.append(float(raw_v) if raw_v else float("nan"))
+        except ValueError:
+            raise FleetError(f"{path}: line {lineno}: timestamp {raw_t!r} or {value} {raw_v!r} is not readable; "
+                             f"expected {form} (ISO-8601 or epoch seconds; a number or empty)") from None
+        keys.append(tuple((c, (rowd.get(real[c.lower()]) or "").strip()) for c in cols))
+    return ts, ys, keys, value
+
+
 def _epoch(text: str) -> float:
     from datetime import datetime, timezone
 
@@ -327,11 +343,12 @@ def _epoch(text: str) -> float:
 
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,
-                  placeholders: bool) -> tuple[str, dict]:
+                  placeholders: bool, server: str | None = None, pools: dict | None = None) -> tuple[str, dict]:
     """One ScaledObject running the workload's selection: its YAML (every metadata value quoted as KEDA wants)
     and the document."""
     from . import render
     from ..scaledobject import AUTHENTICATION_NOTE, PASTE_NOTE
+    from .serveraddr import server_notes
 
     p, sel, r = t.selection.point, t.selection, t.result
     days = (r.sim_end - r.sim_start) / 86400
@@ -341,8 +358,8 @@ def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max
                 f"{days:.2f} d, {p.cost_ratio or float('nan'):.3f}x the oracle's replica-hours "
                 f"(T_cold {r.lead.cold_start_seconds:g} s)", f"scaleTargetRef: {SCALED_OBJECT_NOTE}", PASTE_NOTE,
                 AUTHENTICATION_NOTE]
-    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
-    doc = render.manifest_for(p, r, md, name=name, namespace=namespace)
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else server_notes(server)
+    doc = render.manifest_for(p, r, md, name=name, namespace=namespace, pools=pools)
     lo = int(p.extra.get("minReplicaCount", min_replicas))
     doc["spec"].update(minReplicaCount=lo, maxReplicaCount=max(int(max_replicas), lo))
     return render.manifest_yaml(doc, comments, notes=notes), doc

@@ -14,7 +14,7 @@ from ..misstarget import COST_CAP_FORM, parse_cost_cap, parse_miss_target
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration
 from . import traces
 from .clitypes import FiniteRange, fail, prometheus_url
-from .outputs import check_output, check_outputs, to_stdout, write_json  # noqa: F401 - the verbs' one import
+from .outputs import check_output, check_outputs, to_stdout, write_json, write_text  # noqa: F401 - the verbs' one import
 
 
 class Duration(click.ParamType):

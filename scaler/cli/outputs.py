@@ -62,17 +62,22 @@ def check_output(path, flag: str, *, directory: bool = False) -> None:
 
 
 def write_json(path: Path, doc: dict) -> None:
+    write_text(path, json.dumps(doc, indent=2, allow_nan=False) + "\n", flag="--json")
+
+
+def write_text(path: Path, text: str, *, flag: str = "--output") -> None:
+    """``text`` to ``path`` atomically (a temporary file renamed), or to standard output for ``-``."""
     if to_stdout(path):
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(text)
         sys.stdout.flush()
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as e:
-        fail(f"--json {path}: cannot write ({e.strerror})")
+        fail(f"{flag} {path}: cannot write ({e.strerror})")
 
 
 # --------------------------------------------------------------------------- the replay's world (cluster, queue,

@@ -21,7 +21,10 @@ from ..replay.families import Family as F
 from ..scaledobject import (AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
                            PLACEHOLDER_SERVER, POLLING_SECONDS, scaled_object)
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
+from .calendarout import calendar_json, holiday_lines
 from .pools import format_pools, pools_settings
+from .replayflags import world_flags
+from .serveraddr import without_credentials
 
 
 # one colour per policy in every plot and page (report's PNGs, report_html's page)
@@ -149,24 +152,7 @@ def format_table(r: Result) -> str:
                          f"{_f(ps['pinball'], 10, 2)}{_f(ps['coverage'], 10, 3)}{'':>6}")
     lines.append(f"(coverage: share of actuals at or below the q{s.quantile:g} forecast; MASE scaled by the "
                  f"in-sample seasonal-naive error)")
-    return "\n".join(lines)
-
-
-def calendar_json(r: Result) -> dict:
-    """``calendar``, only with --holidays/--events: the holidays and events marked over the simulated span."""
-    s = r.settings
-    if not (s.holidays or s.events):
-        return {}
-    from forecaster.calendar import holiday_as_name, holiday_periods
-
-    days = holiday_periods(s.holidays, r.sim_start, r.sim_end - 1e-6, s.holiday_window, s.timezone) if s.holidays else []
-    return {"calendar": {
-        "holidays": s.holidays or None, "holiday_window": s.holiday_window, "holiday_as": holiday_as_name(s.holiday_as),
-        "timezone": s.timezone,
-        "holiday_days": [{"start": iso(a), "end": iso(b), "name": name} for a, b, name in days],
-        "events": [{"name": e.name, "start": iso(e.start), "end": iso(e.end), "multiplier": e.multiplier,
-                    "floor_qps": e.floor_qps} for e in s.events],
-    }}
+    return "\n".join(lines + holiday_lines(r))
 
 
 def _f(x: float, w: int, d: int) -> str:
@@ -241,12 +227,10 @@ def format_frontier(r: Result, *, only_pareto: bool = False) -> str:
 
 
 PLACEHOLDER_NOTES = {"serverAddress": "replace: your Prometheus", "query": "replace: your request rate (req/s)"}
-
-
 def base_spec(r: Result, *, server_address: str, query: str) -> ScalerSpec:
     """The workload's trigger as the replay saw it (metric, replica size, lead, history), no policy knobs yet."""
     s = r.settings
-    md = {"serverAddress": server_address, "query": query, "qpsPerReplica": f"{r.qps_per_replica!r}",
+    md = {"serverAddress": without_credentials(server_address), "query": query, "qpsPerReplica": f"{r.qps_per_replica!r}",
           "coldStartSeconds": f"{r.lead.cold_start_seconds!r}"}
     if s.buffer_seconds is not None:
         md["bufferSeconds"] = f"{s.buffer_seconds!r}"
@@ -271,11 +255,15 @@ def metadata_for(p: Point, r: Result, *, server_address: str, query: str,
     return {"scalerAddress": scaler_address, **md}
 
 
-def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "") -> dict:
-    """The whole ScaledObject running ``p`` (``scaledobject.scaled_object``): hybrid's floor as minReplicaCount too."""
+def manifest_for(p: Point, r: Result, md: Mapping[str, str], *, name: str, namespace: str = "",
+                 pools: Mapping[str, object] | None = None) -> dict:
+    """The whole ScaledObject running ``p`` (``scaledobject.scaled_object``): hybrid's floor as minReplicaCount too,
+    the world it was ranked in as its ``forescale.io/replay`` annotation (``replayflags.world_flags``; ``pools``: the
+    pool options as given)."""
     lo = int(p.extra.get("minReplicaCount", r.settings.min_replicas))
     return with_mtls(scaled_object(md, name=name, namespace=namespace, min_replicas=lo,
-                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance))
+                                  max_replicas=max(r.settings.max_replicas, lo), tolerance=r.tolerance,
+                                  replay=world_flags(r, pools)))
 
 
 def with_mtls(doc: dict) -> dict:
@@ -440,9 +428,10 @@ def advice_manifest(o, r: Result, *, server_address: str | None = None, query: s
                                tolerance=r.tolerance, extra=dict(d.extra))
         md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
         return with_mtls(scaled_object(md, name=name, min_replicas=d.min_replicas,
-                                                max_replicas=d.max_replicas, tolerance=r.tolerance))
+                                                max_replicas=d.max_replicas, tolerance=r.tolerance,
+                                                replay=world_flags(r)))
     doc = scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
-                                 tolerance=r.tolerance)
+                                 tolerance=r.tolerance, replay=world_flags(r))
     doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
                                                              "desiredReplicas": str(n)}} for a, b, n in d.cron]
     return doc
@@ -452,6 +441,8 @@ def format_advice(adv, r: Result | None = None, *, server_address: str | None = 
                   query: str | None = None) -> str:
     """``backtest --advise``: the ranking (each option at its searched knobs), the paragraph, and the YAML of
     the pick and of the runner-up (with ``r``)."""
+    from .serveraddr import server_notes
+
     head = f"{'':2}{'option':<24}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
     lines = ["", f"cost advice (SLO: {adv.slo})", head, "-" * len(head)]
     for o in adv.options:
@@ -466,7 +457,7 @@ def format_advice(adv, r: Result | None = None, *, server_address: str | None = 
             doc = None if o is None else advice_manifest(o, r, server_address=server_address, query=query)
             if doc is None:
                 continue
-            notes = {} if server_address else dict(PLACEHOLDER_NOTES)
+            notes = server_notes(server_address) if server_address else dict(PLACEHOLDER_NOTES)
             lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {o.cost:.1f} {adv.unit}, "
                                               f"missed {100 * o.miss:.3f} %" +
                                               ("" if o.p95 is None else f", P95 {o.p95:.3g} s"),

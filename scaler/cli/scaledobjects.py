@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -14,7 +15,19 @@ from ..manifest_yaml import MAX_MANIFEST_BYTES
 
 
 def scaledobject_options(f):
-    """--scaledobject, --trigger-series and --events-map."""
+    """--scaledobject, --trigger-series and --events-map; the command gets ``plans`` (the ScaledObjects read, before
+    anything else) instead of the files, and its world options from their ``forescale.io/replay`` annotations where
+    the command line left them at their defaults (``replayflags.apply``)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, scaledobject_files: tuple[str, ...] = (), **kw):
+        from . import replayflags
+
+        plans = load_plans(scaledobject_files)
+        if plans:
+            replayflags.apply(click.get_current_context(), plans, kw)
+        return f(*args, plans=plans, **kw)
+
     for opt in reversed((
         click.option("--scaledobject", "scaledobject_files", multiple=True, metavar="FILE.yaml",
                      help="Also replay each KEDA ScaledObject in this file (several documents are fine, other kinds "
@@ -31,8 +44,8 @@ def scaledobject_options(f):
                           "reads --events, else PATH itself if it is a file here, else the run stops naming it. "
                           "Repeatable."),
     )):
-        f = opt(f)
-    return f
+        wrapper = opt(wrapper)
+    return wrapper
 
 
 def load_plans(files: tuple[str, ...]) -> list:
@@ -85,16 +98,20 @@ def load_series(items: tuple[str, ...]) -> dict[str, object]:
         if src == "observed":
             out[name] = "observed"
             continue
-        p = Path(src)
-        if not p.is_file():
-            fail(f"--trigger-series {name}: {src} is not a file (a CSV with a header timestamp,value)")
-        try:
-            data = np.genfromtxt(p, delimiter=",", names=True, dtype=None, encoding="utf-8", max_rows=5_000_000)
+        from ..replay.engine import ReplayError
+        from .traces import text_file
+
+        try:  # the trace reader's byte sniffing: gzip, UTF-16, a byte that is not UTF-8 named with its line
+            with text_file(Path(src), "a CSV with a header timestamp,value", f"--trigger-series {name}:") as plain:
+                data = np.genfromtxt(plain, delimiter=",", names=True, dtype=None, encoding="utf-8-sig",
+                                     max_rows=5_000_000)
             cols = data.dtype.names or ()
             if len(cols) < 2:
                 raise ValueError("need two columns")
             t = _times(data[cols[0]])
             y = np.asarray(data[cols[1]], dtype=np.float64)
+        except ReplayError as e:
+            fail(str(e))
         except (ValueError, TypeError) as e:
             fail(f"--trigger-series {name}: {src}: expected a CSV with a header timestamp,value (epoch seconds or "
                  f"ISO-8601, a number or empty for a failed poll): {str(e)[:120]}")

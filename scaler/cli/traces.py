@@ -6,9 +6,11 @@ import gzip
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -62,18 +64,8 @@ def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | 
     from forecaster.series import from_csv
 
     p = Path(path)
-    if not p.exists():
-        raise ReplayError(f"trace file {str(p)!r} does not exist; expected a CSV with a header 'timestamp,count' "
-                          f"or 'timestamp,qps' (optionally gzip'd, .csv.gz)")
-    if not p.is_file():
-        raise ReplayError(f"trace file {str(p)!r} is not a regular file (a directory, device or FIFO); expected a "
-                          "CSV file with a header 'timestamp,count' or 'timestamp,qps' (optionally gzip'd)")
-    if p.stat().st_size == 0:
-        raise ReplayError(f"trace file {str(p)!r} is empty; expected a CSV with a header 'timestamp,count' or "
-                          "'timestamp,qps' and one row per interval")
     label = name or re.sub(r"\.csv$", "", p.name[:-3] if p.name.endswith(".gz") else p.name)
-    with tempfile.TemporaryDirectory(prefix="forescale-") as d:
-        src = plain_text(p, Path(d))
+    with text_file(p, TRACE_FORM, "trace file") as src:
         try:
             refuse_several_series(src, p)
             series, rep = from_csv(src)
@@ -173,6 +165,26 @@ SERIAL_DAYS = (1.0, 2958466.0)  # serial days 1900-01-01 .. 9999-12-31: as epoch
 GZIP_MAGIC = b"\x1f\x8b"
 BOMS = ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))  # UTF-16 LE and BE; a UTF-8 BOM is read as is
 TEXT_FORM = "UTF-8 text (or UTF-16 with a byte-order mark), gzip'd or not"
+
+
+TRACE_FORM = "a CSV with a header 'timestamp,count' or 'timestamp,qps' and one row per interval (optionally gzip'd)"
+
+
+@contextmanager
+def text_file(p: Path, expected: str, what: str = "file") -> Iterator[Path]:
+    """The one way the CLI opens a CSV it is given (a trace, a fleet's ``--series-column`` CSV, ``--trigger-series``,
+    ``--cold-starts``): refused naming the file (``what``) and ``expected`` when it is missing, not a regular file
+    (a directory, ``/dev/null``, a FIFO) or empty; gzip and UTF-16 read by their bytes whatever the name, a byte
+    that is not UTF-8 named with its line (``plain_text``). Yields a plain UTF-8 file to read (a temporary copy
+    when converted). ReplayError."""
+    if not p.exists():
+        raise ReplayError(f"{what} {str(p)!r} does not exist; expected {expected}")
+    if not p.is_file():
+        raise ReplayError(f"{what} {str(p)!r} is not a regular file (a directory, device or FIFO); expected {expected}")
+    if p.stat().st_size == 0:
+        raise ReplayError(f"{what} {str(p)!r} is empty; expected {expected}")
+    with tempfile.TemporaryDirectory(prefix="forescale-") as d:
+        yield plain_text(p, Path(d))
 
 
 def plain_text(p: Path, d: Path) -> Path:

@@ -18,23 +18,25 @@ from pathlib import Path
 import click
 
 from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_NOTE, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
-                           PLACEHOLDER_SERVER)
+                           PLACEHOLDER_SERVER, REPLAY_NOTE)
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
 from .tokenopts import capacity_options, capacity_trigger_keys
 from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
                       model_option, replay_settings, replica_options, require_length, source_options, target_options,
-                      to_stdout, write_json)
+                      to_stdout, write_json, write_text)
+from .replayflags import pool_flags
 
 
 
 def summary(r, sel, *, server_address: str, query: str, scaler_address: str, placeholders: bool,
-            capacity_file: Path | None = None) -> tuple[str, str]:
+            pools: dict | None = None, capacity_file: Path | None = None) -> tuple[str, str]:
     """The human lines and the metadata block (text) for a selection (``capacity_file``: the capacity model
-    replayed, which the trigger reads too)."""
+    replayed, which the trigger reads too; ``pools``: the pool options as given, for the world annotation)."""
     from ..replay.families import Family as F
     from ..replay.variants import ANCHORS
     from . import render
+    from .serveraddr import server_notes
 
     days = (r.sim_end - r.sim_start) / 86400
     lines = []
@@ -73,7 +75,7 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
         lines.append("          no swept configuration reaches the target on this traffic: raise --target-miss, "
                      "allow more cost (--max-cost-ratio), or shorten T_cold (forescale probe)")
     md = render.metadata_for(p, r, server_address=server_address, query=query, scaler_address=scaler_address)
-    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else {}
+    notes = dict(render.PLACEHOLDER_NOTES) if placeholders else server_notes(server_address)
     if capacity_file is not None:
         keys, key_notes = capacity_trigger_keys(capacity_file)
         md.update(keys)
@@ -82,13 +84,14 @@ def summary(r, sel, *, server_address: str, query: str, scaler_address: str, pla
                 f"expected: missed {100 * p.miss:.3f} % of requests, {p.outcome.violation_minutes} violation min in "
                 f"{days:.2f} d, {p.cost_ratio:.3f}x the oracle's replica-hours (T_cold {r.lead.cold_start_seconds:g} s)",
                 f"{p.label}; replace {PLACEHOLDER_NAME} with your Deployment's name; {PASTE_NOTE}",
-                AUTHENTICATION_NOTE]
+                AUTHENTICATION_NOTE, REPLAY_NOTE]
     if hol:
         comments.append(hol.split(None, 1)[1])
     if p.extra.get("floorReplicas"):
         comments.append(f"hybrid: floorReplicas and minReplicaCount {p.extra['floorReplicas']} keep that many replicas "
                         f"warm under the forecast, as replayed")
-    block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME), comments, notes=notes)
+    block = render.manifest_yaml(render.manifest_for(p, r, md, name=PLACEHOLDER_NAME, pools=pools), comments,
+                                 notes=notes)
     if r.settings.world.placement is not None:  # where the replicas go, as replayed (a second document)
         from .pools import deployment_patch
 
@@ -111,6 +114,17 @@ def _by_pool(cluster: dict, settings_for, tune_on, echo):
     key, tuning, lines = choose_pool(keys, lambda k: tune_on(settings_for({**cluster, "placement": k})))
     echo("\n".join(lines) + f"\n\nthe pick: {key}\n")
     return tuning
+
+
+def _write_manifest(path: Path | None, block: str, sel, echo) -> None:
+    """--output: the printed ScaledObject, comments and all (exit 2 when nothing was chosen); None: not asked."""
+    if path is None:
+        return
+    if not block:
+        fail(f"--output {path}: nothing to write: {sel.message}")
+    write_text(path, block)
+    if not to_stdout(path):
+        echo(f"wrote {path}")
 
 
 def holidays_line(r, sel) -> str:
@@ -153,6 +167,11 @@ def holidays_line(r, sel) -> str:
 @click.option("--all", "show_all", is_flag=True, help="Print every swept configuration, not only the Pareto-optimal ones.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), default=None,
               metavar="PATH", help="Write the frontier, the selection and its metadata as JSON; - for stdout.")
+@click.option("-o", "--output", "manifest_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              default=None, metavar="FILE.yaml",
+              help="Write the chosen ScaledObject (the YAML printed, with its comments) to this file, for "
+                   "`forescale backtest TRACE --scaledobject FILE.yaml` and `kubectl apply -f`; - for stdout (the "
+                   "rest then goes to stderr).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Write the report here: index.html (the chosen YAML, the frontier, the family defaults; interactive) "
                    "and PNG plots.")
@@ -169,7 +188,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                  qps_per_replica, cold_start, cold_start_from, buffer_seconds, model, span, history, refit,
                  hpa_tolerance, min_replicas, max_replicas, scaler_address, jobs, show_all, json_path, report_dir,
                  timeseries_path, progress, choose_pool=False, calendar=None, tokens=None, capacity_file=None,
-                 **cluster) -> None:
+                 manifest_path=None, **cluster) -> None:
     """Sweep every policy family over its knobs on your traffic and print the cheapest configuration
     that keeps missed requests at or below --target-miss, as ScaledObject trigger metadata.
 
@@ -183,7 +202,8 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     from . import render
 
     t0 = time.perf_counter()
-    on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (report_dir, "--report", "dir"))
+    on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (manifest_path, "--output"),
+                              (report_dir, "--report", "dir"))
     echo = functools.partial(click.echo, err=on_stdout)  # --json - or --timeseries -: stdout is that document alone
     def settings_for(c: dict):
         return replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=c,
@@ -223,14 +243,14 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     echo("")
     echo(render.format_frontier(r, only_pareto=not show_all))
     echo("")
-    placeholders = not prometheus_url
     text, block = summary(r, sel, server_address=prometheus_url or PLACEHOLDER_SERVER,
-                          query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=placeholders,
-                          capacity_file=capacity_file)
+                          query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address, placeholders=not prometheus_url,
+                          pools=pool_flags(r, cluster), capacity_file=capacity_file)
     echo(text)
     if block:
         echo("")
         echo(block, nl=False)
+    _write_manifest(manifest_path, block, sel, echo)
     if not sel.met:
         click.echo(f"warning: {sel.message}", err=True)
     if tr.attribution:
@@ -241,7 +261,7 @@ def tune_command(trace, prometheus_url, query, prom_start, prom_end, prom_step, 
         if sel.point is not None:
             md = render.metadata_for(sel.point, r, server_address=prometheus_url or PLACEHOLDER_SERVER,
                                      query=query or PLACEHOLDER_QUERY, scaler_address=scaler_address)
-            manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME)
+            manifest = render.manifest_for(sel.point, r, md, name=PLACEHOLDER_NAME, pools=pool_flags(r, cluster))
         doc["frontier"] = render.frontier_json(r)
         doc["selection"] = render.selection_json(sel, r, md, manifest)
         if r.settings.world.placement is not None and sel.point is not None:

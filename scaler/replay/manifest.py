@@ -22,7 +22,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ..policy import KUBERNETES_TOLERANCE
 # KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
 from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
-                           MIN_REPLICAS, POLLING_SECONDS, SELECT_DEFAULT, UP_DEFAULT, UP_WINDOW_SECONDS)
+                           MIN_REPLICAS, POLLING_SECONDS, REPLAY_ANNOTATION, SELECT_DEFAULT, UP_DEFAULT,
+                           UP_WINDOW_SECONDS)
 from ..spec import MetadataError, ScalerSpec, parse_metadata
 from .. import formula, kedacheck
 from .hpa import Hpa, ScalingPolicy, ScalingRules
@@ -65,6 +66,7 @@ class Trigger:
     events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
     events_source: str = ""  # where they were read (the note says it)
     cached: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached (else it asks at each sync)
+    cold_start_note: str = ""  # coldStartFrom cluster replayed from start-ups (``with_cold_starts``): how, for the note
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Plan:
     fallback: Fallback | None
     modifiers: Modifiers | None
     explicit_up_tolerance: bool  # behavior.scaleUp.tolerance given (else the cluster's, --hpa-tolerance)
+    replay: str = ""  # metadata.annotations[REPLAY_ANNOTATION]: the world it was ranked in (read by the CLI)
 
 
 def with_events(plans_: Iterable[Plan], read: Callable[[Plan, Trigger], tuple[tuple, str]]) -> list[Plan]:
@@ -101,6 +104,22 @@ def with_events(plans_: Iterable[Plan], read: Callable[[Plan, Trigger], tuple[tu
             if t.kind == "forescale" and t.spec is not None and t.spec.events_file:
                 events, source = read(p, t)
                 t = replace(t, events=tuple(events), events_source=source)
+            trig.append(t)
+        out.append(replace(p, triggers=tuple(trig)))
+    return out
+
+
+def with_cold_starts(plans_: Iterable[Plan], decide: Callable[[Plan, Trigger], tuple[float, str]]) -> list[Plan]:
+    """``plans_`` with each forescale trigger of ``coldStartFrom: cluster`` leading with ``decide(plan, trigger)``'s
+    T_cold (seconds, and the note saying where it came from): the start-ups the caller holds, as the server reads
+    them (``scaler.coldstart``)."""
+    out = []
+    for p in plans_:
+        trig = []
+        for t in p.triggers:
+            if t.kind == "forescale" and t.spec is not None and t.spec.cold_start_cluster is not None:
+                seconds, note = decide(p, t)
+                t = replace(t, spec=replace(t.spec, lead=t.spec.lead.with_cold_start(seconds)), cold_start_note=note)
             trig.append(t)
         out.append(replace(p, triggers=tuple(trig)))
     return out
@@ -195,7 +214,8 @@ def plan(where: str, doc: Mapping) -> Plan:
               activation_threshold=triggers[0].activation, scale_up=up, scale_down=down,
               legacy=hpa_cfg.get("behavior") is None)
     up_tol = "tolerance" in ((beh.get("scaleUp") or {}) if isinstance(beh.get("scaleUp"), Mapping) else {})
-    return Plan(name, str(md.get("namespace") or ""), where, hpa, triggers, fb, mods, up_tol)
+    replay = str((md.get("annotations") or {}).get(REPLAY_ANNOTATION) or "")
+    return Plan(name, str(md.get("namespace") or ""), where, hpa, triggers, fb, mods, up_tol, replay)
 
 
 # --------------------------------------------------------------------------- parts

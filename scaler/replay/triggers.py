@@ -203,8 +203,9 @@ def _caveats(t: Trigger) -> str:
     if s.cold_start_query:
         out += f"; {t.name}: coldStartQuery not read, lead from coldStartSeconds"
     if s.cold_start_cluster is not None:
-        out += (f"; {t.name}: coldStartFrom cluster not replayed, T_cold {s.lead.cold_start_seconds:g}s "
-                f"(coldStartSeconds)")
+        out += (f"; {t.name}: {t.cold_start_note}" if t.cold_start_note else
+                f"; {t.name}: coldStartFrom cluster not replayed, T_cold {s.lead.cold_start_seconds:g}s "
+                f"(coldStartSeconds; give --cold-starts FILE or --cold-start-from cluster to replay it)")
     if s.events_file:
         out += f"; {t.name}: eventsFile {s.events_file} read from {t.events_source} ({len(t.events)} events)"
     if loop_targets(s) is not None:

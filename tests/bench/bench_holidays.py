@@ -9,9 +9,8 @@ last ``--history-days``, scored at horizon L (285 s: one 30-min step) and 6 h ah
 days split on are the US holidays of the span (Veterans Day, Thanksgiving, Christmas, New Year) in every run;
 only the forecast differs. MASE is scaled by the seasonal-naive error of the history before each part's first
 cutoff. Variants: ``off`` (no holidays), ``sunday`` (holidayAs sunday: the models' own weekday rule),
-``ordinary`` (substitution only), ``learned`` (the profile of the history's most recent holiday; without one the
-effect of the holiday in progress), ``profile_residual`` (``learned`` plus the residual effect of the holiday in
-progress over the profile: ``holiday.RESIDUAL_AFTER_PROFILE`` on for the run).
+``ordinary`` (substitution only), ``learned`` (the profile of the history's most recent holiday, the similar day;
+without one an ordinary day). With any rule the holiday in progress stays as observed in the history.
 
 ``--trace worldcup98|azure`` checks the other shared traces' ordinary days (1-min traces: slower).
 
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from support.paths import TRACES  # noqa: E402
 
 DAY = 86400.0
-VARIANTS = {"off": None, "sunday": 6, "ordinary": 8, "learned": 7, "profile_residual": 7}
+VARIANTS = {"off": None, "sunday": 6, "ordinary": 8, "learned": 7}
 SPANS = {  # trace -> (csv, first cutoff, end)
     "nab_nyc_taxi": ("nab_nyc_taxi/per_30min.csv", (2014, 11, 1), (2015, 1, 15)),
     "worldcup98": ("worldcup98/per_minute.csv", (1998, 5, 20), (1998, 7, 10)),
@@ -57,7 +56,6 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the figures here")
     a = ap.parse_args()
     from forecaster.calendar import holiday_days
-    from forecaster.models import holiday
     from scaler.cli import traces
 
     path, s0, s1 = SPANS[a.trace]
@@ -74,7 +72,6 @@ def main() -> None:
     for model in a.models.split(","):
         for v in a.variants.split(","):
             t0 = time.perf_counter()
-            holiday.RESIDUAL_AFTER_PROFILE = v == "profile_residual"
             sc = run(series, model, start, end, days, VARIANTS[v], a, aheads)
             for h, r in zip(aheads, sc):
                 o, hd = r["ordinary"], r["holiday_or_event"]

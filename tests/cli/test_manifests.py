@@ -273,5 +273,8 @@ def test_a_fleets_files_are_keda_valid_scaledobjects_that_check_accepts(tmp_path
         jsonschema.validate(so, schema())
         assert so == e["selection"]["manifest"]  # fleet.json carries each file's ScaledObject
         assert so["spec"]["triggers"][0]["metadata"]["tuning"] == "off"
+        # the world each workload was ranked in, for backtest --scaledobject (issue 36 item 5)
+        assert so["metadata"]["annotations"]["forescale.io/replay"] == \
+            "--span 12h --qps-per-replica 10 --cold-start 180 --refit 2h --history 1d --model seasonal_naive"
         chk = invoke("check", "-", stdin=text)
         assert chk.exit_code == 0 and "trigger 0 (external): ok" in chk.stdout, chk.output
