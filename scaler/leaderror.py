@@ -25,6 +25,10 @@ The derivation, per trigger (the server's ``serve.watch`` runs it at each decisi
 
 Memory per trigger is fixed: at most ``MAX_PENDING`` provisioned minutes of ``len(SHIFTS)`` floats (a few in
 practice: the lead's minutes) and 24 hourly buckets of ``len(SHIFTS)`` counts (about 1 KiB). Pure: no clock, no I/O (the caller passes the times).
+
+What survives a restart (``resume``, stored by ``scaler.serve.keeper``): the buckets, and the provisioned minutes
+still ahead (a minute that came due while the server was down was never observed: it is dropped, not scored on a
+later observation).
 """
 
 from __future__ import annotations
@@ -51,6 +55,31 @@ class LeadError:
         # per bucket: d* per shift (the last: none covered), and the bucket's hour; made at the first score
         self.counts: np.ndarray | None = None
         self.ids: np.ndarray | None = None
+
+    @classmethod
+    def resume(cls, step: float, pending: dict[int, np.ndarray], counts: np.ndarray | None,
+               ids: np.ndarray | None, now: float) -> "LeadError":
+        """One trigger's scoring as it was before a restart, at ``now``: the provisioned minutes after ``now``'s
+        (at most ``MAX_PENDING``) and the buckets. ValueError for a shape or a value these never hold."""
+        if not (math.isfinite(step) and step > 0):
+            raise ValueError(f"step {step!r}: accepted a number of seconds > 0")
+        out = cls(step)
+        now_m = now // step if math.isfinite(now) else -math.inf  # -inf: a copy, every minute kept
+        for m, peaks in sorted(pending.items())[-MAX_PENDING:]:
+            p = np.asarray(peaks, dtype=np.float64)
+            if p.shape != (len(SHIFTS),):
+                raise ValueError(f"a provisioned minute holds {p.shape} peaks; accepted {len(SHIFTS)}")
+            if m > now_m:
+                out.pending[int(m)] = p
+        if (counts is None) != (ids is None):
+            raise ValueError("buckets: counts and their hours go together")
+        if counts is not None and ids is not None:
+            c, i = np.asarray(counts), np.asarray(ids)
+            if c.shape != (BUCKETS, len(SHIFTS)) or i.shape != (BUCKETS,) or (c < 0).any() or (c > 2 ** 31 - 1).any():
+                raise ValueError(f"buckets of shape {c.shape} and {i.shape}; accepted ({BUCKETS}, {len(SHIFTS)}) "
+                                 f"counts >= 0 and {BUCKETS} hours")
+            out.counts, out.ids = c.astype(np.int32), i.astype(np.int64)
+        return out
 
     def wants(self, when: float) -> bool:
         """Whether the minute containing ``when`` still needs provisioning (the first decision for it counts)."""

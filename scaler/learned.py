@@ -18,6 +18,10 @@ ready replicas -- and keeps:
   figure in force by more than the **hysteresis**, 10 % (``|bounded / in_force - 1| > 0.1``), so that a
   noisy estimate does not move the replicas back and forth.
 
+What survives a restart (``snapshot`` / ``resume``, stored by ``scaler.serve.keeper``): the counted samples and
+the figure in force. The saturated run in progress does not: a restart ends it (the time the server was down is
+not known to have been saturated).
+
 Pure: no clock (times are the caller's), no I/O.
 """
 
@@ -106,6 +110,31 @@ class CapacityLearner:
         bounded = min(max(self._estimate, lo * self.configured), hi * self.configured)
         if abs(bounded / self._in_force - 1.0) > self.hysteresis:
             self._in_force = bounded
+
+    def snapshot(self) -> tuple[list[tuple[float, float]], float]:
+        """The counted samples ``(t, per-replica rate)``, oldest first, and the figure in force."""
+        return list(self._samples), self._in_force
+
+    def resume(self, samples: list[tuple[float, float]], in_force: float, now: float) -> None:
+        """A ``snapshot`` taken before a restart, its times on this learner's clock: the samples older than the
+        window at ``now`` are dropped, the figure in force is kept (and moves only as ``observe`` would move it).
+        ValueError (nothing changed) for a sample that is not finite, negative, later than ``now`` or out of order,
+        more samples than the learner holds, or a figure in force outside the bounds."""
+        lo, hi = self.bounds
+        if not (_finite(in_force) and lo * self.configured * (1 - 1e-9) <= in_force <= hi * self.configured * (1 + 1e-9)):
+            raise ValueError(f"capacity in force {in_force!r}: accepted is a number within {lo:g} .. {hi:g} x the "
+                             f"configured {self.configured:g}")
+        if len(samples) > (self._samples.maxlen or 0):
+            raise ValueError(f"{len(samples)} samples: accepted at most {self._samples.maxlen}")
+        last = -math.inf
+        for t, v in samples:
+            if not (_finite(t) and _finite(v) and v >= 0 and last <= t <= now):
+                raise ValueError(f"sample ({t!r}, {v!r}): accepted finite times in order up to now, rates >= 0")
+            last = t
+        self._samples.clear()
+        self._samples.extend((float(t), float(v)) for t, v in samples if t >= now - self.window)
+        self._in_force, self._run, self._saturated = float(in_force), None, False
+        self._update()
 
     def state(self) -> Learned:
         return Learned(self.configured, self._estimate, self._in_force, len(self._samples), self._saturated)

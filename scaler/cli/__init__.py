@@ -102,7 +102,8 @@ def _learn(value: str | None) -> dict:
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on (127.0.0.1 for local use).",
               **_env("HOST"))
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory where forecasts survive restarts.", **_env("STATE_DIR"))
+              help="Directory where forecasts, tuned choices and what each trigger learned online (capacity, "
+                   "the closed loop's factor, the forecast error) survive restarts.", **_env("STATE_DIR"))
 @click.option("--state-key-file", type=click.Path(dir_okay=False), default=None,
               help="Key (a mounted Secret, at least 16 bytes) the state files are signed with; default: one generated "
               "in --state-dir.", **_env("STATE_KEY_FILE"))

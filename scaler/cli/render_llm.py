@@ -26,6 +26,7 @@ def add_llm_json(r: Result, doc: dict) -> None:
         "max_utilisation": MAX_UTILISATION,
         "quantile": QUANTILE,
         "capacity_factor": s.capacity_factor,
+        "capacity": "learned" if s.capacity_learned else "configured",
         "loop": None if lp is None else {"queue_target": lp.queue, "ttft_target_seconds": lp.ttft,
                                          "itl_target_seconds": lp.itl, "step": s.loop_rule.step,
                                          "max_factor": s.loop_rule.max_factor, "inside": s.loop_rule.inside,
@@ -48,6 +49,9 @@ def format_llm(r: Result) -> str:
                      f"factor (raised: the calls where it raised the answer)")
     if s.capacity_factor != 1.0:
         lines.append(f"capacity    a replica sustains 1/{s.capacity_factor:g} of its configured figure")
+    if s.capacity_learned:
+        lines.append("capacity    learned online (capacity: learned): each call planned in replicas of the figure "
+                     "learned before it (the policies' notes say where it ended)")
     head = f"{'policy':<13}{'missed %':>9}{'replica-h':>11}{'TTFT p95 s':>12}{'ITL p95 s':>11}" + \
            (f"{'raised':>9}" if lp is not None else "")
     lines += ["", head, "-" * len(head)]

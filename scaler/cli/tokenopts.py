@@ -120,17 +120,18 @@ def token_options(f):
 
 
 def loop_options(f):
-    """``--queue-target``, ``--ttft-target``, ``--itl-target`` (the closed loop), ``--itl-seconds`` and
-    ``--capacity-factor``: handed over as ``llm_settings``, the ``Settings`` keywords ``loop`` (a
-    ``feedback.Targets`` or None), ``itl_seconds`` and ``capacity_factor``."""
+    """``--queue-target``, ``--ttft-target``, ``--itl-target`` (the closed loop), ``--capacity`` (learned online),
+    ``--itl-seconds`` and ``--capacity-factor``: handed over as ``llm_settings``, the ``Settings`` keywords ``loop``
+    (a ``feedback.Targets`` or None), ``capacity_learned``, ``itl_seconds`` and ``capacity_factor``."""
 
     @functools.wraps(f)
     def wrapper(*args, queue_target: float | None = None, ttft_target: float | None = None,
                 itl_target: float | None = None, itl_seconds: float = ITL_SECONDS, capacity_factor: float = 1.0,
-                **kwargs):
+                capacity: str = "configured", **kwargs):
         t = Targets(queue=queue_target, ttft=ttft_target, itl=itl_target)
         return f(*args, llm_settings={"loop": t if t.any else None, "itl_seconds": itl_seconds,
-                                      "capacity_factor": capacity_factor}, **kwargs)
+                                      "capacity_factor": capacity_factor, "capacity_learned": capacity == "learned"},
+                 **kwargs)
 
     for opt in reversed((
         click.option("--queue-target", type=FiniteRange(min=0.001, max=1e6), default=None, metavar="N",
@@ -140,6 +141,11 @@ def loop_options(f):
                      help="Replay the closed loop on the TTFT p95 (ttftTarget)."),
         click.option("--itl-target", type=FiniteRange(min=0.001, max=3600), default=None, metavar="SECONDS",
                      help="Replay the closed loop on the ITL p95 (itlTarget)."),
+        click.option("--capacity", type=click.Choice(["configured", "learned"]), default="configured",
+                     show_default=True, help="capacity: learned replayed: the server's estimator fed at every KEDA "
+                     "call what its queries would show (the served rate while requests wait, per ready replica), "
+                     "every HPA policy's plan in replicas of the figure it learned so far (bounded to 0.5-2x "
+                     "--qps-per-replica, 10 % hysteresis). With --capacity-factor: a mis-set figure, learned."),
         click.option("--itl-seconds", type=FiniteRange(min=0, min_open=True, max=60), default=ITL_SECONDS,
                      show_default=True, help="A lone request's inter-token latency: the replay's TTFT and ITL "
                      "(ttft_p95_s, itl_p95_s; with token columns or a loop target)."),

@@ -63,6 +63,7 @@ def evaluate_batch(
     stage1: dict[tuple, tuple] = {}
     replayed: dict[tuple, Timeline] = {}  # by (hpa, values) or, with the loop, (hpa, base, headroom, tol)
     raised: dict[tuple, int] = {}  # the closed loop's raised answers per replay (reason feedback)
+    learnt: dict[tuple, str] = {}  # capacity: learned, what each replay ended on (its note)
     out: list[Evaluated] = []
     groups: dict[tuple, tuple[Variant, list[tuple[float, Outcome]]]] = {}  # (k1, compensation) -> first, tried
 
@@ -75,6 +76,7 @@ def evaluate_batch(
                     settle_seconds=ctx.lead_seconds,
                 )  # fmt: skip
                 replayed[closed], raised[closed] = run.timeline, run.raised
+                learnt[closed] = learned_note(run.learned, qps)
             return replayed[closed]
         values = finish(base, qps, headroom, tol)
         key = (hpa, values.tobytes())
@@ -94,10 +96,11 @@ def evaluate_batch(
         tl = replay(base, hpa, v.headroom, tol)
         o = evaluate(sc, tl)
         groups.setdefault((k1, v.compensation), (v, []))[1].append((v.headroom, o))
-        why = dict(reasons)
+        why, learned = dict(reasons), ""
         if ctx.loop is not None:
             why["feedback"] = raised[(hpa, base.tobytes(), v.headroom, tol)]
-        out.append(Evaluated(v, o, why, note + _knob_note(v, tol), tl if keep else None, dict(extra)))
+            learned = learnt[(hpa, base.tobytes(), v.headroom, tol)]
+        out.append(Evaluated(v, o, why, note + _knob_note(v, tol) + learned, tl if keep else None, dict(extra)))
     if target_miss is None:
         return out
     for (k1, comp), (v0, tried) in groups.items():
@@ -112,6 +115,21 @@ def evaluate_batch(
                 Evaluated(v, found.outcome, dict(reasons), note + _knob_note(v, tol) + ", searched", None, dict(extra))
             )
     return out
+
+
+def learned_note(learned, qps: float) -> str:
+    """What ``capacity: learned`` ended on, for the variant's note ("" when it was not replayed)."""
+    if learned is None:
+        return ""
+    if learned.estimate is None:
+        return (
+            f", capacity learned: no estimate in the last day ({learned.samples} saturated samples), "
+            f"{learned.in_force:.4g} in force at the end (configured {qps:g})"
+        )
+    return (
+        f", capacity learned {learned.estimate:.4g} req/s per replica ({learned.samples} samples), "
+        f"{learned.in_force:.4g} in force at the end (configured {qps:g})"
+    )
 
 
 def baseline(ctx: Context, v: Variant, keep: bool) -> Evaluated:

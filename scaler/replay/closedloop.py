@@ -16,23 +16,31 @@ What the replayed server sees at the call at tick ``i`` (causal, lagged by ``LAG
   window's ticks' ITL, counted by their requests.
 
 The factor's settle rule reads the ready replicas against ``ceil(last value / qps)``, as the server does with
-``readyReplicasQuery``. Pure: arrays in, a ``Timeline`` out.
+``readyReplicasQuery``.
+
+With ``LoopSettings.capacity_learned`` (``capacity: learned``) the server's capacity learner runs here too
+(``saturation.Online``): fed at each call the served rate over the window, the queue and the ready replicas one
+scrape before it, and the call's answer planned with the headroom x configured / the figure in force then (as
+``params.policy_params`` does with ``capacity_factor``). The loop's factor and the learned figure multiply, as in
+the server. Pure: arrays in, a ``Timeline`` out.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import feedback
+from ..learned import Learned
 from ..policy import REASONS, PolicyParams, Reason, decide_array, to_milli
 from . import llm
 from .llm import LoopSettings
 from .policies import finishing
 from .hpa import Hpa, value_at_polls, value_ticks
 from .keda import Metric, inputs
+from .saturation import Online
 from .scenario import EPS, RATE_WINDOW, Scenario, Timeline
 
 LAG_TICKS = 1  # the server reads the model server's state one scrape (15 s) late
@@ -45,6 +53,8 @@ class ClosedRun:
     timeline: Timeline
     factors: np.ndarray  # the loop's factor at each call (value_ticks)
     raised: int  # calls whose answer the loop raised (reason feedback)
+    learned: Learned | None = None  # capacity: learned, at the end (None: not replayed)
+    in_force: np.ndarray | None = None  # ... the figure in force at each call
 
 
 def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float, tolerance: float,
@@ -64,16 +74,25 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
     factors = np.ones(len(vt))
     st = feedback.LoopState()
     now_ready, raised = 0, 0
+    online = Online(qps, tick, scale=loop.load_scale) if loop.capacity_learned else None
+    served = np.zeros(n + 1)  # requests served by the end of each tick, cumulative (the learner's rate)
+    in_force = np.full(len(vt), qps)
     for k, i in enumerate(vt):
         i = int(i)
         j = i - LAG_TICKS  # the server's view: the state at the start of tick j
         sig = _signals(sc, j, backlog, ready, qps, loop) if j >= 1 else feedback.Signals()
-        st, v, up = respond(st, sig, float(base[k]), p, loop, now=sc.t0 + i * tick,
+        pk = p
+        if online is not None:  # capacity: learned, on what was known before this call
+            if j >= 1:
+                online.observe(j, sc.t0 + j * tick, served, backlog, ready)
+            in_force[k] = qps / online.factor()
+            pk = p if online.factor() == 1.0 else replace(p, headroom=headroom * online.factor())
+        st, v, up = respond(st, sig, float(base[k]), pk, loop, now=sc.t0 + i * tick,
                             dt=float((i - vt[k - 1]) * tick) if k else math.nan,
                             last=float(values[k - 1]) if k else math.nan, settle_seconds=settle_seconds,
-                            planned=float(values[k]))
+                            planned=float(values[k]) if pk is p else None)
         factors[k] = st.factor
-        if st.factor > 1.0:
+        if st.factor > 1.0 or pk is not p:
             values[k] = v
             raised += up
             lp.raw[0, k] = values[k]
@@ -86,8 +105,11 @@ def run(sc: Scenario, base: np.ndarray, hpa: Hpa, *, qps: float, headroom: float
             now_ready += int(ready_on[t] - ready_off[t])
             ready[t] = now_ready
             backlog[t + 1] = max(0.0, backlog[t] + (sc.demand[t] - now_ready * qps) * tick)
+            served[t + 1] = served[t] + backlog[t] + sc.demand[t] * tick - backlog[t + 1]
     tl = lp.timeline(state[1], state[2], ready_on, ready_off)
-    return ClosedRun(tl, factors, raised)
+    if online is None:
+        return ClosedRun(tl, factors, raised)
+    return ClosedRun(tl, factors, raised, online.learner.state(), in_force)
 
 
 def respond(st: feedback.LoopState, sig: feedback.Signals, base: float, p: PolicyParams, loop: LoopSettings, *,

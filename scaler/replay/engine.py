@@ -35,6 +35,7 @@ import numpy as np
 from forecaster.base import Series
 
 from ..misstarget import MissTarget, as_target
+from ..feedback import Targets
 from ..policy import target_refusal
 from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
@@ -322,7 +323,9 @@ def context(series, su: Setup, settings: Settings) -> Context:
     train = slice_series(series, su.start - settings.history_seconds, su.start)
     ok = np.isfinite(train.y)
     upto = slice_series(series, float(series.t[0]), su.end)
-    loop = None if settings.loop is None else LoopSettings(settings.loop, su.serving, settings.loop_rule)
+    loop = None if settings.loop is None and not settings.capacity_learned else LoopSettings(
+        settings.loop or Targets(), su.serving, settings.loop_rule, settings.capacity_learned,
+        1.0 / settings.capacity_factor)
     return Context(su.scenario, su.hpa, su.qps, su.lead.seconds, settings.hpa_tolerance, train.t[ok], train.y[ok],
                    len(train) * step, su.peak, upto.t, upto.y, step, tuple(settings.events), loop)
 

@@ -56,11 +56,14 @@ class Serving:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The replayed closed loop (``closedloop``): the trigger's targets and the latency model its signals come from."""
+    """The replayed closed loop (``closedloop``): the trigger's targets (none: ``capacity: learned`` alone) and the
+    latency model its signals come from."""
 
     targets: Targets
     serving: Serving = Serving()
     rule: Rule = RULE  # the server's (a benchmark may try others)
+    capacity_learned: bool = False  # capacity: learned (saturation.Online): the plan in the figure learned so far
+    load_scale: float = 1.0  # what the server's load query counts per unit of the judged load (1 / capacity_factor)
 
 
 def utilisation(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -95,9 +98,11 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
 
 
 def percentiles(demand: np.ndarray, capacity: np.ndarray, tick: float, serving: Serving,
-                timeout: float | None = None, q: float = QUANTILE) -> tuple[float, float]:
+                timeout: float | None = None, q: float = QUANTILE,
+                ticks: tuple[int, int] | None = None) -> tuple[float, float]:
     """``(TTFT, ITL)`` percentile ``q`` over every request of the replay (a request past ``timeout`` counts
-    with the timeout as its TTFT: it failed)."""
+    with the timeout as its TTFT: it failed); with ``ticks`` ``(a, b)``, over the requests that arrived in ticks
+    ``a .. b - 1`` (the queue replayed from the start: a backlog built before ``a`` is waited out in them)."""
     d = np.asarray(demand, dtype=np.float64)
     c = np.asarray(capacity, dtype=np.float64)
     w = waits(d, c, tick, timeout)
@@ -108,10 +113,11 @@ def percentiles(demand: np.ndarray, capacity: np.ndarray, tick: float, serving: 
     lo = np.concatenate([w.lo + s[w.tick_of], s])
     hi = np.concatenate([w.hi + s[w.tick_of], s])
     mass = np.concatenate([w.mass, zero])
-    ticks = np.concatenate([w.tick_of, np.arange(n)])
+    arrived = np.concatenate([w.tick_of, np.arange(n)])
     cap = None if timeout is None else timeout + float(s.max(initial=0.0))
-    ttft = Waits(lo, hi, mass, 0.0, w.timed_out, ticks).quantile(q, 0.0, cap)
-    return ttft, weighted_quantile(itl(d, c, serving), d, q)
+    ttft = Waits(lo, hi, mass, 0.0, w.timed_out, arrived).quantile(q, 0.0, cap, ticks)
+    sel = slice(None) if ticks is None else slice(*ticks)
+    return ttft, weighted_quantile(itl(d, c, serving)[sel], d[sel], q)
 
 
 def window_p95(arrive: np.ndarray, lo: np.ndarray, hi: np.ndarray, mass: np.ndarray, tick: float, a: float,

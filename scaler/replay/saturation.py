@@ -8,6 +8,12 @@ seconds), and a tick serves what arrived and waited up to its capacity. What the
 ``cadence`` seconds: the served rate over the last ``window`` seconds (``rate(vllm:request_success_total[2m])``),
 the waiting requests and the ready replicas at that instant (gauges). The learner's defaults are the server's.
 
+``replay_learner`` runs the learner beside a finished replay (what it would learn of those replicas);
+``Online`` runs it inside one (``closedloop``: ``capacity: learned`` replayed), call by call: at each KEDA call it
+is fed what the server's queries showed one scrape before it, and the call's answer is planned in replicas of
+the figure in force then (the headroom x configured / in force, ``params.policy_params``' ``capacity_factor``), so
+the figure a call uses is what the learner knew before it.
+
 Pure: arrays in, the learner's state out.
 """
 
@@ -71,3 +77,25 @@ def replay_learner(demand: np.ndarray, ready: np.ndarray, tick: float, *, true_c
         fed += 1
         saturated += q >= lr.min_queue and r >= 1
     return Replayed(lr.state(), saturated / fed if fed else math.nan, fed, served)
+
+
+class Online:
+    """The server's learner inside a replay, call by call. ``configured``: qpsPerReplica; ``scale``: what the server's
+    load query counts per unit of the judged load (1 / ``Settings.capacity_factor``); ``learner``: the estimator's
+    knobs (default: the server's)."""
+
+    def __init__(self, configured: float, tick: float, *, scale: float = 1.0, window: float = 120.0, **learner):
+        self.learner = CapacityLearner(configured, **learner)
+        self.tick, self.scale, self.w = tick, scale, max(1, int(round(window / tick)))
+
+    def observe(self, j: int, t: float, served: np.ndarray, backlog: np.ndarray, ready: np.ndarray) -> None:
+        """What the queries show at the start of tick ``j`` (time ``t``): the served rate over the window before it
+        (``served``: cumulative requests served by the end of each tick, ``served[0] = 0``), the requests waiting
+        then (``backlog[j]``) and the ready replicas (``ready[j - 1]``); the judged units scaled to the query's."""
+        a = max(0, j - self.w)
+        rate = (served[j] - served[a]) / ((j - a) * self.tick)
+        self.learner.observe(t, rate * self.scale, float(backlog[j]) * self.scale, float(ready[j - 1]))
+
+    def factor(self) -> float:
+        """configured / the figure in force: what the headroom is multiplied by (1 until an estimate moves it)."""
+        return self.learner.state().factor

@@ -83,11 +83,14 @@ class Settings:
     # the replicas really sustain 1/capacity_factor of qpsPerReplica (and of tokensPerReplica): a capacity
     # configured too high; the judged load is capacity_factor x the trace's (its requests counted in that unit)
     capacity_factor: float = 1.0
+    # capacity: learned replayed (saturation.Online, in closedloop): the server's estimator fed at each call, the
+    # plan in replicas of the figure in force (the headroom x configured / in force), call by call
+    capacity_learned: bool = False
 
     @property
     def llm_figures(self) -> bool:
         """TTFT and ITL per policy (``ttft_p95_s``, ``itl_p95_s``): with tokens or the loop."""
-        return self.tokens is not None or self.loop is not None
+        return self.tokens is not None or self.loop is not None or self.capacity_learned
 
     def lead(self) -> LeadTime:
         lt = LeadTime(
@@ -148,11 +151,11 @@ class Settings:
             )
         if not (math.isfinite(self.itl_seconds) and self.itl_seconds > 0):
             raise ReplayError(f"inter-token latency {self.itl_seconds!r} s: accepted is a finite number of seconds > 0")
-        if self.loop is not None and self.world.cluster_on:
+        if (self.loop is not None or self.capacity_learned) and self.world.cluster_on:
             raise ReplayError(
-                "the closed loop is replayed against the HPA's ready replicas and the queue, not the "
-                "cluster's: accepted is the loop or a cluster option (--gpus-per-node, --pools, "
-                "--phases, pod-kill scenarios), not both"
+                "the closed loop and capacity: learned are replayed against the HPA's ready replicas and the queue, "
+                "not the cluster's: accepted is the loop or --capacity learned, or a cluster option "
+                "(--gpus-per-node, --pools, --phases, pod-kill scenarios), not both"
             )
         try:
             self.world.validate(self.cold_start_seconds)

@@ -211,6 +211,9 @@ def _caveats(t: Trigger) -> str:
     if loop_targets(s) is not None:
         out += (f"; {t.name}: the closed loop (queueTarget, ttftTarget, itlTarget) not replayed from a ScaledObject "
                 "(backtest --queue-target, --ttft-target, --itl-target replay it on the policies)")
+    if s.capacity.learned:
+        out += (f"; {t.name}: capacity learned not replayed from a ScaledObject, planned on qpsPerReplica (backtest "
+                "--capacity learned replays it on the policies)")
     if s.lead.forecast_error_auto:
         out += f"; {t.name}: forecastErrorSeconds auto replayed at its prior {s.lead.forecast_error_seconds:g}s"
     return out

@@ -6,7 +6,9 @@
 * ``workload``  ``Workload`` and the protocols of the two background services
 * ``fitting``   background forecast fits in worker processes
 * ``tuning``    ``tuning: auto``: the replay engine on the workload's own history
-* ``state``     the one JSON state store (forecasts, tuning choices) under --state-dir
+* ``state``     the one JSON state store (forecasts, tuning choices, what was learned online) under --state-dir;
+                 ``keeper``: the learned capacity, the closed loop's factor and the forecast-error scoring kept
+                 across a restart
 * ``metrics``   the scaler's own Prometheus metrics
 * ``opsmetrics``  metrics of the scaler's own operation (query budget, connections, workers)
 * ``refresher``  the observation queries behind every decision; ``registryconfig``: the registry's settings;

@@ -90,6 +90,10 @@ class StateDir:
         except FileNotFoundError:
             return 0
 
+    def mtime(self, name: str) -> float:
+        """When the file was last written (OSError: gone)."""
+        return os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mtime
+
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 

@@ -153,11 +153,17 @@ def run_fit(job: FitJob) -> dict:
     }
 
 
+def load_material(spec: ScalerSpec) -> tuple:
+    """What the observed load is: the Prometheus it comes from (its headers and credentials' name too) and the
+    load's identity (``ScalerSpec.load_identity``). The start of every state document's key."""
+    p = spec.prometheus
+    return (p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity())
+
+
 def forecast_key_hash(spec: ScalerSpec) -> str:
     """A one-way digest of what a forecast depends on (headers may hold secrets: never stored in clear)."""
-    p = spec.prometheus
-    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity(),
-                   spec.model, spec.history_seconds, spec.step_seconds, spec.level_correction_seconds))
+    return digest((*load_material(spec), spec.model, spec.history_seconds, spec.step_seconds,
+                   spec.level_correction_seconds))
 
 
 def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:

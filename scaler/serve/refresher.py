@@ -52,7 +52,7 @@ class Refresher:
 
     def __init__(self, changed: threading.Condition, clock: Clock, metrics: ScalerMetrics, config: RegistryConfig,
                  limiter: LogLimiter, tracked: Callable[[Workload], bool], query_at: Clock | None = None,
-                 wall: Clock | None = None):
+                 wall: Clock | None = None, keeper=None):
         self.changed = changed
         self.clock = clock
         self.metrics = metrics
@@ -61,6 +61,7 @@ class Refresher:
         self.tracked = tracked
         self.query_at = query_at
         self.wall = wall or clock  # the LLM history's rows are on the wall clock (the status page's time axis)
+        self.keeper = keeper  # what the trigger learned, kept across a restart (scaler.serve.keeper); None: not kept
         self.ops = ops_metrics(metrics)
         self.gate = Gate(config.per_target_refreshes, config.per_namespace_refreshes, config.per_target_qps)
         self._waiting: dict[str, deque[Workload]] = {}  # per host:port: refreshes due, waiting for a slot
@@ -135,6 +136,8 @@ class Refresher:
         error: PromError | None = None
         now = math.nan
         try:
+            if self.keeper is not None and not wl.restored:  # before the loop steps or the learner observes
+                self.keeper.restore(wl)
             observed, error, parts = self._observe(wl)
             signals = None
             if wl.spec.loop.queries():  # the model server's state, next to the rate (never on an RPC)
@@ -148,6 +151,8 @@ class Refresher:
                     llmstate.note(wl.llm, wl.spec, wl.labels, parts, None if signals is None else signals[0], now,
                                   self.wall(), self.metrics, settle=self.config.capacity_settle_seconds,
                                   min_samples=self.config.capacity_min_samples)
+            if self.keeper is not None:
+                self.keeper.maybe_save(wl)
             if wl.spec.cold_start_query and (wl.cold_start_at is None
                                              or now - wl.cold_start_at >= self.config.cold_start_refresh_seconds):
                 self._refresh_cold_start(wl, now)

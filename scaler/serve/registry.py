@@ -48,6 +48,9 @@ from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-expo
 from . import capacityfile, llmstate
 from .capacityfile import CAPACITY_FILES
 from .coldstart import ColdStartService
+from .keeper import Keeper
+from ..learned import CapacityLearner
+from .state import JsonStore
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
@@ -71,7 +74,7 @@ class Registry:
                  tuning: TuningService | None = None, stores: tuple = (),
                  client_factory: Callable[[PrometheusTarget, Credentials | None], PrometheusClient] = PrometheusClient,
                  monotonic: Clock | None = None, query_at: Clock | None = None, watch: Watch | None = None,
-                 ledger=None):
+                 ledger=None, learned_store: JsonStore | None = None):
         self.wall = clock  # forecast times and the policy's now
         self.clock = monotonic or clock  # ages, intervals, forgetting
         self.credentials = credentials
@@ -94,8 +97,14 @@ class Registry:
         # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
         # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
         # ``query_at`` to evaluate them at its time
+        # what a trigger learns online (capacity, the loop's factor, the forecast error), kept across a restart
+        self.keeper = None if learned_store is None else Keeper(
+            learned_store, self.changed, clock, self.clock, watch=watch, learner=lambda configured: CapacityLearner(
+                configured, settle=config.capacity_settle_seconds, min_samples=config.capacity_min_samples))
+        if learned_store is not None:
+            self.stores += (learned_store,)
         self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
-                                   lambda w: self._workloads.get(w.key) is w, query_at, wall=clock)
+                                   lambda w: self._workloads.get(w.key) is w, query_at, wall=clock, keeper=self.keeper)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0  # scheduler rounds done: the process' heartbeat (the server's health reads it)
@@ -334,6 +343,8 @@ class Registry:
                     wl.changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.keeper is not None:
+            self.keeper.flush(self.workloads())
         self.refresher.stop()
         self.coldstarts.stop()
 

@@ -1,7 +1,7 @@
 """Server wiring: the one place that reads the clock, the environment and signals.
 
 ``Server`` assembles the state stores (``--state-dir``: forecasts at its top,
-tuning choices under ``tuning/``), the registry, the forecast and tuning
+tuning choices under ``tuning/``, what triggers learned online under ``learned/``), the registry, the forecast and tuning
 services, the servicer, the gRPC server (with the standard health service and
 reflection) and the HTTP endpoint (``/metrics``, ``/healthz``); ``run`` adds
 signal handling and blocks until SIGTERM/SIGINT, then stops gracefully.
@@ -118,6 +118,7 @@ class Server:
         key = load_key(config.state_key_file, config.state_dir) if config.state_dir else None
         forecast_store = JsonStore(config.state_dir, self.metrics, key) if config.state_dir else None
         tuning_store = JsonStore(Path(config.state_dir) / "tuning", self.metrics, key) if config.state_dir else None
+        learned_store = JsonStore(Path(config.state_dir) / "learned", self.metrics, key) if config.state_dir else None
         self.forecasts = _forecast_service(config, clock, self.metrics, forecast_store)
         self.tuning = _tuning_service(config, clock, self.metrics, tuning_store)
         self.journal = DecisionLog(Path(config.state_dir) / "decisions", self.metrics) \
@@ -134,7 +135,7 @@ class Server:
                                  stores=tuple(x for x in (forecast_store, tuning_store, self.journal)
                                               if x is not None),
                                  client_factory=functools.partial(PrometheusClient, pool=self.pool),
-                                 monotonic=monotonic, watch=self.watch, ledger=self.ledger,
+                                 monotonic=monotonic, watch=self.watch, ledger=self.ledger, learned_store=learned_store,
                                  query_at=clock if (clock is not time.time if pin_queries is None else pin_queries) else None)
         if config.max_streams > config.grpc_workers - 16:
             raise ValueError(f"max_streams ({config.max_streams}) must leave at least 16 of grpc_workers "

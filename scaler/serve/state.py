@@ -127,20 +127,30 @@ class JsonStore:
             self._errors.labels(op).inc()
 
     def load(self, namespace: str, name: str, metric: str, *, version: int, key: str) -> dict | None:
-        """The stored document, or None: none, unreadable, not signed with this scaler's key, another version, or
-        made for another key."""
-        path = self.path(namespace, name, metric)
-        try:
-            doc = json.loads(self.dir.read(file_name(namespace, name, metric), MAX_STATE_FILE_BYTES))
-        except FileNotFoundError:
+        """The stored document, or None: none, unreadable, not signed with this scaler's key, written for another
+        trigger (a copied file), another version, or made for another key."""
+        doc, _ = self.verified(file_name(namespace, name, metric))
+        if doc is None or not self.written_for(doc, namespace, name, metric):
             return None
+        if doc.get("version") != version or doc.get("key") != key:
+            return None  # made for other inputs: recompute
+        return doc
+
+    def verified(self, fname: str) -> tuple[dict | None, bool]:
+        """``(the document in the file fname, signed with this scaler's key; else None, logged, True: present)``;
+        ``(None, False)`` when there is no such file."""
+        path = self.root / fname
+        try:
+            doc = json.loads(self.dir.read(fname, MAX_STATE_FILE_BYTES))
+        except FileNotFoundError:
+            return None, False
         except (OSError, ValueError) as e:
             self._count("read")
             log.warning("ignoring unreadable state file %s: %s", path, getattr(e, "strerror", None) or e)
-            return None
+            return None, True
         if not isinstance(doc, dict):
             log.warning("ignoring malformed state file %s: not a JSON object", path)
-            return None
+            return None, True
         mac = doc.pop("hmac", None)
         try:
             body = json.dumps(doc, allow_nan=False, sort_keys=True).encode()
@@ -150,10 +160,19 @@ class JsonStore:
             self._count("read_unsigned")
             log.warning("ignoring state file %s: not signed with this scaler's state key (forged, edited, or "
                         "written before signing); recomputed", path)
-            return None
-        if doc.get("version") != version or doc.get("key") != key:
-            return None  # made for other inputs: recompute
-        return doc
+            return None, True
+        return doc, True
+
+    def written_for(self, doc: dict, namespace: str, name: str, metric: str) -> bool:
+        """Whether a signed document names the trigger it is read for (else logged: a file copied from another)."""
+        said = (doc.get("namespace"), doc.get("name"), doc.get("metric"))
+        if said == (namespace, name, metric):
+            return True
+        self._count("read_foreign")
+        log.warning("ignoring state file %s: written for %s, not for %s/%s %s (a file copied from another "
+                    "trigger); recomputed", self.path(namespace, name, metric),
+                    "/".join(str(x)[:80] for x in said[:2]) + f" {str(said[2])[:120]}", namespace, name, metric)
+        return False
 
     def forget(self, namespace: str, name: str, metric: str) -> None:
         self.dir.unlink(file_name(namespace, name, metric))

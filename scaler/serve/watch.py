@@ -118,6 +118,20 @@ class Watch:
                 "in_force_seconds": None if lt.buffer_override is not None else lt.forecast_error_seconds,
                 "auto": lt.forecast_error_auto}
 
+    def lead_snapshot(self, wl: Workload) -> LeadError | None:
+        """A copy of the trigger's forecast-error scoring (``scaler.serve.keeper`` stores it); None before any."""
+        with self._lock:
+            e = self._entries.get(wl.key)
+            if e is None:
+                return None
+            lead = e.lead
+            return LeadError.resume(lead.step, dict(lead.pending), lead.counts, lead.ids, -math.inf)
+
+    def resume_lead(self, wl: Workload, lead: LeadError) -> None:
+        """The scoring kept before a restart, in place of the trigger's (``scaler.serve.keeper``)."""
+        with self._lock:
+            self._entry(wl).lead = lead
+
     def window_max(self, wl: Workload, now: float) -> float | None:
         with self._lock:
             e = self._entries.get(wl.key)

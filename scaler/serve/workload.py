@@ -151,6 +151,8 @@ class Workload:
     answered: float | None = None  # the last value served to KEDA (GetMetrics): the replicas asked for
     forecast_error: float | None = None  # forecastErrorSeconds: auto: the derived value in force (scaler.leaderror)
     llm: LlmState = field(default_factory=LlmState)  # capacity learned online, the token mix's history (llmstate)
+    restored: bool = False  # what it learned before a restart was looked for (scaler.serve.keeper), at its first refresh
+    saved_at: float | None = None  # when that was last saved (the monotonic clock)
 
     def __post_init__(self) -> None:
         if self.declared is None:

@@ -12,8 +12,13 @@ Traces: the bundled WorldCup98 (the default backtest's: its last 2 days) and the
 (45 min at 10 s, with its token columns), and the shared ServeGen m-small (its last 2 days; next to the
 repository in ``../shared/data/traces``; skipped when absent).
 
+``--learned`` adds ``capacity: learned`` replayed (``Settings.capacity_learned``: the server's estimator fed at
+every call, the plan in replicas of the figure it learned before the call; no loop target) with the capacity wrong
+and right, and both together (learned + the loop) with it wrong: the same table, the learned figure at the end in
+the last column's note.
+
 Run: ``.venv/bin/python tests/bench/bench_loop.py [--model M] [--traces worldcup,azure,servegen]
-[--queue-target Q] [--ttft-target S] [--factor F] [--step X --half-life S]``.
+[--queue-target Q] [--ttft-target S] [--factor F] [--step X --half-life S] [--learned]``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ def traces(names: list[str]):
     return out
 
 
+# (label, capacity factor: the wrong one or 1, the loop on, capacity: learned)
+RUNS = (("open, right", 1.0, False, False), ("open, wrong", None, False, False), ("closed, wrong", None, True, False),
+        ("closed, right", 1.0, True, False), ("learned, wrong", None, False, True), ("learned, right", 1.0, False, True),
+        ("both, wrong", None, True, True))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="prophet")
@@ -66,6 +77,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--ttft-target", type=float, default=None)
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--half-life", type=float, default=None)
+    ap.add_argument("--learned", action="store_true", help="also capacity: learned (wrong, right, + the loop)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from scaler import feedback
@@ -81,27 +93,27 @@ def main(argv: list[str]) -> int:
     for name, tr, kw in traces(a.traces.split(",")):
         rows = {}
         start = time.perf_counter()
-        for label, f, loop in (("open, right", 1.0, None), ("open, wrong", a.factor, None),
-                               ("closed, wrong", a.factor, targets), ("closed, right", 1.0, targets)):
-            s = engine.Settings(model=a.model, policies=tuple(a.policies.split(",")), capacity_factor=f, loop=loop,
-                                loop_rule=rule, **kw)
+        for label, f, loop, learned in RUNS[:len(RUNS) if a.learned else 4]:
+            s = engine.Settings(model=a.model, policies=tuple(a.policies.split(",")), capacity_factor=f or a.factor,
+                                loop=targets if loop else None, loop_rule=rule, capacity_learned=learned, **kw)
             r = engine.run(tr, s, variants.defaults(s), accuracy=False)
             for pol, p in r.policies.items():  # (the open loop on a trace without tokens: TTFT/ITL computed here)
                 lm = p.llm or llm.figures(r.scenario, p.timeline, llm.Serving(s.itl_seconds))
-                rows[(pol, label)] = (p.outcome, lm, p.reasons.get("feedback"))
+                rows[(pol, label)] = (p.outcome, lm, p.reasons.get("feedback"), p.note.partition("capacity ")[2])
         print(f"\n{name} ({time.perf_counter() - start:.0f} s)")
-        head = (f"{'policy':<12}{'run':<15}{'missed %':>10}{'x right':>9}{'replica-h':>11}{'x right':>9}"
+        head = (f"{'policy':<12}{'run':<16}{'missed %':>10}{'x right':>9}{'replica-h':>11}{'x right':>9}"
                 f"{'TTFT p95 s':>12}{'ITL p95 s':>11}{'raised':>8}")
         print(head)
         print("-" * len(head))
         for pol in a.policies.split(","):
             ref = rows[(pol, "open, right")][0]
-            for label in ("open, right", "open, wrong", "closed, wrong", "closed, right"):
-                o, lm, raised = rows[(pol, label)]
+            for label, *_ in RUNS[:len(RUNS) if a.learned else 4]:
+                o, lm, raised, learnt = rows[(pol, label)]
                 xm = o.underprovisioned_fraction / ref.underprovisioned_fraction if ref.underprovisioned_fraction else float("nan")
-                print(f"{pol:<12}{label:<15}{100 * o.underprovisioned_fraction:>10.3f}{xm:>9.2f}{o.replica_hours:>11.1f}"
+                print(f"{pol:<12}{label:<16}{100 * o.underprovisioned_fraction:>10.3f}{xm:>9.2f}{o.replica_hours:>11.1f}"
                       f"{o.replica_hours / ref.replica_hours:>9.3f}{lm.get('ttft_p95_s', float('nan')):>12.2f}"
-                      f"{lm.get('itl_p95_s', float('nan')):>11.3f}{'-' if raised is None else raised:>8}")
+                      f"{lm.get('itl_p95_s', float('nan')):>11.3f}{'-' if raised is None else raised:>8}"
+                      + (f"  capacity {learnt}" if learnt else ""))
     return 0
 
 

@@ -7,10 +7,16 @@ minutes with at least 20 requests, taken in turn), and the generated tokens doub
 the repository (``../shared/data/traces``); the product never reads them.
 
 Each policy runs twice in one process: judged on the binding load of requests and tokens, scaling on req/s alone
-(``--scale-on requests``) and on the binding load. Printed: missed % overall and during the shift, replica-hours
-and the ratio to the (token-aware) oracle.
+(``--scale-on requests``) and on the binding load. Printed: missed % overall and during the shift, the TTFT p95
+during the shift and over the whole replay (the replay's latency model, ``scaler.replay.llm``: the FIFO wait on
+the ready capacity + one decode step + the prompt's prefill) against the SLO (``--slo-ttft``, 2 s: the p95 of the
+requests that arrived in the shift), replica-hours and the ratio to the (token-aware) oracle. Then the predictive
+policy again with the closed loop on TTFT (``--ttft-targets``: ``ttftTarget`` seconds, the server's rule replayed
+call by call, ``scaler.replay.closedloop``), on both units; ``--open`` adds open-loop runs of it on the binding load
+with other knobs (``quantile``, ``headroom``).
 
-Run: ``.venv/bin/python tests/bench/bench_tokens.py [--model M] [--input-weight W] [--tokens-per-request K]``.
+Run: ``.venv/bin/python tests/bench/bench_tokens.py [--model M] [--input-weight W] [--tokens-per-request K]
+[--slo-ttft S] [--ttft-targets 2,4,8] [--open 'quantile=0.9;headroom=1.05']`` (about 2 minutes, 15 s a run more).
 """
 
 from __future__ import annotations
@@ -76,6 +82,18 @@ def missed_in(result, name: str, t0: float, t1: float) -> float:
     return float(np.maximum(d - cap, 0).sum() / d.sum())
 
 
+def ttft_in(result, serving, name: str, t0: float, t1: float) -> tuple[float, float]:
+    """The TTFT p95 (s) of the requests that arrived in ``[t0, t1)`` and of every request (the queue replayed
+    from the start of the simulated span either way)."""
+    from scaler.replay import llm
+
+    sc, tl = result.scenario, result.policies[name].timeline
+    cap = tl.ready.astype(np.float64) * sc.qps_per_replica
+    a, b = (int(np.searchsorted(sc.times, t)) for t in (t0, t1))
+    shift = llm.percentiles(sc.demand, cap, sc.tick, serving, ticks=(a, b))[0]
+    return shift, llm.percentiles(sc.demand, cap, sc.tick, serving)[0]
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="prophet")
@@ -83,12 +101,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens-per-request", type=float, default=80.0,
                     help="the budget per replica in weighted tokens per request of qpsPerReplica")
     ap.add_argument("--policies", default="reactive,predictive")
+    ap.add_argument("--slo-ttft", type=float, default=2.0, help="the TTFT p95 objective in the shift, seconds")
+    ap.add_argument("--ttft-targets", default="2,4,8", help="ttftTarget values of the closed-loop runs ('' none)")
+    ap.add_argument("--open", default="", help="more open-loop runs of predictive on the binding load, e.g. "
+                                               "'quantile=0.9;quantile=0.95;headroom=1.05' (Settings fields)")
     a = ap.parse_args(argv)
     if not SERVEGEN.is_file() or not AZURE.is_file():
         print(f"the shared traces are not at {SHARED}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
     from scaler.cli.traces import load_csv
+    from scaler.feedback import Targets
     from scaler.replay import engine, variants
     from scaler.tokens import TokenCapacity
 
@@ -108,20 +131,29 @@ def main(argv: list[str]) -> int:
     t0 = (SHIFT[0] - datetime(1970, 1, 1)) / timedelta(seconds=1)
     t1 = (SHIFT[1] - datetime(1970, 1, 1)) / timedelta(seconds=1)
     rows = []
-    for on in ("requests", "binding"):
-        s = engine.Settings(qps_per_replica=qps, model=a.model, span_seconds=2 * 86400.0,
-                            policies=tuple(a.policies.split(",")), tokens=cap, token_aware=on == "binding")
+    runs: list[tuple[str, str, dict]] = [(on, "-", {"policies": tuple(a.policies.split(","))})
+                                         for on in ("requests", "binding")]
+    runs += [(on, f"{float(x):g} s", {"loop": Targets(ttft=float(x))})
+             for x in a.ttft_targets.split(",") if x for on in ("requests", "binding")]
+    runs += [("binding", kv, {kv.split("=")[0]: float(kv.split("=")[1])}) for kv in a.open.split(";") if kv]
+    for on, label, over in runs:
+        s = engine.Settings(**{"qps_per_replica": qps, "model": a.model, "span_seconds": 2 * 86400.0,
+                               "policies": ("predictive",), "tokens": cap, "token_aware": on == "binding", **over})
         start = time.perf_counter()
         r = engine.run(tr, s, variants.defaults(s), accuracy=False)
+        serving = engine.setup(tr, s).serving
         oh = r.oracle_hours
         for name, p in r.policies.items():
             o = p.outcome
-            rows.append((name, on, 100 * o.underprovisioned_fraction, 100 * missed_in(r, name, t0, t1),
-                         o.replica_hours, o.replica_hours / oh))
-        print(f"  ({on}: {time.perf_counter() - start:.0f} s; {r.notes[-1]})")
-    print(f"{'policy':<12}{'scales on':<11}{'missed %':>10}{'in shift %':>12}{'replica-h':>11}{'x oracle':>10}")
-    for n, on, m, ms, h, x in rows:
-        print(f"{n:<12}{on:<11}{m:>10.3f}{ms:>12.3f}{h:>11.0f}{x:>10.3f}")
+            rows.append((name, on, label, 100 * o.underprovisioned_fraction, 100 * missed_in(r, name, t0, t1),
+                         *ttft_in(r, serving, name, t0, t1), o.replica_hours, o.replica_hours / oh))
+        print(f"  ({on}, {label}: {time.perf_counter() - start:.0f} s; {r.notes[-1]})")
+    print(f"TTFT SLO: p95 <= {a.slo_ttft:g} s over the requests that arrived in the shift")
+    print(f"{'policy':<12}{'scales on':<11}{'loop/open':>14}{'missed %':>10}{'in shift %':>12}{'TTFT p95 shift':>16}"
+          f"{'SLO':>6}{'TTFT p95 all':>14}{'replica-h':>11}{'x oracle':>10}")
+    for n, on, lp, m, ms, ts, ta, h, x in rows:
+        ok = "met" if ts <= a.slo_ttft else "MISS"
+        print(f"{n:<12}{on:<11}{lp:>14}{m:>10.3f}{ms:>12.3f}{ts:>16.3f}{ok:>6}{ta:>14.3f}{h:>11.0f}{x:>10.3f}")
     return 0
 
 

@@ -33,6 +33,21 @@ def test_ttft_is_the_wait_plus_a_step_plus_the_prefill_and_itl_follows_the_utili
     assert ttft2 == pytest.approx(7.10125 + 0.5, abs=1e-6)
 
 
+def test_the_ttft_of_a_window_waits_out_the_backlog_built_before_it():
+    # 10 s ticks; demand 2, 2, 1, 1 req/s on capacity 1, 1, 2, 2: 10 requests queue in tick 0, tick 1 serves them
+    # and queues its own 20 (waiting at t = 20 s, served at 2/s until t = 30 s), so the whole of tick 2 serves the
+    # backlog and its own 10 arrivals all wait (tick 3 serves them): the one at 20 + u leaves at 30 + u / 2 (u
+    # arrived before it, served at 2/s), a wait of 10 - u / 2, uniform over [5, 10] s. Its utilisation 1 / 2: ITL
+    # 0.02 / (1 - 0.5) = 0.04 s, TTFT = wait + ITL: the window's P95 5 + 0.95 x 5 + 0.04 = 9.79 s, its median
+    # 7.54 s, its ITL P95 0.04 s (ticks 0 and 1, at a utilisation of 1: 0.08 s)
+    d, c = np.array([2.0, 2.0, 1.0, 1.0]), np.array([1.0, 1.0, 2.0, 2.0])
+    ttft, itl = llm.percentiles(d, c, 10.0, llm.Serving(0.02), ticks=(2, 3))
+    assert ttft == pytest.approx(9.79, abs=1e-6) and itl == pytest.approx(0.04)
+    assert llm.percentiles(d, c, 10.0, llm.Serving(0.02), q=0.5, ticks=(2, 3))[0] == pytest.approx(7.54, abs=1e-6)
+    # the window alone, its backlog not replayed, would wait nothing: 0.04 s
+    assert llm.percentiles(d[2:], c[2:], 10.0, llm.Serving(0.02))[0] == pytest.approx(0.04)
+
+
 def test_a_histogram_records_a_ttft_when_the_first_token_comes():
     # one tick's 100 arrivals over [0, 15) s, TTFT going 0 -> 15 s: first tokens from 0 to 30 s, evenly; in the
     # window [0, 15) half of them, with TTFTs 0 .. 7.5 s uniform: P95 = 7.125 s; nothing in [30, 45): NaN

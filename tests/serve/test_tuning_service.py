@@ -265,7 +265,8 @@ def test_a_malformed_tuning_file_is_ignored(env, tmp_path, caplog):
     key = tuning_key(wl.declared)
     env.close()
     path = tmp_path / file_name(*wl.key)
-    path.write_text(signed(tmp_path, {"version": 1, "key": key, "label": "x", "settings": ["not", "a map"]}))
+    path.write_text(signed(tmp_path, {"version": 1, "namespace": "serving", "name": "llm", "metric": wl.key[2],
+                                      "key": key, "label": "x", "settings": ["not", "a map"]}))
     e = Env(state_dir=tmp_path, prom=env.prom)
     try:
         with caplog.at_level(logging.WARNING):
