@@ -28,7 +28,7 @@ from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_
 # typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
 from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
-from .policy import KUBERNETES_TOLERANCE, MIN_TARGET
+from .deadband import KUBERNETES_TOLERANCE, MIN_TARGET
 # the vocabulary (scaler.keys), re-exported: callers import it from here
 from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Forecast
-from scaler.policy import PolicyParams, Reason, clear_dead_band, decide, to_milli
+from scaler.policy import PolicyParams, Reason, decide
+from scaler.deadband import clear_dead_band, to_milli
 
 NOW = 1_700_000_000.0
 STEP = 60.0

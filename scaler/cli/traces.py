@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..policy import MILLI_MAX
+from ..deadband import MILLI_MAX
 from ..replay.engine import ReplayError, Trace
 from ..replay.scenario import MAX_RATE_RANGE
 from ..spec import parse_duration
@@ -24,7 +24,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
 
 
-MAX_RATE = MILLI_MAX / 1000.0  # req/s: KEDA's milli-quantities (policy.to_milli) are exact below it (~1.1e12)
+MAX_RATE = MILLI_MAX / 1000.0  # req/s: KEDA's milli-quantities (deadband.to_milli) are exact below it (~1.1e12)
 
 
 def check_values(series, where: str) -> None:

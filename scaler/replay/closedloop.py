@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import feedback
-from ..policy import REASONS, PolicyParams, Reason, decide_array, to_milli
+from ..policy import REASONS, PolicyParams, Reason, decide_array
+from ..deadband import to_milli
 from . import llm
 from .llm import LoopSettings
 from .policies import finishing

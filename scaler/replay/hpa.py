@@ -38,7 +38,7 @@ then the largest recommendation over the metrics, stabilisation, rate limit, bou
   (``"%.3f"``); the HPA compares integers of milli-units.
 * ``AverageValue``: ratio = value / (target x current); ``Value``: ratio =
   value / target. Nothing changes while ``1 - tol_down <= ratio <= 1 + tol_up``
-  (``policy.Tolerance``, by default ``KUBERNETES_TOLERANCE``: 0.1 each;
+  (``deadband.Tolerance``, by default ``KUBERNETES_TOLERANCE``: 0.1 each;
   ``behavior.scaleUp/scaleDown.tolerance``), else the recommendation is
   ``ceil(value / target)`` (AverageValue) or ``ceil(ratio x current)`` (Value)
   (``recommend``). Several metrics: the largest recommendation; a metric the
@@ -98,7 +98,7 @@ except ImportError:
     njit = None
 
 from .. import scaledobject as so
-from ..policy import KUBERNETES_TOLERANCE, Tolerance
+from ..deadband import KUBERNETES_TOLERANCE, Tolerance
 from .scenario import EPS, TICK_SECONDS
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..policy import KUBERNETES_TOLERANCE
+from ..deadband import KUBERNETES_TOLERANCE
 # KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
 from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
                            MIN_REPLICAS, POLLING_SECONDS, REPLAY_ANNOTATION, SELECT_DEFAULT, UP_DEFAULT,

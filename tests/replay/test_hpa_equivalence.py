@@ -68,7 +68,7 @@ def test_compiled_loop_equals_the_pure_python_one(old, batch):
 
 
 def test_milli_values_equal_to_milli_element_by_element():
-    from scaler.policy import to_milli
+    from scaler.deadband import to_milli
     from scaler.replay.keda import milli_values
 
     rng = np.random.default_rng(7)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaler.policy import KUBERNETES_TOLERANCE, Tolerance, clear_dead_band, to_milli
+from scaler.deadband import KUBERNETES_TOLERANCE, Tolerance, clear_dead_band, to_milli
 from scaler.replay.hpa import (Hpa, HpaReason, bounds, period_start, poll_count, replica_recommendation,
                                scale_down_limit, scale_up_limit, stabilize, window_ticks)
 from scaler.replay.keda import run_hpa
