@@ -33,7 +33,7 @@ from forecaster.base import Series  # noqa: E402
 from forecaster.evaluate import historical_forecasts, level_corrected, score  # noqa: E402
 from forecaster.level import DEFAULT_HALF_LIFE_SECONDS  # noqa: E402
 from forecaster.models import make  # noqa: E402
-from forecaster.series import from_csv  # noqa: E402
+from forecaster.tracecsv import from_csv  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "data" / "traces"
 DAY = 86400.0

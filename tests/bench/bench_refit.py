@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from forecaster.base import Series  # noqa: E402
 from forecaster.models import make  # noqa: E402
-from forecaster.series import from_csv  # noqa: E402
+from forecaster.tracecsv import from_csv  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "data" / "traces" / "worldcup98" / "per_minute.csv"
 DAY_POINTS = 1440

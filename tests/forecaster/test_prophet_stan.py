@@ -21,7 +21,8 @@ from forecaster.base import Series
 from forecaster.models import prophet as P
 from forecaster.models.prophet_curve import features
 from forecaster.models.prophet_stan import Scales, inputs_of, rows_json, stan_json, supported
-from forecaster.series import from_csv, resample
+from forecaster.series import resample
+from forecaster.tracecsv import from_csv
 from support.paths import REPO, TRACES
 
 AMZN = TRACES / "nab_tweets" / "AMZN_per_5min.csv"
