@@ -10,7 +10,8 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
             ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
             (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom``, ``prompool`` and ``promerror``
             (Prometheus),
-            ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
+            ``kedacheck`` (what KEDA refuses in a ScaledObject; ``kedaschema``: what the API
+            server refuses first, the CRD's schema made strict), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
             ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest
             grid; ``capacitykeys``: the trigger keys that read it, and ``capacity: learned``), ``learned`` (capacity
