@@ -51,7 +51,8 @@ def scaledobject_options(f):
 def load_plans(files: tuple[str, ...]) -> list:
     """The ScaledObjects of the files as ``manifest.Plan``s; exits 2 naming the file, document and field."""
     from ..manifest_yaml import YamlError, load_all
-    from ..replay.manifest import ManifestError, plans
+    from ..replay.manifest import plans
+    from ..replay.manifestfields import ManifestError
 
     docs = []
     for name in files:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaler import kedacheck
 from scaler.cli import main
-from scaler.replay import manifest
+from scaler.replay import manifest, manifestfields
 from support.manifests import as_yaml, scaled_object
 from support.traces import write_daily
 
@@ -212,7 +212,7 @@ def test_check_and_the_replay_refuse_the_same_set_with_the_same_messages(tmp_pat
     if not errors:
         return
     assert r.exit_code == 2
-    with pytest.raises(manifest.ManifestError) as e:
+    with pytest.raises(manifestfields.ManifestError) as e:
         manifest.plans([("so.yaml document 1", doc)])
     assert str(e.value).splitlines() == [f"so.yaml document 1 (ScaledObject {_name(doc)!r}): {p}" for p in errors]
 
