@@ -12,9 +12,10 @@ refused and why.
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
 server writes fitted models to its state directory to survive restarts.
 
-Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``; ``seasonal_naive``,
-``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday`` (the one holiday
-mechanism around any model), ``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
+Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``;
+``seasonal_naive``, ``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday``
+(the one holiday mechanism around any model; ``holidayeffects``: the rule and the effects it learns and puts back),
+``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..base import FitFailed, Fitted, Forecaster
 from ..calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
-from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
+from .holiday import HolidayFitted, HolidayForecaster
+from .holidayeffects import HolidayRule, spans_of
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .plugins import Checked, CheckedFit, discover
 from .naive import NaiveFitted, NaiveForecaster
