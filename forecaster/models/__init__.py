@@ -12,7 +12,7 @@ refused and why.
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
 server writes fitted models to its state directory to survive restarts.
 
-Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``;
+Modules: one per model (``prophet`` with ``prophet_fit``, ``prophet_curve``, ``prophet_stan`` and ``cmdstan``;
 ``seasonal_naive``, ``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday``
 (the one holiday mechanism around any model; ``holidayeffects``: the rule and the effects it learns and puts back),
 ``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).

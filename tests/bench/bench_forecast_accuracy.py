@@ -125,10 +125,10 @@ def _native_prophet_coverage(sub: Series, start: float, span_days: int) -> float
     import pandas as pd
     from prophet import Prophet
 
-    from forecaster.models.prophet import _silence
+    from forecaster.models.prophet_fit import silence
     from forecaster.series import resample
 
-    _silence()
+    silence()
     logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
     train = sub.until(start)
     k = max(1, int(900 // train.step))
