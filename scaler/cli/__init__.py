@@ -9,8 +9,9 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens), the closed loop's
                targets, the latency model, a capacity configured wrong
-* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
-  ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetinput``: its
+  workloads read from one query or a CSV; ``fleetbudget``: its ``--gpu-budget``, ``--budget-rule`` and
+  ``--value-per-request``, the budget's table and ``DIR/budget.md``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay;
                ``replayflags``: the world a printed ScaledObject was ranked in (its ``forescale.io/replay``
                annotation), written and read back; ``serveraddr``: a printed serverAddress without credentials
