@@ -2,7 +2,8 @@
 
 The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is thin over ``scaler.replay``:
 
-* ``options``  shared options (durations, traffic source, replica economics) and ``replay_settings`` (the
+* ``options``  shared options (durations, traffic source, replica economics, the calendar); ``worldopts``: the
+               world's options (cold-start phases, node pools, the queue, scenarios) and ``replay_settings`` (the
                ``Settings`` tune and its fleet build alike); ``clitypes``: ``fail`` (exit 2), the finite float
                type every float option uses, ``--prometheus``'s check; ``outputs``: every output checked before
                the run (alone and against the others), ``-`` for standard output, JSON files

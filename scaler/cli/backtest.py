@@ -16,9 +16,10 @@ from ..spec import DEFAULTS, MODELS, format_duration
 from .coldstarts import cluster_cold_starts, cold_start_options, sampled_world, wanted
 from .replayflags import capacity_notes
 from .pools import PoolOptionError, with_pools
-from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
-                      policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
-                      world_options, write_json)
+from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace,
+                      model_option, policies_option, replica_options, require_length, source_options, to_stdout,
+                      write_json)
+from .worldopts import world_from_options, world_options
 from .tokenopts import loop_options, token_options
 from .scaledobjects import check_series, fetch_missing, load_series, resolve_events, scaledobject_options
 

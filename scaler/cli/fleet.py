@@ -26,7 +26,8 @@ from .clitypes import FiniteRange
 from .fleetbudget import BUDGET_KEYS, budget_options
 from .fleetinput import fleet_workloads
 from ..spec import DEFAULTS, parse_duration
-from .options import fail, replay_settings, write_json
+from .options import fail, write_json
+from .worldopts import replay_settings
 from .replayflags import pool_flags
 
 FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards") + BUDGET_KEYS
@@ -120,7 +121,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     bargs = fleetbudget.check(gpu_budget, budget_rule, value_per_request, fleet=bool(by or series_column),
                               pools_file=cluster.get("pools_file"))
     _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
-    # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
+    # the same settings as `forescale tune` (worldopts.replay_settings), ranked in the same world
     settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
