@@ -6,8 +6,9 @@ Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` 
 * core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors) and
             ``specwrite`` (the way back), ``keys`` (the vocabulary, every
             default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
-            (``decide``), ``deadband`` (KEDA's milli-quantities, the HPA's tolerance band), ``scaledobject`` (KEDA's and the HPA's defaults, the manifest writer), ``durations``,
-            ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
+            (``decide``), ``deadband`` (KEDA's milli-quantities, the HPA's tolerance band), ``scaledobject``
+            (KEDA's and the HPA's defaults, the manifest writer), ``durations``, ``limits``, ``misstarget``,
+            ``coldstart``, ``coldstartkeys`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
             (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom``, ``prompool`` and ``promerror``
             (Prometheus),
             ``kedacheck`` (what KEDA refuses in a ScaledObject; ``kedaschema``: what the API

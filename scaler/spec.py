@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
 from .capacitykeys import CapacityKeys, parse as parse_capacity
-from .coldstart import ClusterSource, ColdStartKeyError, parse_source
+from .coldstartkeys import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
@@ -139,7 +139,7 @@ class ScalerSpec:
     tuning_interval_seconds: float
     tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
-    cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstart)
+    cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstartkeys)
     floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
     holidays: str = ""  # holidays: "US", "US-CA"; "" = off (forecaster.calendar)
     holiday_window: int = 0  # holidayWindow, days
