@@ -20,7 +20,8 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
                ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target);
                ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
-* ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
+* ``report``   ``--report DIR``: index.html and its PNGs (``report_plots``: the matplotlib plots); ``report_html``:
+               the interactive charts (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
 * ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity
                model file; ``drill``: ``forescale drill``; ``docref``: the generated reference;
