@@ -19,6 +19,7 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
                ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target);
+               ``render_world``: what the world options add (cluster, latency, scenario checks) and ``--advise``;
                ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
 * ``report``   ``--report DIR``: index.html and its PNGs (``report_plots``: the matplotlib plots); ``report_html``:
                the interactive charts (plotly, offline) and the per-tick CSV

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..replay.engine import Result
 from . import report_plots
-from .render import format_table, format_world, frontier_json, to_json
+from .render import format_table, frontier_json, to_json
+from .render_world import format_world
 
 
 def _sweep_html(r: Result, selection) -> str:
