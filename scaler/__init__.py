@@ -3,7 +3,8 @@
 Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` -> ``serve`` | ``fleet`` ->
 ``replay`` -> core -> ``forecaster``; ``loadtest`` and ``probe`` stand alone; only ``serve.tuning`` reaches ``replay``.
 
-* core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors) and
+* core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors; ``specvalues``:
+            the form of each single value) and
             ``specwrite`` (the way back), ``keys`` (the vocabulary, every
             default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
             (``decide``), ``deadband`` (KEDA's milli-quantities, the HPA's tolerance band), ``scaledobject``
