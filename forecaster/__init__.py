@@ -7,5 +7,6 @@
 * ``forecaster.level``     level correction, as the policy applies it
 * ``forecaster.metrics``   ``mase``, ``wape``, ``pinball``, ``coverage``
 * ``forecaster.evaluate``  rolling-origin ``historical_forecasts`` and ``score``
-* ``forecaster.calendar``  public holidays and a user's events file
+* ``forecaster.calendar``  public holidays on the calendar days of a time zone
+* ``forecaster.eventsfile`` a user's events file (``eventsFile``, ``--events``): read, checked, applied
 """

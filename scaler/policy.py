@@ -64,7 +64,7 @@ class PolicyParams:
     level_correction_seconds: float = 0.0  # residual half-life; 0 = off
     absurd_factor: float = 10.0  # a forecast above absurd_factor x history max is not trusted
     floor_qps: float = 0.0  # a warm floor (req/s) added to the observed rate and to the forecast before the max
-    events: tuple = ()  # forecaster.calendar.Event: in force at polls in [start - lead, end] (decide_array)
+    events: tuple = ()  # forecaster.eventsfile.Event: in force at polls in [start - lead, end] (decide_array)
     loop: Targets | None = None  # the closed loop's targets (scaler.feedback): its factor is decide's ``feedback``
 
 

@@ -100,7 +100,7 @@ def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: f
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
     candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
 
-    ``holiday_days`` (day numbers local to ``timezone``, ``forecaster.calendar``) and ``events`` (``calendar.Event``) go through the one
+    ``holiday_days`` (day numbers local to ``timezone``, ``forecaster.calendar``) and ``events`` (``eventsfile.Event``) go through the one
     holiday mechanism (``holiday.HolidayForecaster``: the history's holidays and past events substituted, learned
     effects put back on the forecast), whatever the model. With a weekday ``holiday_as`` the models that have
     their own weekday rule (``takes_holidays``: prophet's curve on that weekday, seasonal_naive's copy of it)

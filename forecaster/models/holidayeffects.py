@@ -36,7 +36,7 @@ class Span:
 
 
 def spans_of(events: Sequence[Any]) -> tuple[Span, ...]:
-    """``forecaster.calendar.Event``s -> ``Span``s (an event without a multiplier is learned)."""
+    """``forecaster.eventsfile.Event``s -> ``Span``s (an event without a multiplier is learned)."""
     return tuple(Span(str(e.name), float(e.start), float(e.end), e.multiplier is None) for e in events)
 
 

@@ -201,8 +201,8 @@ def calendar_options(f):
     @functools.wraps(f)
     def wrapper(*args, holidays: str | None = None, holiday_window: int = 0, holiday_as: str = DEFAULTS["holidayAs"],
                 timezone: str = DEFAULTS["timezone"], events_path: Path | None = None, **kwargs):
-        from forecaster.calendar import (CalendarError, check_floors, check_timezone, load_events, parse_holidays_spec,
-                                         parse_weekday)
+        from forecaster.calendar import CalendarError, check_timezone, parse_holidays_spec, parse_weekday
+        from forecaster.eventsfile import check_floors, load_events
 
         cal: dict = {"holiday_window": int(holiday_window)}
         for flag, key, read in (("--holidays", "holidays", lambda: _holidays(parse_holidays_spec(holidays or ""))),

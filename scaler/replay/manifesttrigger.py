@@ -41,7 +41,7 @@ class Trigger:
     start: str = ""
     end: str = ""
     desired: int = 1
-    events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
+    events: tuple = ()  # forescale with eventsFile: its events (``forecaster.eventsfile.Event``; ``with_events``)
     events_source: str = ""  # where they were read (the note says it)
     cached: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached (else it asks at each sync)
     cold_start_note: str = ""  # coldStartFrom cluster replayed from start-ups (``with_cold_starts``): how, for the note

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Series
-from forecaster.calendar import DAY, LEARNED, ORDINARY, holiday_as_name, parse_events, parse_weekday, substitute_holidays
+from forecaster.calendar import DAY, LEARNED, ORDINARY, holiday_as_name, parse_weekday, substitute_holidays
+from forecaster.eventsfile import parse_events
 from forecaster.models import NAMES, from_state, make_for_policy
 from forecaster.models.holiday import HolidayFitted
 
