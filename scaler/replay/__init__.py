@@ -16,7 +16,8 @@ KEDA and the HPA:
 
 * ``scenario``   demand and its Prometheus view on 15 s ticks; ``Timeline`` -> ``Outcome`` (misses, cost);
                  ``tokenload``: a trace with shape judged on the binding load of requests and tokens
-* ``hpa``        the HPA's settings and rules (numba-compiled); ``hpaloop``: the compiled loop composing them
+* ``hpa``        the HPA's settings and ticks; ``hparules``: its rules (numba-compiled); ``hpaloop``: the compiled
+                 loop composing them
 * ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas; ``run_hpa`` (one metric)
 * ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``);
                  ``manifesttrigger``: one trigger of it; ``manifestfields``: the field readers, ``ManifestError``
