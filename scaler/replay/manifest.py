@@ -25,6 +25,7 @@ from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS,
                            MIN_REPLICAS, POLLING_SECONDS, REPLAY_ANNOTATION, SELECT_DEFAULT, UP_DEFAULT,
                            UP_WINDOW_SECONDS)
 from .. import formula, kedacheck
+from ..kedaschema import pruned
 from .hpa import Hpa, ScalingPolicy, ScalingRules
 from .keda import FALLBACK_BEHAVIORS, Fallback
 from .manifestfields import ManifestError, known, mapping, number, whole
@@ -108,7 +109,7 @@ def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
         if refused:
             name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
             raise ManifestError("\n".join(f"{where} (ScaledObject {str(name or '')!r}): {p}" for p in refused))
-        out.append(plan(where, doc))
+        out.append(plan(where, pruned(doc)))  # a null is no value: the API server drops it before KEDA reads
     names = [p.name for p in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

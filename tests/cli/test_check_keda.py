@@ -123,6 +123,19 @@ def test_the_valid_manifest_passes_both_and_keda_warnings_are_warnings(tmp_path)
     assert b.exit_code == 2 and "scalingModifiers.formula" in b.output
 
 
+def test_a_null_metadata_value_is_pruned_as_the_api_server_prunes_it(tmp_path):
+    """``model: null`` in a forescale trigger: the API server drops the key before KEDA sees it, so the trigger is
+    the one without it (the default model): check says ok and names the metric, as for GOOD, with no traceback
+    (it crashed on the None: found by the Hypothesis test below, when it drew ``set model None``), and
+    ``backtest --scaledobject`` replays it (it refused the model 'None')."""
+    nulled = patched(lambda d: d["spec"]["triggers"][0]["metadata"].update(model=None))
+    assert "model: null" in nulled
+    r, good = check(nulled, tmp_path), check(GOOD, tmp_path)
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert r.stdout == good.stdout and "ok (KEDA asks for metric 's0-" in r.stdout
+    assert backtest(nulled, tmp_path).exit_code == 0
+
+
 def test_a_repeated_key_is_refused_by_both_naming_both_lines(tmp_path):
     lines = GOOD.splitlines(keepends=True)
     i = next(k for k, ln in enumerate(lines) if ln.strip().startswith("qpsPerReplica:"))
