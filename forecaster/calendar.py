@@ -274,6 +274,6 @@ def as_weekday_times(t: np.ndarray, days: np.ndarray, holiday_as: int, tz: str =
 
 
 __all__ = ["CalendarError", "DAY", "UTC", "check_timezone", "day_bounds", "local_days", "time_of_day",
-           "DEFAULT_HOLIDAY_AS", "DEFAULT_HOLIDAY_AS_CODE", "HOLIDAY_AS_NAMES", "LEARNED", "ORDINARY", "WEEKDAYS", "as_weekday_times",
-           "day_mask", "holiday_as_name", "holiday_days", "holiday_periods", "parse_holidays_spec", "parse_weekday",
-           "shift_off_holidays", "substitute_holidays", "substitute_mask", "weekday_of_day"]
+           "DEFAULT_HOLIDAY_AS", "DEFAULT_HOLIDAY_AS_CODE", "HOLIDAY_AS_NAMES", "LEARNED", "ORDINARY", "WEEKDAYS",
+           "as_weekday_times", "day_mask", "holiday_as_name", "holiday_days", "holiday_periods", "parse_holidays_spec",
+           "parse_weekday", "shift_off_holidays", "substitute_holidays", "substitute_mask", "weekday_of_day"]

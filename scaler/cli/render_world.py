@@ -10,7 +10,8 @@ import math
 
 from ..replay import families
 from ..replay.engine import Result
-from ..scaledobject import DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER, scaled_object
+from ..scaledobject import (DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER,
+                            scaled_object)
 from .pools import format_pools, pools_settings
 from .render import PLACEHOLDER_NOTES, base_spec, column, json_float, manifest_yaml, with_mtls
 from .replayflags import world_flags
@@ -67,7 +68,8 @@ def format_world(r: Result) -> str:
         w = p.world
         lines.append(f"{name:<13}{100 * p.outcome.underprovisioned_fraction:>9.3f}{p.outcome.replica_hours:>11.1f}"
                      f"{column(w.get('gpu_node_hours', math.nan), 11, 1)}{w.get('peak_nodes', '-'):>11}"
-                     f"{column(w.get('p50_latency_seconds', math.nan), 8, 2)}{column(w.get('p95_latency_seconds', math.nan), 8, 2)}"
+                     f"{column(w.get('p50_latency_seconds', math.nan), 8, 2)}"
+                     f"{column(w.get('p95_latency_seconds', math.nan), 8, 2)}"
                      f"{column(w.get('p99_latency_seconds', math.nan), 8, 2)}"
                      f"{column(100 * w.get('timed_out_fraction', math.nan), 13, 3)}")
     lines += format_pools(r)

@@ -13,7 +13,8 @@ import pytest
 
 from scaler.deadband import KUBERNETES_TOLERANCE, Tolerance, clear_dead_band, to_milli
 from scaler.replay.hpa import Hpa, poll_count, window_ticks
-from scaler.replay.hparules import HpaReason, bounds, period_start, replica_recommendation, scale_down_limit, scale_up_limit, stabilize
+from scaler.replay.hparules import (HpaReason, bounds, period_start, replica_recommendation, scale_down_limit,
+                                    scale_up_limit, stabilize)
 from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import Scenario
 
