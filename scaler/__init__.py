@@ -3,14 +3,17 @@
 Imports run one way (tests/test_architecture.py walks them; no circle): ``cli`` -> ``serve`` | ``fleet`` ->
 ``replay`` -> core -> ``forecaster``; ``loadtest`` and ``probe`` stand alone; only ``serve.tuning`` reaches ``replay``.
 
-* core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors) and
+* core      ``spec`` (metadata -> ``ScalerSpec``; ``reader``: the typed getters and their errors; ``specvalues``:
+            the form of each single value) and
             ``specwrite`` (the way back), ``keys`` (the vocabulary, every
             default once), ``params`` (``ScalerSpec`` -> ``PolicyParams``, the one translation), ``policy``
-            (``decide``), ``scaledobject`` (KEDA's and the HPA's defaults, the manifest writer), ``durations``,
-            ``limits``, ``misstarget``, ``coldstart`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
+            (``decide``), ``deadband`` (KEDA's milli-quantities, the HPA's tolerance band), ``scaledobject``
+            (KEDA's and the HPA's defaults, the manifest writer), ``durations``, ``limits``, ``misstarget``,
+            ``coldstart``, ``coldstartkeys`` and ``coldstart_ksm`` (T_cold from the cluster), ``drift``
             (live scores), ``events`` (``eventsFile``), ``credentials``, ``prom``, ``prompool`` and ``promerror``
             (Prometheus),
-            ``kedacheck`` (what KEDA refuses in a ScaledObject), ``manifest_yaml`` (the one bounded YAML loader),
+            ``kedacheck`` (what KEDA refuses in a ScaledObject; ``kedaschema``: what the API
+            server refuses first, the CRD's schema made strict), ``manifest_yaml`` (the one bounded YAML loader),
             ``formula`` (KEDA's scalingModifiers formula), ``tokens`` (a replica's token budget, the binding load),
             ``capacity`` (the capacity model file: capacity over prompt and answer lengths, fitted on a loadtest
             grid; ``capacitykeys``: the trigger keys that read it, and ``capacity: learned``), ``learned`` (capacity

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .policy import to_milli
+from .deadband import to_milli
 
 RULES = ("value", "equal")
 DEFAULT_RULE = "value"

@@ -32,7 +32,8 @@ import math
 import re
 from typing import Any, Callable, Iterable, Iterator
 
-from .coldstart import ClusterSource, PodStart
+from .coldstart import PodStart
+from .coldstartkeys import ClusterSource
 
 MAX_STEPS = 288  # points per series: a 7d window at 35 min steps, 1d at 5 min
 MIN_STEP_SECONDS = 60.0

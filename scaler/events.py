@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from forecaster.calendar import MAX_EVENTS_BYTES, CalendarError, Event, parse_events
+from forecaster.calendar import CalendarError
+from forecaster.eventsfile import Event, MAX_EVENTS_BYTES, parse_events
 
 from .limits import EVENTS_DIRS as DEFAULT_DIRS  # noqa: F401 - the server's default, declared once in limits
 

@@ -3,10 +3,10 @@
 ``problems(doc)`` checks a ScaledObject (parsed YAML, ``manifest_yaml.load_all``) as a cluster with KEDA
 v2.21.0 would, in the cluster's order:
 
-1. the API server: ``apiVersion`` keda.sh/v1alpha1; the CRD's ``openAPIV3Schema`` (shipped in
-   ``scaler/data/keda/``) made strict as ``kubectl apply``'s field validation is (an unknown field such as
-   ``spec.minReplicas`` is an error, not silently pruned; a null is dropped first, as the API server prunes
-   it); ``metadata`` as ObjectMeta (a DNS-1123 name); the CRD's rule minReplicaCount <= maxReplicaCount;
+1. the API server (``scaler.kedaschema``): ``apiVersion`` keda.sh/v1alpha1; the CRD's ``openAPIV3Schema``
+   (shipped in ``scaler/data/keda/``) made strict as ``kubectl apply``'s field validation is (an unknown field
+   such as ``spec.minReplicas`` is an error, not silently pruned; a null is dropped first, as the API server
+   prunes it); ``metadata`` as ObjectMeta (a DNS-1123 name); the CRD's rule minReplicaCount <= maxReplicaCount;
 2. only when those pass (the webhook never sees an object the API server refused), KEDA's admission webhook
    (``apis/keda/v1alpha1/scaledobject_webhook.go``): the name's length (a label value, and the HPA's name),
    idleReplicaCount below minReplicaCount, a fallback needs a trigger other than cpu/memory, unique trigger
@@ -27,60 +27,33 @@ not checked.
 from __future__ import annotations
 
 import difflib
-import json
 import re
-from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from . import formula
-from .scaledobject import MAX_REPLICAS
+from .kedaschema import MAX_LABEL, Problem, api_server, pruned, show
 
 KEDA_VERSION = "v2.21.0"
 API_VERSION = "keda.sh/v1alpha1"
 RESOURCE_TYPES = ("cpu", "memory")  # KEDA's resource-metric scalers
-MAX_LABEL = 63  # a label value and a DNS-1123 label (the ScaledObject's name is both, KEDA's HPA name too)
 MAX_POLICY_PERIOD = 1800  # autoscaling/v2: a scaling policy's periodSeconds
 MAX_STABILIZATION = 3600  # autoscaling/v2: stabilizationWindowSeconds
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?")
 _SUFFIX = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
            "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-# ObjectMeta as a client may send it (the CRD leaves metadata to the API server)
-_META = {"type": "object", "additionalProperties": False, "properties": {
-    **{k: {"type": "string"} for k in ("name", "generateName", "namespace", "uid", "resourceVersion", "selfLink",
-                                        "creationTimestamp", "deletionTimestamp")},
-    "generation": {"type": "integer"}, "deletionGracePeriodSeconds": {"type": "integer"},
-    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-    "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    "finalizers": {"type": "array", "items": {"type": "string"}},
-    "ownerReferences": {"type": "array", "items": {"type": "object"}},
-    "managedFields": {"type": "array", "items": {"type": "object"}}}}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing KEDA (or the API server, or the HPA) refuses, or warns about, at ``path``."""
-
-    path: str  # spec.triggers[0].metricType; "" for the object
-    message: str
-    warning: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
 
 
 def problems(doc: Mapping) -> list[Problem]:
     """Every refusal (and KEDA's warnings) for the ScaledObject ``doc``; empty when a cluster takes it."""
     out = []
     if doc.get("apiVersion") != API_VERSION:
-        out.append(Problem("apiVersion", f"{_show(doc.get('apiVersion'))}: KEDA {KEDA_VERSION} serves ScaledObject "
+        out.append(Problem("apiVersion", f"{show(doc.get('apiVersion'))}: KEDA {KEDA_VERSION} serves ScaledObject "
                                          f"as {API_VERSION} only (kubectl: no matches for that kind and version); "
                                          f"accepted: {API_VERSION}"))
-    doc = _pruned(doc)
-    out += _schema(doc) + _cel(doc)
+    doc = pruned(doc)
+    out += api_server(doc)
     if out:
         return out
     return _webhook(doc) + _operator(doc)
@@ -96,128 +69,6 @@ def scaler_types() -> tuple[str, ...]:
     """KEDA's trigger types (``scaler/data/keda/scaler-types.txt``)."""
     text = (files("scaler") / "data" / "keda" / "scaler-types.txt").read_text(encoding="utf-8")
     return tuple(ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#"))
-
-
-# --------------------------------------------------------------------------- the API server
-
-
-@cache
-def _validator():
-    import jsonschema
-    import yaml
-
-    crd = yaml.safe_load((files("scaler") / "data" / "keda" / "keda.sh_scaledobjects.yaml").read_text("utf-8"))
-    schema = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-    schema["properties"]["metadata"] = _META
-    schema["properties"]["status"] = {}  # the status is the operator's, never applied
-    schema["required"] = ["apiVersion", "kind", "metadata", "spec"]
-    checker = jsonschema.FormatChecker()
-    checker.checks("int32")(lambda v: not isinstance(v, int) or -2 ** 31 <= v < 2 ** 31)
-    checker.checks("int64")(lambda v: not isinstance(v, int) or -2 ** 63 <= v < 2 ** 63)
-    return jsonschema.Draft4Validator(schema, format_checker=checker)  # draft 4: 1.0 is not an integer
-
-
-def _strict(node: Any) -> Any:
-    """The schema with every object that lists its properties closed (``additionalProperties: false``)."""
-    if isinstance(node, dict):
-        out = {k: _strict(v) for k, v in node.items() if k != "description"}
-        if "properties" in out and "additionalProperties" not in out and \
-                not out.get("x-kubernetes-preserve-unknown-fields"):
-            out["additionalProperties"] = False
-        return out
-    return [_strict(v) for v in node] if isinstance(node, list) else node
-
-
-def _pruned(v: Any) -> Any:
-    """``v`` without null mapping values (the API server prunes them before it validates)."""
-    if isinstance(v, Mapping):
-        return {k: _pruned(x) for k, x in v.items() if x is not None}
-    return [_pruned(x) for x in v] if isinstance(v, list) else v
-
-
-def _schema(doc: Mapping) -> list[Problem]:
-    out, seen = [], set()
-    for e in sorted(_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path]):
-        for p in _translate(e):
-            if p.path not in seen:
-                seen.add(p.path)
-                out.append(p)
-    meta = doc.get("metadata") or {}
-    if not out and not meta.get("name"):
-        out.append(Problem("metadata.name", "missing; kubectl apply needs the ScaledObject's name"))
-    for key, rx, what, n in (("name", _DNS_SUBDOMAIN, "a DNS-1123 subdomain: lower-case letters, digits, '-' and "
-                                                      "'.'", 253),
-                             ("namespace", _DNS_LABEL, "a DNS-1123 label: lower-case letters, digits and '-'", MAX_LABEL)):
-        v = meta.get(key)
-        if isinstance(v, str) and v and (len(v) > n or not rx.fullmatch(v)):
-            out.append(Problem(f"metadata.{key}", f"{_show(v)}: accepted: {what}, at most {n} characters"))
-    return out
-
-
-def _translate(e) -> Iterator[Problem]:
-    path = _path(e.absolute_path)
-    v, kind = e.instance, e.validator
-    if kind == "additionalProperties":
-        allowed = sorted((e.schema.get("properties") or {}))
-        for k in sorted(set(v) - set(allowed)):
-            near = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
-            yield Problem(_join(path, k), f"unknown field {_show(k)}: KEDA's ScaledObject has no such field (kubectl "
-                                          f"apply refuses it){f'; did you mean {near[0]!r}?' if near else ''} "
-                                          f"accepted here: {', '.join(allowed)}")
-    elif kind == "required":
-        for k in e.validator_value:
-            if isinstance(v, Mapping) and k not in v:
-                yield Problem(_join(path, k), f"missing; KEDA's schema requires it{_HINT.get(k, '')}")
-    elif kind == "enum":
-        yield Problem(path, f"{_show(v)}: accepted: {', '.join(map(str, e.validator_value))}")
-    elif kind == "minItems":
-        yield Problem(path, f"an empty list; accepted: at least {e.validator_value} item(s)")
-    elif kind == "minLength":
-        yield Problem(path, "empty; accepted: a non-empty string")
-    elif kind == "minimum":
-        yield Problem(path, f"got {_show(v)}; accepted: a whole number >= {e.validator_value}{_unit(path)}")
-    elif kind in ("pattern", "anyOf"):
-        yield Problem(path, f"{_show(v)}: accepted: a Kubernetes quantity, a number or a string such as 0.05 or 50m")
-    elif kind == "format":
-        yield Problem(path, f"{_show(v)}: out of range; accepted: a whole number that fits {e.validator_value}")
-    elif kind == "type":
-        got = _show(v) if isinstance(v, (Mapping, list)) else f"{_show(v)} ({_kind(v)})"
-        yield Problem(path, f"got {got}; accepted: {_accepted(e.schema, path)}")
-    else:  # pragma: no cover - the CRD uses no other keyword
-        yield Problem(path, e.message[:200])
-
-
-_HINT = {"scaleTargetRef": " (the workload to scale: scaleTargetRef: {name: my-deployment})",
-         "triggers": " (at least one trigger)", "replicas": " (the replicas KEDA sets while the metric fails)",
-         "failureThreshold": " (failed polls before the fallback applies)"}
-
-
-def _accepted(schema: Mapping, path: str) -> str:
-    t = schema.get("type")
-    if t == "integer":
-        lo = schema.get("minimum")
-        return "a whole number" + (f" >= {lo}" if lo is not None else "") + _unit(path)
-    if t == "string" and re.search(r"\.metadata\.[^.]+$", path) and path.startswith("spec.triggers"):
-        return "a string (KEDA's trigger metadata is map[string]string: quote numbers and booleans)"
-    return {"string": "a string", "boolean": "true or false", "object": "a mapping", "array": "a list",
-            "number": "a number"}.get(str(t), str(t))
-
-
-def _unit(path: str) -> str:
-    return " (seconds, without a unit)" if re.search(r"(Period|Interval|Seconds)$", path) else ""
-
-
-def _cel(doc: Mapping) -> list[Problem]:
-    """The CRD's x-kubernetes-validations rule, evaluated by the API server (also beside other errors, unless a
-    type is wrong)."""
-    spec = doc.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    lo, hi = spec.get("minReplicaCount"), spec.get("maxReplicaCount", MAX_REPLICAS)
-    if _whole(lo) and _whole(hi) and lo > hi:
-        return [Problem("spec.minReplicaCount", f"{lo} is greater than maxReplicaCount {hi}"
-                                                f"{'' if 'maxReplicaCount' in spec else ' (its default)'}; accepted: "
-                                                f"minReplicaCount <= maxReplicaCount (KEDA's CRD rule)")]
-    return []
 
 
 # --------------------------------------------------------------------------- KEDA's admission webhook
@@ -258,7 +109,7 @@ def _webhook(doc: Mapping) -> list[Problem]:
             out.append(Problem(f"spec.triggers[{i}].name", f"{n!r} is the name of spec.triggers[{seen[n]}] too; "
                                                            f"accepted: trigger names unique in the ScaledObject"))
         seen.setdefault(n, i)
-    if using:
+    if mods:
         out += _modifiers(mods, trig)
     if (spec.get("fallback") or {}).get("behavior") == "scalingModifiers" and not (mods or {}).get("formula"):
         out.append(Problem("spec.fallback.behavior", "scalingModifiers needs spec.advanced.scalingModifiers.formula"))
@@ -280,7 +131,7 @@ def _modifiers(m: Mapping, trig: list) -> list[Problem]:
         except ValueError:
             t = float("nan")
         if not t > 0:
-            out.append(Problem(f"{at}.target", f"{_show(m['target'])}: accepted: a number > 0 (a string)"))
+            out.append(Problem(f"{at}.target", f"{show(m['target'])}: accepted: a number > 0 (a string)"))
     names = tuple(t["name"] for t in trig if t.get("name") and t["type"] not in RESOURCE_TYPES)
     why = formula.keda_problem(text, names)
     if why:
@@ -313,7 +164,7 @@ def _operator(doc: Mapping) -> list[Problem]:
         kind, at = t["type"], f"spec.triggers[{i}]"
         if kind not in types:
             near = difflib.get_close_matches(kind, types, n=1, cutoff=0.6)
-            out.append(Problem(f"{at}.type", f"{_show(kind)}: KEDA {KEDA_VERSION} has no scaler of that type (its "
+            out.append(Problem(f"{at}.type", f"{show(kind)}: KEDA {KEDA_VERSION} has no scaler of that type (its "
                                              f"operator refuses the ScaledObject){f'; did you mean {near[0]!r}?' if near else ''}"
                                              f" accepted: external (forescale), prometheus, cron, ... "
                                              f"({len(types)} types)"))
@@ -323,7 +174,7 @@ def _operator(doc: Mapping) -> list[Problem]:
             out.append(Problem(f"{at}.metricType", f"missing; KEDA's {kind} scaler needs one (since v2.18): accepted: "
                                                    f"{', '.join(ok)}"))
         elif mt is not None and mt not in ok:
-            out.append(Problem(f"{at}.metricType", f"{_show(mt)}: accepted for a trigger of type {kind}: {', '.join(ok)}"
+            out.append(Problem(f"{at}.metricType", f"{show(mt)}: accepted for a trigger of type {kind}: {', '.join(ok)}"
                                                    + ("" if kind in RESOURCE_TYPES else " (absent: AverageValue)")))
     beh = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}
     for side in ("scaleUp", "scaleDown"):
@@ -340,14 +191,14 @@ def _rules(r: Mapping, at: str) -> list[Problem]:
         out.append(Problem(f"{at}.stabilizationWindowSeconds", f"{w}: accepted: 0..{MAX_STABILIZATION} (seconds)"))
     sel = r.get("selectPolicy")
     if sel is not None and sel not in ("Max", "Min", "Disabled"):
-        out.append(Problem(f"{at}.selectPolicy", f"{_show(sel)}: accepted: Max, Min, Disabled"))
+        out.append(Problem(f"{at}.selectPolicy", f"{show(sel)}: accepted: Max, Min, Disabled"))
     pols = r.get("policies")
     if pols is not None and not pols:
         out.append(Problem(f"{at}.policies", "an empty list; accepted: at least one {type, value, periodSeconds} "
                                              "(or leave policies out for Kubernetes' defaults)"))
     for i, p in enumerate(pols or []):
         if p["type"] not in ("Pods", "Percent"):
-            out.append(Problem(f"{at}.policies[{i}].type", f"{_show(p['type'])}: accepted: Pods, Percent"))
+            out.append(Problem(f"{at}.policies[{i}].type", f"{show(p['type'])}: accepted: Pods, Percent"))
         if p["value"] <= 0:
             out.append(Problem(f"{at}.policies[{i}].value", f"{p['value']}: accepted: a whole number > 0"))
         if not 0 < p["periodSeconds"] <= MAX_POLICY_PERIOD:
@@ -355,7 +206,7 @@ def _rules(r: Mapping, at: str) -> list[Problem]:
                                f"{p['periodSeconds']}: accepted: 1..{MAX_POLICY_PERIOD} (seconds)"))
     tol = r.get("tolerance")
     if tol is not None and quantity(tol) < 0:
-        out.append(Problem(f"{at}.tolerance", f"{_show(tol)}: accepted: a quantity >= 0 (a fraction, e.g. 0.05)"))
+        out.append(Problem(f"{at}.tolerance", f"{show(tol)}: accepted: a quantity >= 0 (a fraction, e.g. 0.05)"))
     return out
 
 
@@ -365,41 +216,7 @@ def quantity(v: Any) -> float:
         return float(v)
     m = _QUANTITY.fullmatch(str(v).strip())
     if m is None:
-        raise ValueError(f"not a Kubernetes quantity: {_show(v)}")
+        raise ValueError(f"not a Kubernetes quantity: {show(v)}")
     x = float(m.group(1) + (m.group(2) or ""))
     return x * _SUFFIX.get(m.group(3) or "", 1.0)
 
-
-# --------------------------------------------------------------------------- text
-
-
-def _path(parts) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _show(v: Any) -> str:
-    """A value as a message may quote it: short, never a megabyte."""
-    if isinstance(v, Mapping):
-        return "a mapping"
-    if isinstance(v, list):
-        return "a list"
-    text = json.dumps(v) if isinstance(v, (str, bool, int, float)) or v is None else repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _whole(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "a boolean"
-    return {int: "a whole number", float: "a number", str: "a string", type(None): "null"}.get(
-        type(v), "a mapping" if isinstance(v, Mapping) else "a list" if isinstance(v, list) else type(v).__name__)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from forecaster.models import BUILTINS, DEFAULT as DEFAULT_MODEL, NAMES
 
-from .policy import KUBERNETES_TOLERANCE
+from .deadband import KUBERNETES_TOLERANCE
 from .scaledobject import GRPC_PORT  # noqa: F401 (re-exported: the vocabulary's callers import it from here)
 
 MODES = ("forecastAndScale", "forecastOnly", "reactive")

@@ -21,7 +21,7 @@ def policy_params(
     """The decision's knobs for ``spec``: its mode, quantile, qps per replica, headroom, HPA tolerance, level
     correction and floor (``floorReplicas`` x ``qpsPerReplica``, the hybrid as replayed), the closed loop's targets;
     ``lead_seconds`` (default: the spec's own lead, coldStartSeconds + the buffer) and ``events``
-    (``forecaster.calendar.Event``) as given. ``capacity_factor``: the configured per-replica capacity / the one in
+    (``forecaster.eventsfile.Event``) as given. ``capacity_factor``: the configured per-replica capacity / the one in
     force (``capacity: learned``, ``scaler.learned``), a multiplier on the headroom: the plan in the units of
     replicas that really serve less (> 1) or more (< 1) than qpsPerReplica says."""
     return PolicyParams(

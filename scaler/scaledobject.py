@@ -48,7 +48,7 @@ METRIC_TYPES = ("AverageValue", "Value")  # triggers[].metricType, KEDA's defaul
 # ---------------------------------------------------------------- Kubernetes' HPA defaults (controller flags, behavior)
 
 SYNC_SECONDS = 15  # --horizontal-pod-autoscaler-sync-period
-HPA_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance (both directions; scaler.policy.KUBERNETES_TOLERANCE)
+HPA_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance (both directions; scaler.deadband.KUBERNETES_TOLERANCE)
 SELECT_DEFAULT = "Max"  # behavior.*.selectPolicy
 UP_WINDOW_SECONDS = 0  # behavior.scaleUp.stabilizationWindowSeconds
 UP_PODS, UP_PERCENT, UP_PERIOD_SECONDS = 4, 100, 15  # behavior.scaleUp.policies: +max(4 pods, 100 %) per 15 s

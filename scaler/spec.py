@@ -6,43 +6,32 @@ KEDA's Prometheus scaler it has the same name and form. Every error names the
 key, the value received and the accepted form; unknown keys are returned so the
 caller can log them once, they are never fatal.
 
-The vocabulary itself (``KEYS``, each key's default and meaning) is ``scaler.keys``, re-exported here; the way
-back, a spec as metadata, is ``scaler.specwrite.to_metadata``.
+The vocabulary itself (``KEYS``, each key's default and meaning) is ``scaler.keys``, re-exported here; the form
+of each single value (serverAddress, timeout, names, ...) is ``scaler.specvalues``; the way back, a spec as
+metadata, is ``scaler.specwrite.to_metadata``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import urlparse
 
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_holidays_spec, parse_weekday
+from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, check_timezone, parse_weekday
 from .capacitykeys import CapacityKeys, parse as parse_capacity
-from .coldstart import ClusterSource, ColdStartKeyError, parse_source
+from .coldstartkeys import ClusterSource, ColdStartKeyError, parse_source
 from .durations import DURATION_FORM, format_duration, parse_duration  # noqa: F401 (the metadata's durations)
 from .leaderror import MAX_SECONDS as LEAD_ERROR_MAX
 from .limits import MAX_HISTORY_STEPS, MAX_HORIZON_STEPS, MAX_LEAD_SECONDS, MAX_TIMEOUT_SECONDS
 # typed reading of one map, its error (scaler.reader), re-exported: callers import them from here
-from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size, cut as _cut  # noqa: F401
+from .reader import SECRET_HINT, MetadataError, Reader as _Reader, check_size  # noqa: F401
 from .misstarget import ACCEPTED as TARGET_FORM, COST_CAP_FORM, MissTarget, parse_cost_cap, parse_miss_target
-from .policy import KUBERNETES_TOLERANCE, MIN_TARGET
+from .deadband import KUBERNETES_TOLERANCE, MIN_TARGET
+from .specvalues import (default_metric_name, parse_budget_name, parse_credential_name, parse_events_path,
+                         parse_holiday_window, parse_holidays, parse_metric_name, parse_pairs, parse_replicas,
+                         parse_server_address, parse_timeout, redacted_url)
 # the vocabulary (scaler.keys), re-exported: callers import it from here
 from .keys import DEFAULTS, GRPC_PORT, KEYS, KNOWN, MODELS, MODES, TUNED_KEYS, TUNING, Key  # noqa: F401
-
-def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
-    """'a=1,b=2' -> (('a','1'), ('b','2')), as KEDA's Prometheus scaler reads them."""
-    out = []
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise ValueError(item)
-        out.append((k.strip(), v.strip()))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -139,7 +128,7 @@ class ScalerSpec:
     tuning_interval_seconds: float
     tuning_min_history_seconds: float
     refresh_seconds: float | None = None  # refreshInterval; None: KEDA's learned cadence
-    cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstart)
+    cold_start_cluster: ClusterSource | None = None  # coldStartFrom: cluster (scaler.coldstartkeys)
     floor_replicas: int = 0  # floorReplicas: always-warm replicas added under the forecast (hybrid)
     holidays: str = ""  # holidays: "US", "US-CA"; "" = off (forecaster.calendar)
     holiday_window: int = 0  # holidayWindow, days
@@ -173,35 +162,6 @@ class ScalerSpec:
                 self.holidays, self.holiday_window, self.holiday_as, self.timezone)
 
 
-def _metric_name(namespace: str, name: str) -> str:
-    base = f"forescale-{namespace or 'default'}-{name or 'scaledobject'}"
-    return re.sub(r"[^a-z0-9-]", "-", base.lower())
-
-
-def _timeout(v: str) -> float:
-    """KEDA's Prometheus scaler reads ``timeout`` as milliseconds; a duration with a unit also works."""
-    try:
-        ms = float(v)
-    except ValueError:
-        secs = parse_duration(v)
-    else:
-        if not math.isfinite(ms):
-            raise ValueError(v)
-        secs = ms / 1000.0
-    if not 0 < secs <= MAX_TIMEOUT_SECONDS:
-        raise ValueError(v)
-    return secs
-
-
-def _server_address(v: str) -> str:
-    u = urlparse(v)
-    if u.scheme not in ("http", "https") or not u.netloc:
-        raise ValueError(v)
-    if u.username or u.password:
-        raise ValueError(v)  # credentials belong in the scaler's credential store
-    return v.rstrip("/")
-
-
 def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = "") -> tuple[ScalerSpec, tuple[str, ...]]:
     """Validate ``scalerMetadata``. Returns the spec and the unknown keys (sorted)."""
     check_size(md)
@@ -224,9 +184,9 @@ def parse_metadata(md: Mapping[str, str], *, name: str = "", namespace: str = ""
 
 def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
     """The Prometheus target, the query, the HPA target and activation, the metric name."""
-    server = r.get("serverAddress", _server_address,
+    server = r.get("serverAddress", parse_server_address,
                    "an http:// or https:// URL of Prometheus without user:password, e.g. http://prometheus.monitoring:9090",
-                   show=_redacted_url)
+                   show=redacted_url)
     query = r.get("query", str, "a PromQL expression whose single result is requests/s")
 
     qps_form = "a number in [0.001, 1e9] (requests/s one ready replica sustains), e.g. \"10\""
@@ -247,12 +207,12 @@ def _target_fields(r: "_Reader", name: str, namespace: str) -> dict:
     qparams = r.get("queryParameters", parse_pairs, "key1=value1,key2=value2")
     headers = r.get("customHeaders", parse_pairs, "key1=value1,key2=value2", secret=True)
     unsafe = r.boolean("unsafeSsl")
-    timeout = r.get("timeout", _timeout, f"milliseconds in (0, {MAX_TIMEOUT_SECONDS * 1000:.0f}], e.g. 5000, or a duration such as 5s (MAX_TIMEOUT_SECONDS)")
-    creds = r.get("credentials", _credential_name,
+    timeout = r.get("timeout", parse_timeout, f"milliseconds in (0, {MAX_TIMEOUT_SECONDS * 1000:.0f}], e.g. 5000, or a duration such as 5s (MAX_TIMEOUT_SECONDS)")
+    creds = r.get("credentials", parse_credential_name,
                    "the name of a credential set held by the scaler: letters, digits, '-', '_', '.' (no secret here)")
-    metric_name = r.get("metricName", _metric_name_conv,
+    metric_name = r.get("metricName", parse_metric_name,
                         "lower-case letters, digits and '-', '.', '_' (a Kubernetes metric name)",
-                        default=_metric_name(namespace, name))
+                        default=default_metric_name(namespace, name))
 
     token_query = r.raw("tokenQuery") or ""
     tokens_per_replica = 0.0
@@ -317,7 +277,7 @@ def _forecast_fields(r: "_Reader") -> dict:
         raise MetadataError("minHistory", r.raw("minHistory"), f"a duration no longer than history ({history:g}s)")
     level = r.duration("levelCorrection", maximum=30 * 86400.0)
     headroom = r.number("headroom", lo=1, hi=100, accepted="a number in [1, 100], e.g. 1.1")
-    floor = r.get("floorReplicas", _replicas, "a whole number of replicas in [0, 10000], e.g. \"2\"")
+    floor = r.get("floorReplicas", parse_replicas, "a whole number of replicas in [0, 10000], e.g. \"2\"")
     tol = r.number("hpaTolerance", lo=0, hi=1, hi_open=True,
                    accepted=f"the HPA tolerance as a fraction in [0, 1), e.g. {KUBERNETES_TOLERANCE.up:g} (Kubernetes' default)")
     return dict(mode=mode, model=model, quantile=quantile, history_seconds=history, step_seconds=step,
@@ -344,11 +304,11 @@ def _tuning_fields(r: "_Reader", history: float) -> dict:
 
 def _calendar_fields(r: "_Reader") -> dict:
     """The holidays, the timezone, the events file and the refresh cadence."""
-    holidays = r.get("holidays", _holidays, "a country code with an optional subdivision, e.g. US or US-CA, or empty")
-    hwindow = r.get("holidayWindow", _holiday_window, "a whole number of days in [0, 7], e.g. \"1\"")
+    holidays = r.get("holidays", parse_holidays, "a country code with an optional subdivision, e.g. US or US-CA, or empty")
+    hwindow = r.get("holidayWindow", parse_holiday_window, "a whole number of days in [0, 7], e.g. \"1\"")
     holiday_as = r.get("holidayAs", parse_weekday, "a weekday name (monday ... sunday), learned or ordinary")
     tz = r.get("timezone", check_timezone, "an IANA time zone name such as UTC, America/New_York, Europe/Berlin")
-    events_file = r.get("eventsFile", _events_path, "an absolute path of a mounted file, e.g. /etc/forescale/events.csv")
+    events_file = r.get("eventsFile", parse_events_path, "an absolute path of a mounted file, e.g. /etc/forescale/events.csv")
     refresh = None
     if r.raw("refreshInterval") is not None:
         refresh = r.duration("refreshInterval", minimum=1, maximum=600)
@@ -359,25 +319,19 @@ def _calendar_fields(r: "_Reader") -> dict:
 def _budget_fields(r: "_Reader") -> dict:
     """A fleet GPU budget's membership: its name, GPUs per replica (required with it), a lost request's value and the
     ScaledObject's minReplicaCount."""
-    name = r.get("gpuBudget", _budget_name, "the name of a budget of the scaler's --budget-file: lower-case letters, "
+    name = r.get("gpuBudget", parse_budget_name, "the name of a budget of the scaler's --budget-file: lower-case letters, "
                                             "digits and '-' (a DNS label), or empty")
     gpus_form = "a number in (0, 1024] (GPUs one replica holds), e.g. \"1\""
     gpus = None if r.raw("gpusPerReplica") is None else r.number("gpusPerReplica", lo=0, lo_open=True, hi=1024,
                                                                   accepted=gpus_form)
     value = r.number("valuePerRequest", lo=0, hi=1e9, accepted="a number in [0, 1e9] ($ one lost request costs)")
-    lo = r.get("minReplicaCount", _replicas, "a whole number of replicas in [0, 10000]: the ScaledObject's "
+    lo = r.get("minReplicaCount", parse_replicas, "a whole number of replicas in [0, 10000]: the ScaledObject's "
                                              "minReplicaCount")
     if not name:
         return {}
     if gpus is None:
         raise MetadataError("gpusPerReplica", None, "required with gpuBudget: " + gpus_form)
     return dict(gpu_budget=name, gpus_per_replica=gpus, value_per_request=value, min_replica_count=lo)
-
-
-def _budget_name(v: str) -> str:
-    if v and not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", v):
-        raise ValueError(v)
-    return v
 
 
 def _loop_fields(r: "_Reader") -> LoopKeys:
@@ -416,57 +370,3 @@ def model_refusal(name: str | None) -> str | None:
     from forecaster.models import refused
 
     return None if name is None else refused().get(name.strip().lower())
-
-
-def _redacted_url(v: str) -> str:
-    """serverAddress as an error shows it: no user:password, query or fragment."""
-    try:
-        u = urlparse(v)
-        if not (u.username or u.password or u.query or u.fragment or "@" in v):
-            return _cut(repr(v))
-        host = (u.hostname or "") + (f":{u.port}" if u.port else "")
-    except ValueError:
-        return "an unparseable URL"
-    return _cut(repr(f"{u.scheme}://<user:password hidden>@{host}{u.path}"))
-
-
-def _holidays(v: str) -> str:
-    if not v:
-        return ""
-    country, subdiv = parse_holidays_spec(v)
-    return country if subdiv is None else f"{country}-{subdiv}"
-
-
-def _holiday_window(v: str) -> int:
-    n = int(v)
-    if not 0 <= n <= 7:
-        raise ValueError(v)
-    return n
-
-
-def _events_path(v: str) -> str:
-    if v and (not v.startswith("/") or len(v) > 1024 or not v.isprintable()):
-        raise ValueError(v)
-    return v
-
-
-def _replicas(v: str) -> int:
-    x = float(v)
-    if not (math.isfinite(x) and x == int(x) and 0 <= x <= 10000):
-        raise ValueError(v)
-    return int(x)
-
-
-def _credential_name(v: str) -> str:
-    if v == "":
-        return v
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", v) or v in (".", ".."):
-        raise ValueError(v)
-    return v
-
-
-def _metric_name_conv(v: str) -> str:
-    low = v.lower()
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,199}", low):
-        raise ValueError(v)
-    return low

@@ -7,7 +7,7 @@ from __future__ import annotations
 from forecaster.calendar import holiday_as_name
 
 from .capacitykeys import to_metadata as capacity_metadata
-from .coldstart import to_metadata as cold_metadata
+from .coldstartkeys import to_metadata as cold_metadata
 from .durations import format_duration, parse_duration
 from .spec import MetadataError, ScalerSpec, parse_metadata
 

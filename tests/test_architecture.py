@@ -9,14 +9,16 @@ relative imports are resolved against the file's package.
    * ``scaler.replay.*`` never imports ``scaler.serve`` or ``scaler.cli``;
    * ``scaler.serve.*`` never imports ``scaler.cli``; only ``scaler.serve.tuning`` imports ``scaler.replay``;
    * the core (``scaler.spec``, ``scaler.keys``, ``scaler.params``, ``scaler.scaledobject``, ``scaler.policy``,
-     ``scaler.prom``) never imports
+     ``scaler.deadband``, ``scaler.prom``) never imports
      ``scaler.serve``, ``scaler.replay``, ``scaler.cli`` or ``scaler.probe``;
    * ``click``, ``tqdm``, ``matplotlib`` are imported only by ``scaler.cli.*`` and ``scaler.probe.*``.
 2. No module-private name of another project module: neither ``from x import _name`` nor
    ``alias._name`` with ``alias`` bound to an imported project module. Dunders are fine, and
    so is a package importing its own private submodule (``from . import _common``).
-3. No production module over 500 lines; no function over 100 lines, none over 80 in ``scaler/replay/``
-   (``LONG_FUNCTIONS`` lists the exceptions, each with its reason).
+3. No production module over 400 lines (``LONG_MODULES`` lists the exceptions, each with its reason, and none of
+   them over 500); no function over 100 lines, none over 80 in ``scaler/replay/`` (``LONG_FUNCTIONS`` lists the
+   exceptions, each with its reason). An exception no longer needed (the module or function is back under its
+   limit, or gone) fails too, so the lists only shrink.
 5. No import circle among production modules: the graph of their imports (module-level, function-local and
    ``TYPE_CHECKING`` ones alike; ``from a import b`` is an import of ``a.b`` when that is a module, else of ``a``)
    has no cycle. ``tests/test_import_cycles.py`` checks the same with an independent tool (grimp).
@@ -33,13 +35,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"
 PACKAGES = ("scaler", "forecaster")
-MAX_LINES = 500
+MAX_LINES = 400
+MAX_LINES_CEILING = 500  # not even a stated exception goes past this
+# production modules allowed over MAX_LINES (up to MAX_LINES_CEILING), and why
+LONG_MODULES: dict[str, str] = {
+    "scaler/serve/server.py": "being changed by the persist work; split next",
+    "scaler/serve/fitting.py": "being changed by the persist work; split next",
+    "scaler/serve/tuning.py": "being changed by the persist work; split next",
+    "scaler/serve/registry.py": "being changed by the persist work; split next",
+    "scaler/replay/engine.py": "being changed by the persist work; split next",
+}
 UI_LIBS = ("click", "tqdm", "matplotlib")
 MAX_FUNCTION = 100
 MAX_REPLAY_FUNCTION = 80
 # functions allowed over their limit, and why
 LONG_FUNCTIONS: dict[tuple[str, str], str] = {}  # (file, function) -> why; none today
-CORE = ("scaler.spec", "scaler.policy", "scaler.prom", "scaler.keys", "scaler.params", "scaler.scaledobject")
+CORE = ("scaler.spec", "scaler.policy", "scaler.deadband", "scaler.prom", "scaler.keys", "scaler.params",
+        "scaler.scaledobject")
 
 
 # ----------------------------------------------------------------------------- walking
@@ -249,9 +261,10 @@ def function_violations(rel: str, tree: ast.AST) -> list[str]:
     return out
 
 
-def size_violations(rel: str, text: str) -> list[str]:
+def size_violations(rel: str, text: str, exceptions: dict[str, str] = LONG_MODULES) -> list[str]:
     n = len(text.splitlines())
-    return [f"{rel}:{n}: size: {n} lines > {MAX_LINES}"] if n > MAX_LINES else []
+    limit = MAX_LINES_CEILING if rel in exceptions else MAX_LINES
+    return [f"{rel}:{n}: size: {n} lines > {limit}"] if n > limit else []
 
 
 def suite_local_names() -> frozenset[str]:
@@ -295,6 +308,9 @@ def test_no_private_names_of_other_modules():
 def test_module_size():
     v = [x for f in production_files() for x in size_violations(f, parsed(f)[0])]
     assert not v, report(v)
+    long = {f for f in production_files() if len(parsed(f)[0].splitlines()) > MAX_LINES}
+    assert set(LONG_MODULES) <= long, "an exception no longer needed: " + repr(sorted(set(LONG_MODULES) - long))
+    assert all(why.strip() for why in LONG_MODULES.values()), "each exception states its reason"
 
 
 def test_no_import_cycle():
@@ -378,6 +394,10 @@ def test_checker_flags_synthetic_sources():
 
     assert size_violations("scaler/x.py", "x = 1\n" * (MAX_LINES + 1))
     assert not size_violations("scaler/x.py", "x = 1\n" * MAX_LINES)
+    stated = {"scaler/x.py": "a reason"}
+    assert not size_violations("scaler/x.py", "x = 1\n" * MAX_LINES_CEILING, stated)
+    assert size_violations("scaler/x.py", "x = 1\n" * (MAX_LINES_CEILING + 1), stated)  # the ceiling holds for all
+    assert size_violations("scaler/y.py", "x = 1\n" * (MAX_LINES + 1), stated)  # another module's reason is not its
 
     local = suite_local_names()
     for src in ("from test_spec import x", "import test_policy", "from cli.test_tune import run",

@@ -100,8 +100,8 @@ def test_a_granted_value_asks_the_hpa_for_exactly_the_grant(qps):
     # ceil(value_m / target_m). grant x target_m milli divides back to the grant exactly, whatever the target's
     # digits (0.0333: 33 milli; 7.77: 7770), and the HPA at the grant stays there (ratio 1: inside its band)
     from scaler.budget import desired_replicas, granted_value
-    from scaler.policy import KUBERNETES_TOLERANCE, to_milli
-    from scaler.replay.hpa import replica_recommendation
+    from scaler.deadband import KUBERNETES_TOLERANCE, to_milli
+    from scaler.replay.hparules import replica_recommendation
 
     t = to_milli(qps)
     for r in range(0, 201):

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from scaler.cli import main
-from scaler.policy import MIN_TARGET, to_milli
+from scaler.deadband import MIN_TARGET, to_milli
 from scaler.prom import PrometheusClient, PrometheusTarget, PromError, PromErrorKind
 from support.manifests import as_yaml, scaled_object
 from support.traces import write_daily

@@ -146,7 +146,7 @@ def test_feedback_never_lowers_the_plan(base, factor, qps, headroom, tol, mode):
     with_loop = decide_array(b, np.full(n, NOW), p, None, feedback=f)
     assert (with_loop.planned >= without.planned).all()
     # and the compensation is monotone, so the raised value is the compensated raised plan (the max is no patch)
-    from scaler.policy import clear_dead_band_array
+    from scaler.deadband import clear_dead_band_array
     raw = clear_dead_band_array(without.base * headroom * np.where(f >= 1, f, 1.0), qps, tol)
     assert np.array_equal(with_loop.planned, np.maximum(raw, without.planned))
     assert (raw >= without.planned).all()

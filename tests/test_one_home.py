@@ -22,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 import forecaster.models
 from scaler import keys, scaledobject as so
 from scaler.params import policy_params
-from scaler.policy import KUBERNETES_TOLERANCE
+from scaler.deadband import KUBERNETES_TOLERANCE
 from scaler.replay import manifest
 from scaler.replay.hpa import Hpa
 from scaler.replay.triggers import trigger_params

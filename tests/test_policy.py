@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Forecast
-from scaler.policy import PolicyParams, Reason, clear_dead_band, decide, to_milli
+from scaler.policy import PolicyParams, Reason, decide
+from scaler.deadband import clear_dead_band, to_milli
 
 NOW = 1_700_000_000.0
 STEP = 60.0
@@ -198,7 +199,7 @@ def test_missing_data_in_every_mode_is_its_own_reason(mode, fc, unusable, held, 
 def test_missing_data_keeps_events_and_headroom():
     """An event floor of 120 over a 40 forecast while the data is missing: 120 (the floor), headroom 1.5 on top,
     the reason still the missing-data one (the event's name in Decision.event)."""
-    from forecaster.calendar import Event
+    from forecaster.eventsfile import Event
 
     ev = Event("launch", NOW - 60, NOW + 3600, None, 120.0, 2)
     d = decide(30.0, curve(lambda dt: 40.0), params(events=(ev,), headroom=1.5), NOW, missing=True)

@@ -21,8 +21,8 @@ from hypothesis import given, settings, strategies as st
 from forecaster.base import Forecast
 from forecaster.level import interp_rows
 from scaler import policy
-from scaler.policy import (NO_REASON, REASONS, Curves, PolicyParams, Reason, clear_dead_band, decide, decide_array,
-                           to_milli, to_milli_array)
+from scaler.policy import NO_REASON, REASONS, Curves, PolicyParams, Reason, decide, decide_array
+from scaler.deadband import clear_dead_band, to_milli, to_milli_array
 
 STEP = 60.0
 T0 = 1_700_000_000.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from forecaster.base import Forecast
-from forecaster.calendar import parse_events
+from forecaster.eventsfile import parse_events
 from scaler.policy import REASONS, Curves, PolicyParams, Reason, decide, decide_array
 
 HEADER = "name,start,end,multiplier,floor_qps\n"

@@ -12,9 +12,10 @@ refused and why.
 no NaN) and ``from_state(d) -> Fitted`` restores it without refitting: the
 server writes fitted models to its state directory to survive restarts.
 
-Modules: one per model (``prophet`` with ``prophet_curve``, ``prophet_stan`` and ``cmdstan``; ``seasonal_naive``,
-``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday`` (the one holiday
-mechanism around any model), ``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
+Modules: one per model (``prophet`` with ``prophet_fit``, ``prophet_curve``, ``prophet_stan`` and ``cmdstan``;
+``seasonal_naive``, ``naive``, ``linear_trend``, ``auto``, ``envelope``, ``statsf`` for mstl and ets), ``holiday``
+(the one holiday mechanism around any model; ``holidayeffects``: the rule and the effects it learns and puts back),
+``plugins`` (the entry point group) and ``_common`` (shared grids, origins, bands).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..base import FitFailed, Fitted, Forecaster
 from ..calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from .auto import AutoFitted, AutoForecaster
 from .envelope import EnvelopeFitted, EnvelopeForecaster
-from .holiday import HolidayFitted, HolidayForecaster, HolidayRule, spans_of
+from .holiday import HolidayFitted, HolidayForecaster
+from .holidayeffects import HolidayRule, spans_of
 from .linear_trend import LinearTrendFitted, LinearTrendForecaster
 from .plugins import Checked, CheckedFit, discover
 from .naive import NaiveFitted, NaiveForecaster
@@ -98,7 +100,7 @@ def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: f
     """A model as the scaling policy uses it: bands for the level-corrected curve; ``auto`` scores its
     candidates on the quantile the policy provisions (the server's fits and the replay's both come here).
 
-    ``holiday_days`` (day numbers local to ``timezone``, ``forecaster.calendar``) and ``events`` (``calendar.Event``) go through the one
+    ``holiday_days`` (day numbers local to ``timezone``, ``forecaster.calendar``) and ``events`` (``eventsfile.Event``) go through the one
     holiday mechanism (``holiday.HolidayForecaster``: the history's holidays and past events substituted, learned
     effects put back on the forecast), whatever the model. With a weekday ``holiday_as`` the models that have
     their own weekday rule (``takes_holidays``: prophet's curve on that weekday, seasonal_naive's copy of it)

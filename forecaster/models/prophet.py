@@ -72,14 +72,14 @@ Decisions (measured on the bundled traces, see ``tests/bench/``):
 * Deterministic (``seed`` goes to Stan; L-BFGS from a fixed init is
   deterministic), quiet (cmdstanpy and prophet loggers silenced), and Stan's
   files go to a temporary directory removed after each fit.
+
+The Stan run (Prophet's model, the data file, CmdStan, the warm start) is ``prophet_fit``; the curve ``prophet_curve``.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -87,53 +87,9 @@ from ..calendar import UTC, substitute_holidays
 from ..base import FitFailed, InsufficientHistory, Series
 from ..level import DEFAULT_HALF_LIFE_SECONDS
 from ..series import resample
-from . import cmdstan
+from . import prophet_fit
 from ._common import MIN_ERRORS, BandTable, h_grid, history_max
 from .prophet_curve import DAY, NAME, ProphetCurve, ProphetFitted, forward
-from .prophet_stan import Scales, inputs_of, rows_json, stan_json
-
-STAN_ITER = 10000  # Prophet's own cap on L-BFGS iterations
-# CmdStan's L-BFGS stop beyond its defaults: an iteration that gains less than 1e8 * machine epsilon (2.2e-8) of
-# the log posterior, relatively, ends the fit (the default ends it at 1e4 * epsilon). See the module docstring.
-STAN_STOP: dict = {"tol_rel_obj": 1e8}
-STAN_PARAMS = ("k", "m", "delta", "sigma_obs", "beta")  # Prophet's parameters (its model's other outputs: trend)
-_quiet = False
-
-
-def _silence() -> None:
-    global _quiet
-    if _quiet:
-        return
-    import cmdstanpy
-
-    cmdstanpy.disable_logging()
-    for name, level in (("prophet", logging.ERROR), ("cmdstanpy", logging.ERROR),
-                        ("prophet.plot", logging.CRITICAL)):  # "Importing plotly failed" is an ERROR at import
-        lg = logging.getLogger(name)
-        lg.setLevel(level)
-        lg.propagate = False
-        if not any(isinstance(h, logging.NullHandler) for h in lg.handlers):
-            lg.addHandler(logging.NullHandler())  # else logging's last-resort handler prints to stderr
-    _quiet = True
-
-
-def prophet_class():
-    """Prophet's class. Imported first (by nothing else in the process), its plotting module is kept from importing
-    matplotlib: prophet.plot catches the ImportError and leaves its plots off (forescale never plots through
-    Prophet), which saves 0.6-1.5 s of every process that fits. matplotlib itself stays importable afterwards."""
-    import sys
-
-    _silence()  # prophet.plot logs the failed plotting imports as errors
-    if "prophet" not in sys.modules and "matplotlib" not in sys.modules:
-        sys.modules["matplotlib"] = None  # type: ignore[assignment]  # "import matplotlib" raises ImportError
-        try:
-            import prophet  # noqa: F401
-        finally:
-            if sys.modules.get("matplotlib", 0) is None:
-                del sys.modules["matplotlib"]
-    from prophet import Prophet
-
-    return Prophet
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,7 +164,7 @@ class ProphetForecaster:
             seasonalities.append(("weekly", 7.0, self.weekly_order))
         return PreparedFit(source=source, series=series, fit_step=k * step, t_fit=t_fit, z=z, offset=offset,
                            seasonalities=tuple(seasonalities),
-                           stan=_stan_inputs(t_fit, z, seasonalities, self))
+                           stan=prophet_fit.stan_inputs(t_fit, z, seasonalities, self))
 
     def fit(self, series: Series, *, warm_start: "ProphetFitted | None" = None,
             prepared: "PreparedFit | None" = None) -> "ProphetFitted":
@@ -216,6 +172,7 @@ class ProphetForecaster:
         p = prepared if prepared is not None and prepared.source is series else self.prepare(series)
         if p.error is not None:
             raise p.error
+        assert p.series is not None and p.t_fit is not None and p.z is not None and p.stan is not None  # prepared
         series, t_fit, z, offset, seasonalities, step = p.series, p.t_fit, p.z, p.offset, p.seasonalities, series.step
 
         init = self.init
@@ -228,12 +185,13 @@ class ProphetForecaster:
             split_t = series.t[-hold]
             pre = t_fit < split_t
             if pre.sum() >= 3:
-                p_pre = _fit_stan(_stan_inputs(t_fit[pre], z[pre], seasonalities, self), seasonalities, self, init)
+                pre_inputs = prophet_fit.stan_inputs(t_fit[pre], z[pre], seasonalities, self)
+                p_pre = prophet_fit.fit_stan(pre_inputs, seasonalities, self, init)
                 c_pre = ProphetCurve(**p_pre, seasonalities=seasonalities, transform=self.transform, offset=offset)
                 lo = len(series) - hold - 1
                 bands = _bands(series.y[lo:], c_pre(series.t[lo:]), step, offset, self.level_half_life)
                 init = dict(p_pre)
-        params = _fit_stan(p.stan, seasonalities, self, init)
+        params = prophet_fit.fit_stan(p.stan, seasonalities, self, init)
 
         curve = ProphetCurve(**params, seasonalities=seasonalities, transform=self.transform, offset=offset)
         if bands is None:  # in-sample errors over the last ``band_window``
@@ -262,17 +220,6 @@ class ProphetForecaster:
 
 
 
-@dataclass(frozen=True, eq=False)
-class StanInputs:
-    """One fit's inputs to Stan, made before its init is known (``_stan_inputs``)."""
-
-    m: Any  # the Prophet object (it names the seasonalities' order)
-    df: Any  # its history frame (ds, y)
-    z_scale: float  # max |z|: the warm start's parameters are rescaled to it
-    data: dict | None  # Stan's data; None: a Prophet without the internals used here (its public fit)
-    default: dict | None  # Prophet's own initial values
-    scales: Scales | None
-    text: bytes = b""  # the data file (empty for a constant history: no Stan run)
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,125 +233,8 @@ class PreparedFit:
     z: np.ndarray | None = None
     offset: float = 0.0
     seasonalities: tuple = ()
-    stan: StanInputs | None = None
+    stan: prophet_fit.StanInputs | None = None
     error: Exception | None = None
-
-
-def _stan_inputs(t: np.ndarray, z: np.ndarray, seasonalities, opts: ProphetForecaster) -> StanInputs:
-    """Prophet's model of (t, z) as ``_fit_stan`` runs it, and Stan's data file for it.
-
-    Prophet prepares the model inputs (scaling, changepoints, features); the
-    Stan call is made in ``_optimize`` rather than through ``Prophet.fit``
-    because cmdstanpy serialises the data with a per-element Python JSON
-    encoder, which took ~70 % of a warm fit; ``stan_json`` is much faster.
-    """
-    _silence()
-    import pandas as pd
-
-    Prophet = prophet_class()
-
-    m = Prophet(growth="linear", n_changepoints=opts.n_changepoints, changepoint_range=opts.changepoint_range,
-                changepoint_prior_scale=opts.changepoint_prior_scale, yearly_seasonality=False,
-                weekly_seasonality=False, daily_seasonality=False, uncertainty_samples=0,
-                seasonality_mode="additive")
-    for name, period, order in seasonalities:
-        m.add_seasonality(name=name, period=period, fourier_order=order, prior_scale=opts.seasonality_prior_scale)
-    df = pd.DataFrame({"ds": pd.to_datetime(np.rint(t * 1e3).astype("int64"), unit="ms"), "y": z})
-    z_scale = float(np.abs(z).max()) or 1.0
-    backend = m.stan_backend
-    if not all(hasattr(x, a) for x, a in ((m, "preprocess"), (m, "calculate_initial_params"),
-                                          (backend, "prepare_data"), (backend, "stan_to_dict_numpy"))):
-        return StanInputs(m, df, z_scale, None, None, None)
-    try:
-        fast = inputs_of(m, df)
-        if fast is not None:
-            data, default, scales = fast
-        else:  # a model with parts ``inputs_of`` does not build (holidays, regressors): Prophet's own preprocessing
-            import dataclasses
-
-            inputs = m.preprocess(df)
-            default = dataclasses.asdict(m.calculate_initial_params(inputs.K))
-            _, data = backend.prepare_data(default, {f.name: getattr(inputs, f.name)
-                                                     for f in dataclasses.fields(inputs)})
-            scales = Scales.of(m)
-    except (RuntimeError, ValueError) as e:
-        raise FitFailed(f"{NAME}: Stan optimisation failed: {e}") from e
-    if float(np.ptp(np.asarray(data["y"], dtype=float))) == 0.0:  # constant history: no Stan run (``_optimize``)
-        return StanInputs(m, df, z_scale, data, default, scales)
-    x = data.get("X")
-    reuse = isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64
-    return StanInputs(m, df, z_scale, data, default, scales, stan_json(dict(data, X=rows_json(x)) if reuse else data))
-
-
-def _fit_stan(inputs: StanInputs, seasonalities, opts: ProphetForecaster, init: dict | None) -> dict:
-    """Run Prophet's MAP fit on ``inputs``, warm-started from ``init``; return the parameters of ``ProphetCurve``."""
-    custom = _rescaled_init(init, inputs.z_scale) if init is not None else None
-    try:
-        p, scales = _optimize(inputs, custom, int(opts.seed))
-    except (RuntimeError, ValueError) as e:
-        raise FitFailed(f"{NAME}: Stan optimisation failed: {e}") from e
-    start, t_scale, y_scale = scales.start, scales.t_scale, scales.y_scale
-    delta = np.asarray(p["delta"], dtype=float).reshape(-1)
-    cps = np.asarray(scales.changepoints_t, dtype=float).reshape(-1)
-    if scales.n_changepoints == 0:
-        delta, cps = np.zeros(0), np.zeros(0)
-    names = [s[0] for s in seasonalities]
-    if list(inputs.m.seasonalities) != names:
-        raise FitFailed(f"{NAME}: unexpected seasonality order {list(inputs.m.seasonalities)}")
-    beta = np.asarray(p["beta"], dtype=float).reshape(-1)
-    k, mm = float(np.ravel(p["k"])[0]), float(np.ravel(p["m"])[0])
-    if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(delta)) and math.isfinite(k) and math.isfinite(mm)):
-        raise FitFailed(f"{NAME}: non-finite parameters")
-    return dict(start=start, t_scale=t_scale, y_scale=y_scale, k=k, m=mm, delta=delta, changepoints_t=cps,
-                beta=beta, sigma_obs=float(np.ravel(p["sigma_obs"])[0]))
-
-
-def _optimize(inputs: StanInputs, custom_init: dict | None, seed: int) -> tuple[dict, Scales]:
-    """Prophet's MAP estimate (what ``Prophet.fit`` does for mcmc_samples=0), with fast data I/O."""
-    import os
-    import tempfile
-
-    m, data, default, scales = inputs.m, inputs.data, inputs.default, inputs.scales
-    if data is None:
-        kwargs: dict[str, Any] = {"seed": seed}
-        if custom_init is not None:
-            kwargs["init"] = custom_init
-        m.fit(inputs.df, **kwargs)  # a Prophet without these internals: the slow, public path
-        m.stan_backend.cleanup()
-        return m.params, Scales.of(m)
-    if not inputs.text:  # constant history: Prophet's own shortcut
-        out = dict(default)
-        out["sigma_obs"] = 1e-9
-        return {k: np.array(v).reshape((1, -1)) for k, v in out.items()}, scales
-    stan_init = m.stan_backend.sanitize_custom_inits(default, custom_init) if custom_init is not None else default
-    with tempfile.TemporaryDirectory(prefix="forescale-stan-") as tmp:
-        path = os.path.join(tmp, "data.json")
-        with open(path, "wb") as fh:
-            fh.write(inputs.text)
-        # refresh=iter: CmdStan prints no per-iteration progress, so its few lines are read at exit in one piece
-        # instead of a line per L-BFGS iteration while Stan runs
-        newton = data["T"] < 100
-        args: dict[str, Any] = dict(data=path, init=stan_init, iterations=STAN_ITER, refresh=STAN_ITER, seed=seed,
-                                    workdir=tmp, params=STAN_PARAMS, write_json=stan_json)
-        exe = str(m.stan_backend.model.exe_file)
-        try:  # L-BFGS's tolerances (CmdStan refuses them for Newton)
-            p = cmdstan.optimize(exe, algorithm="Newton" if newton else "LBFGS", stop={} if newton else STAN_STOP,
-                                 **args)
-        except RuntimeError:
-            if newton:
-                raise
-            p = cmdstan.optimize(exe, algorithm="Newton", stop={}, **args)  # Prophet's own fallback
-        return p, scales
-
-
-def _rescaled_init(init: dict, new_scale: float) -> dict:
-    """A previous fit's parameters, rescaled from its y_scale to the new one (Prophet fits y / y_scale)."""
-    r = float(init.get("y_scale", new_scale)) / new_scale
-    out = {"k": float(init["k"]) * r, "m": float(init["m"]) * r,
-           "delta": np.asarray(init["delta"], dtype=float).reshape(-1) * r,
-           "beta": np.asarray(init["beta"], dtype=float).reshape(-1) * r,
-           "sigma_obs": max(float(init["sigma_obs"]) * r, 1e-6)}
-    return out
 
 
 def _bands(y: np.ndarray, fitted_y: np.ndarray, step: float, offset: float, half_life: float) -> BandTable:

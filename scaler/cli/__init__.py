@@ -2,23 +2,27 @@
 
 The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is thin over ``scaler.replay``:
 
-* ``options``  shared options (durations, traffic source, replica economics) and ``replay_settings`` (the
+* ``options``  shared options (durations, traffic source, replica economics, the calendar); ``worldopts``: the
+               world's options (cold-start phases, node pools, the queue, scenarios) and ``replay_settings`` (the
                ``Settings`` tune and its fleet build alike); ``clitypes``: ``fail`` (exit 2), the finite float
                type every float option uses, ``--prometheus``'s check; ``outputs``: every output checked before
                the run (alone and against the others), ``-`` for standard output, JSON files
 * ``traces``   a trace CSV, the bundled real trace, a Prometheus range query; ``coldstarts``: sampled start-ups;
                ``tokenopts``: a replica's token budget (a trace with input_tokens, output_tokens), the closed loop's
                targets, the latency model, a capacity configured wrong
-* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetbudget``: its
-  ``--gpu-budget``, ``--budget-rule`` and ``--value-per-request``, the budget's table and ``DIR/budget.md``)
+* ``backtest`` / ``tune`` / ``fleet``  the verbs over ``scaler.replay`` (``fleet``: ``tune --by``; ``fleetinput``: its
+  workloads read from one query or a CSV; ``fleetbudget``: its ``--gpu-budget``, ``--budget-rule`` and
+  ``--value-per-request``, the budget's table and ``DIR/budget.md``)
 * ``scaledobjects``  ``backtest --scaledobject``: manifests and trigger series read for the replay;
                ``replayflags``: the world a printed ScaledObject was ranked in (its ``forescale.io/replay``
                annotation), written and read back; ``serveraddr``: a printed serverAddress without credentials
 * ``pools``    ``--pools FILE`` (GPU node pools, placement, dollars): read into the world, its table and JSON
 * ``render``   the table, the JSON contract, the frontier, trigger metadata, the policies' colours, progress bars;
                ``render_llm``: TTFT and ITL per policy and the closed loop (token columns or a loop target);
+               ``render_world``: what the world options add (cluster, latency, scenario checks) and ``--advise``;
                ``calendarout``: the JSON ``calendar`` block and the ``holidays`` lines (what each holiday learned from)
-* ``report``   the PNG plots; ``report_html``: the interactive index.html (plotly, offline) and the per-tick CSV
+* ``report``   ``--report DIR``: index.html and its PNGs (``report_plots``: the matplotlib plots); ``report_html``:
+               the interactive charts (plotly, offline) and the per-tick CSV
 * ``check``    ``forescale check FILE.yaml...``: ScaledObjects linted by the scaler's own parser
 * ``loadtest`` ``forescale loadtest URL``; ``loadgrid``: its grid of prompt and answer lengths and the capacity
                model file; ``drill``: ``forescale drill``; ``docref``: the generated reference;

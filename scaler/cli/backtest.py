@@ -16,9 +16,10 @@ from ..spec import DEFAULTS, MODELS, format_duration
 from .coldstarts import cluster_cold_starts, cold_start_options, sampled_world, wanted
 from .replayflags import capacity_notes
 from .pools import PoolOptionError, with_pools
-from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace, model_option,
-                      policies_option, replica_options, require_length, source_options, to_stdout, world_from_options,
-                      world_options, write_json)
+from .options import (Duration, calendar_options, check_outputs, cold_start_value, fail, hpa_options, load_trace,
+                      model_option, policies_option, replica_options, require_length, source_options, to_stdout,
+                      write_json)
+from .worldopts import world_from_options, world_options
 from .tokenopts import loop_options, token_options
 from .scaledobjects import check_series, fetch_missing, load_series, resolve_events, scaledobject_options
 
@@ -76,7 +77,7 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     per policy and forecast accuracy; --json and --report write them out.
     """
     from ..replay import engine, variants
-    from . import render
+    from . import render, render_world
 
     t0 = time.perf_counter()
     on_stdout = check_outputs((json_path, "--json"), (timeseries_path, "--timeseries"), (report_dir, "--report", "dir"))
@@ -147,8 +148,9 @@ def backtest_command(trace, prometheus_url, query, prom_start, prom_end, prom_st
     if json_path is not None:
         extra = {"frontier": render.frontier_json(result) if do_sweep else None,
                  "cold_starts": sample.summary() if sample is not None else None, "drift": drifted,
-                 "advice": None if adv is None else render.advice_json(adv, result, server_address=prometheus_url,
-                                                                       query=query)}
+                 "advice": None if adv is None else render_world.advice_json(adv, result,
+                                                                             server_address=prometheus_url,
+                                                                             query=query)}
         _write_json(json_path, result, round(time.perf_counter() - t0, 3), extra, echo)
     if report_dir is not None:
         _write_report(report_dir, result, adv, do_sweep, sample, prometheus_url, query, echo)
@@ -174,11 +176,11 @@ def _sim_start(sim_start: str | None, now: float) -> float | None:
 
 def _tables(result, echo) -> None:
     """The terminal's tables: the policies, the world's (cluster, queue) and the LLM's (TTFT, ITL, the loop)."""
-    from . import render, render_llm
+    from . import render, render_llm, render_world
 
     echo(render.format_table(result))
     if result.settings.world.active:
-        echo("\n" + render.format_world(result))
+        echo("\n" + render_world.format_world(result))
     if result.settings.llm_figures:
         echo("\n" + render_llm.format_llm(result))
 
@@ -208,7 +210,7 @@ def _traffic(trace, prometheus_url, query, prom_start, prom_end, prom_step, flat
 def _advice(result, world, target, prometheus_url, query, echo):
     """--advise: each option's knobs searched on this trace for --target-miss, printed (``replay.plan``)."""
     from ..replay.plan import plan
-    from . import render
+    from . import render_world
 
     reactive = result.policies.get("reactive")
     if target.relative and reactive is None:
@@ -216,19 +218,19 @@ def _advice(result, world, target, prometheus_url, query, echo):
              f"fraction such as 0.005")
     miss = target.absolute(reactive.outcome.underprovisioned_fraction if target.relative else 0.0)
     adv = plan(result, world, target_miss=miss)
-    echo(render.format_advice(adv, result, server_address=prometheus_url, query=query))
+    echo(render_world.format_advice(adv, result, server_address=prometheus_url, query=query))
     return adv
 
 
 def _write_json(json_path, result, wall: float, extra: dict, echo) -> None:
     """--json: the contract, the wall time, the world's figures and what the options added (None: left out)."""
-    from . import render, render_llm
+    from . import render, render_llm, render_world
 
     doc = render.to_json(result)
     doc["timing"]["wall_seconds"] = wall
     if extra.get("frontier") is not None:
         doc["frontier"] = extra["frontier"]
-    render.add_world_json(result, doc)  # after the frontier, before the rest: the keys in the documented order
+    render_world.add_world_json(result, doc)  # after the frontier, before the rest: the keys in the documented order
     render_llm.add_llm_json(result, doc)
     doc.update({k: v for k, v in extra.items() if v is not None and k != "frontier"})
     write_json(json_path, doc)
@@ -238,12 +240,12 @@ def _write_json(json_path, result, wall: float, extra: dict, echo) -> None:
 
 def _write_report(report_dir, result, adv, do_sweep: bool, sample, prometheus_url, query, echo) -> None:
     """--report: the page and the plots, with the advice's pick as it deploys."""
-    from . import render
+    from . import render, render_world
     from .report import write_report
 
     pick = None
     if adv is not None and adv.pick is not None:
-        doc = render.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
+        doc = render_world.advice_manifest(adv.pick, result, server_address=prometheus_url, query=query)
         pick = None if doc is None else render.manifest_yaml(doc, [f"--advise pick: {adv.pick.policy} "
                                                                     f"({adv.pick.detail})"])
     echo(f"wrote {write_report(result, report_dir, frontier=do_sweep, metadata_yaml=pick, cold_starts=sample)}")

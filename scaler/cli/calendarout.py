@@ -1,7 +1,7 @@
 """What a backtest says about its calendar (with ``--holidays``/``--events``): the JSON ``calendar`` block and the
 terminal's ``holidays`` lines, one per holiday day of the simulated span, saying what its forecast learned from
-(``forecaster.models.holiday.learned_from``: the earlier holiday in the history, the similar day) or that it had
-nothing to learn from (an ordinary day of its weekday: the level correction carries its level)."""
+(``forecaster.models.holidayeffects.learned_from``: the earlier holiday in the history, the similar day) or that
+it had nothing to learn from (an ordinary day of its weekday: the level correction carries its level)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def holiday_sources(r: Result) -> list[tuple[float, float, str, tuple[float, str
     """(start, end, name, (start, name) of the holiday it learns from or None) per holiday day of the span; the
     source only with ``holidayAs: learned`` (the other rules learn nothing)."""
     from forecaster.calendar import holiday_as_name, holiday_days, holiday_periods, local_days
-    from forecaster.models.holiday import learned_from
+    from forecaster.models.holidayeffects import learned_from
 
     s = r.settings
     if not s.holidays:

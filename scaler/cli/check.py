@@ -110,7 +110,9 @@ def keda_metric_note(md: dict, name: str, namespace: str, index: int) -> str:
     ScaledObject is its own workload (its metadata is part of its identity), so two triggers work side by side."""
     from ..spec import parse_metadata
 
-    spec, _ = parse_metadata({str(k): v for k, v in md.items()}, name=name, namespace=namespace)
+    # the string values, as ``trigger_errors`` parsed them: a null is pruned by the API server, anything else not a
+    # string is the schema's to refuse (kedacheck)
+    spec, _ = parse_metadata({str(k): v for k, v in md.items() if isinstance(v, str)}, name=name, namespace=namespace)
     return f" (KEDA asks for metric 's{index}-{spec.metric_name}')"
 
 

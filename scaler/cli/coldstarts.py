@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from ..coldstart import ClusterSource, PodStart, StartSample, classify, parse_source
+from ..coldstart import PodStart, StartSample, classify
+from ..coldstartkeys import ClusterSource, parse_source
 from ..spec import DEFAULTS
 from .options import fail
 

@@ -6,14 +6,14 @@ fleet option is given; a plain ``tune`` is untouched. Each workload is tuned
 exactly as ``forescale tune`` tunes one series (``scaler.fleet.jobs``), in a
 local process pool or as Ray tasks (``scaler.fleet.executor``), and the
 output is one ScaledObject per workload, a kustomization listing them, and
-``fleet.json`` with every workload's selection or the reason it has none. With ``--gpu-budget``
+``fleet.json`` with every workload's selection or the reason it has none (the workloads are read by
+``scaler.cli.fleetinput``). With ``--gpu-budget``
 (``scaler.cli.fleetbudget``) the tuned fleet is then replayed jointly within the budget by both rules
 (``scaler.fleet.budgeted``): a section of the table, ``fleet.json``'s ``budget`` and ``DIR/budget.md``.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import time
@@ -24,8 +24,10 @@ import numpy as np
 
 from .clitypes import FiniteRange
 from .fleetbudget import BUDGET_KEYS, budget_options
+from .fleetinput import fleet_workloads
 from ..spec import DEFAULTS, parse_duration
-from .options import fail, replay_settings, write_json
+from .options import fail, write_json
+from .worldopts import replay_settings
 from .replayflags import pool_flags
 
 FLEET_KEYS = ("by", "series_column", "out_dir", "ray_address", "gpus_per_replica", "shards") + BUDGET_KEYS
@@ -119,14 +121,14 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     bargs = fleetbudget.check(gpu_budget, budget_rule, value_per_request, fleet=bool(by or series_column),
                               pools_file=cluster.get("pools_file"))
     _check_arguments(trace, prometheus_url, report_dir, out_dir, by, series_column, shards, scaler_address)
-    # the same settings as `forescale tune` (options.replay_settings), ranked in the same world
+    # the same settings as `forescale tune` (worldopts.replay_settings), ranked in the same world
     settings = replay_settings(cold_start=cold_start, cold_start_from=cold_start_from, cluster=cluster,
                                calendar=calendar, qps_per_replica=qps_per_replica, buffer_seconds=buffer_seconds,
                                model=model, history_seconds=history, refit_seconds=refit, span_seconds=span,
                                hpa_tolerance=hpa_tolerance, min_replicas=min_replicas, max_replicas=max_replicas)
     cold = settings.cold_start_seconds
-    workloads, source, n_requests = _workloads(settings, trace, series_column, prometheus_url, query, by, prom_start,
-                                               prom_end, prom_step, progress)
+    workloads, source, n_requests = fleet_workloads(settings, trace, series_column, prometheus_url, query, by,
+                                                    prom_start, prom_end, prom_step, progress)
     min_history = parse_duration(DEFAULTS["minHistory"])
     grid = variants.Grid()
     ids = names(workloads)
@@ -138,8 +140,8 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
     try:
         done = executor.run(todo, cache=Cache(out_dir / ".cache"), ray_address=ray_address, workers=jobs,
                             progress=(lambda t: tick(1, len(todo))) if tick else None)
-    except FleetError as e:
-        fail(str(e))
+    except FleetError as err:
+        fail(str(err))
     finally:
         close()
     tuned = {t.key: t for t in done}
@@ -155,6 +157,7 @@ def run_fleet(*, trace, prometheus_url, query, prom_start, prom_end, prom_step, 
                    t.selection.message if t is not None and t.selection is not None else "not run")
             e.update(status="failed", reason=why)
         else:
+            assert t.result is not None  # a selection is made of a result
             md = render.metadata_for(t.selection.point, t.result, server_address=prometheus_url or _placeholder_server(),
                                      query=workload_query(query, w.key) if by else placeholder_query(w.key),
                                      scaler_address=scaler_address.replace("{shard}", str(shard(ns, name, shards))))
@@ -218,128 +221,10 @@ def _finish(doc: dict, out_dir: Path, json_path, rows, entries, tot: dict, files
         raise SystemExit(1)
 
 
-def _workloads(settings, trace, series_column, prometheus_url, query, by, prom_start, prom_end, prom_step, progress):
-    """The settings checked, and the fleet's workloads read: (workloads, source, range requests)."""
-    from ..fleet.workloads import FleetError
-    from ..replay import engine
-
-    try:
-        settings.validate()
-        if by:
-            workloads, source, n_requests = _from_prometheus(prometheus_url, query, by, prom_start, prom_end,
-                                                             prom_step, progress)
-        else:
-            workloads, source, n_requests = read_fleet_csv(trace, series_column), str(trace), 0
-    except (FleetError, engine.ReplayError) as e:
-        fail(str(e))
-    if not workloads:
-        fail(f"no workload in {source}: the query returned no series")
-    return workloads, source, n_requests
-
-
 def _placeholder_server() -> str:
     from ..scaledobject import PLACEHOLDER_SERVER
 
     return PLACEHOLDER_SERVER
-
-
-def _from_prometheus(url, query, by, start, end, step, progress):
-    """The fleet query's range, in windows under Prometheus' limits, split into workloads."""
-    from ..fleet.workloads import FleetError, fetch, parse_by
-    from ..prom import PromError, PrometheusClient
-    from ..spec import PrometheusTarget
-    from . import render, traces
-
-    labels = parse_by(by)
-    now = time.time()
-    try:
-        s, e = traces.parse_time(start, now=now), traces.parse_time(end, now=now)
-    except ValueError:
-        fail(f"--start/--end {start!r}/{end!r}: accepted are ISO-8601 times (naive = UTC), epoch seconds, now or "
-             f"now-DURATION")
-    if e <= s:
-        raise FleetError(f"--end must be after --start (got {s:g} .. {e:g} epoch s)")
-    s = e - np.floor((e - s) / step) * step  # on the grid that ends at --end
-    client = PrometheusClient(PrometheusTarget(url.rstrip("/"), timeout_seconds=60.0))
-    tick, close = render.progress_bar("fetch", progress, unit="range")
-    try:
-        workloads, n = fetch(client, query, labels, s, e, step, tick=tick)
-    except FleetError:
-        raise
-    except (PromError, ValueError) as err:  # unreachable, rejected, malformed samples
-        raise FleetError(f"Prometheus query {query!r} at {url}: {err}") from None
-    finally:
-        close()
-    return workloads, url, n
-
-
-def read_fleet_csv(path: Path, columns: str):
-    """``timestamp,<columns...>,count|qps`` rows -> workloads (``count``: requests per the file's interval)."""
-    from ..fleet.workloads import FleetError, from_columns, parse_by
-
-    from ..replay.engine import ReplayError
-    from .traces import text_file
-
-    cols = parse_by(columns, "--series-column")
-    form = f"a header timestamp,{','.join(cols)},count (or qps)"
-    try:  # the trace reader's byte sniffing: gzip, UTF-16, a byte that is not UTF-8 named with its line
-        with text_file(Path(path), f"a CSV with {form}, one row per timestamp and workload (optionally gzip'd)",
-                       "--series-column CSV") as src, open(src, newline="", encoding="utf-8-sig") as fh:
-            ts, ys, keys, value = _rows(fh, path, cols, form)
-    except ReplayError as e:
-        raise FleetError(str(e)) from None
-    if len(ts) < 2:
-        raise FleetError(f"{path}: {len(ts)} data row(s); expected {form}")
-    t = np.asarray(ts)
-    steps = []
-    for k in set(keys):
-        tk = np.sort(t[[i for i, kk in enumerate(keys) if kk == k]])
-        d = np.diff(tk)
-        d = d[d > 0]
-        if d.size:
-            steps.append(float(np.median(d)))
-    if not steps:
-        raise FleetError(f"{path}: every workload has a single timestamp; expected {form}")
-    step = min(steps)
-    y = np.asarray(ys, dtype=float)
-    if value == "count":
-        y = y / step
-    return from_columns(t, y, keys, step)
-
-
-def _rows(fh, path, cols: list[str], form: str) -> tuple[list, list, list, str]:
-    """(timestamps, values, workload keys, "count" or "qps") of a fleet CSV's rows; FleetError naming the line."""
-    from ..fleet.workloads import FleetError
-
-    reader = csv.DictReader(fh)
-    head = [h.strip().lower() for h in (reader.fieldnames or [])]
-    missing = [c for c in ("timestamp", *[c.lower() for c in cols]) if c not in head]
-    value = "count" if "count" in head else "qps" if "qps" in head else None
-    if missing or value is None:
-        raise FleetError(f"{path}: header {reader.fieldnames!r} lacks {', '.join(missing or ['count or qps'])}; "
-                         f"expected {form}")
-    real = {h.strip().lower(): h for h in reader.fieldnames or []}
-    ts, ys, keys = [], [], []
-    for lineno, rowd in enumerate(reader, start=2):
-        raw_t, raw_v = (rowd.get(real["timestamp"]) or "").strip(), (rowd.get(real[value]) or "").strip()
-        try:
-            ts.append(_epoch(raw_t))
-            ys.append(float(raw_v) if raw_v else float("nan"))
-        except ValueError:
-            raise FleetError(f"{path}: line {lineno}: timestamp {raw_t!r} or {value} {raw_v!r} is not readable; "
-                             f"expected {form} (ISO-8601 or epoch seconds; a number or empty)") from None
-        keys.append(tuple((c, (rowd.get(real[c.lower()]) or "").strip()) for c in cols))
-    return ts, ys, keys, value
-
-
-def _epoch(text: str) -> float:
-    from datetime import datetime, timezone
-
-    try:
-        return float(text)
-    except ValueError:
-        d = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def scaled_object(t, md: dict, namespace: str, name: str, min_replicas: int, max_replicas: int, *,

@@ -1,4 +1,5 @@
-"""What the verbs print and write: the backtest table and JSON contract, the frontier, trigger metadata, progress.
+"""What the verbs print and write: the backtest table and JSON contract, the frontier, trigger metadata, progress;
+what the world options add (and ``--advise``) is ``render_world``.
 
 The JSON contract is documented in the README ("The JSON contract").
 """
@@ -18,11 +19,9 @@ from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families
 from ..replay.families import Family as F
-from ..scaledobject import (AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY,
-                           PLACEHOLDER_SERVER, POLLING_SECONDS, scaled_object)
+from ..scaledobject import AUTHENTICATION_REF, DEFAULT_SCALER_ADDRESS, POLLING_SECONDS, scaled_object
 from ..spec import DEFAULTS, ScalerSpec, format_duration, parse_duration, parse_metadata
 from .calendarout import calendar_json, holiday_lines
-from .pools import format_pools, pools_settings
 from .replayflags import world_flags
 from .serveraddr import without_credentials
 
@@ -33,7 +32,7 @@ COLORS = {"reactive": "#d62728", "linear_trend": "#9467bd", "predictive": "#1f77
           "aws_like": "#bcbd22", "mimir_like": "#aec7e8"}
 
 
-def _num(x: float) -> float | None:
+def json_float(x: float) -> float | None:
     """JSON-safe float (NaN/Inf -> null)."""
     return float(x) if x is not None and math.isfinite(x) else None
 
@@ -45,8 +44,8 @@ def to_json(r: Result) -> dict:
     pols = {}
     for name, p in r.policies.items():
         d = p.outcome.as_dict()
-        d["cost_ratio"] = _num(p.outcome.replica_hours / oh) if oh else None
-        d["cold_start_request_fraction"] = (_num(p.outcome.cold_start_requests / p.outcome.requests)
+        d["cost_ratio"] = json_float(p.outcome.replica_hours / oh) if oh else None
+        d["cold_start_request_fraction"] = (json_float(p.outcome.cold_start_requests / p.outcome.requests)
                                             if p.outcome.requests else 0.0)
         d["note"] = p.note
         if p.reasons:
@@ -54,9 +53,9 @@ def to_json(r: Result) -> dict:
         pols[name] = d
     fc = {}
     for m, mr in r.models.items():
-        fc[m] = {k: (_num(v) if isinstance(v, float) else v) for k, v in mr.scores.items() if k != "days"}
+        fc[m] = {k: (json_float(v) if isinstance(v, float) else v) for k, v in mr.scores.items() if k != "days"}
         if "days" in mr.scores:  # --holidays/--events: the accuracy on ordinary days and on holidays/events
-            fc[m]["days"] = {part: {k: (_num(v) if isinstance(v, float) else v) for k, v in sc.items()}
+            fc[m]["days"] = {part: {k: (json_float(v) if isinstance(v, float) else v) for k, v in sc.items()}
                              for part, sc in mr.scores["days"].items()}
         fc[m]["fits"] = mr.fits
         if mr.failures:
@@ -145,17 +144,17 @@ def format_table(r: Result) -> str:
     lines += [head2, "-" * len(head2)]
     for m, mr in r.models.items():
         sc = mr.scores
-        lines.append(f"{m:<16}{_f(sc['mase'], 8, 3)}{_f(sc['wape'], 8, 3)}{_f(sc['pinball'], 10, 2)}"
-                     f"{_f(sc['coverage'], 10, 3)}{mr.fits:>6d}")
+        lines.append(f"{m:<16}{column(sc['mase'], 8, 3)}{column(sc['wape'], 8, 3)}{column(sc['pinball'], 10, 2)}"
+                     f"{column(sc['coverage'], 10, 3)}{mr.fits:>6d}")
         for part, ps in sc.get("days", {}).items():
-            lines.append(f"{'  ' + part.replace('_or_', '/'):<16}{_f(ps['mase'], 8, 3)}{_f(ps['wape'], 8, 3)}"
-                         f"{_f(ps['pinball'], 10, 2)}{_f(ps['coverage'], 10, 3)}{'':>6}")
+            lines.append(f"{'  ' + part.replace('_or_', '/'):<16}{column(ps['mase'], 8, 3)}{column(ps['wape'], 8, 3)}"
+                         f"{column(ps['pinball'], 10, 2)}{column(ps['coverage'], 10, 3)}{'':>6}")
     lines.append(f"(coverage: share of actuals at or below the q{s.quantile:g} forecast; MASE scaled by the "
                  f"in-sample seasonal-naive error)")
     return "\n".join(lines + holiday_lines(r))
 
 
-def _f(x: float, w: int, d: int) -> str:
+def column(x: float, w: int, d: int) -> str:
     """``x`` in a column of width ``w`` with ``d`` decimals; one too large for it in 3 significant digits (a
     column never grows with the value: a 600-digit WAPE once did); None, NaN and Inf as ``-``."""
     if x is None or not math.isfinite(x):
@@ -342,141 +341,6 @@ def progress_bar(desc: str, enabled: bool | None, unit: str = "fit"):
             bar.close()
 
     return progress, close
-
-
-# --------------------------------------------------------------------------- the replay's world (only when asked:
-# without a cluster, queue or scenario option nothing below is printed or written)
-
-
-def add_world_json(r: Result, doc: dict) -> None:
-    """Per policy: gpu_node_hours, p95_latency_seconds, timed_out_fraction...; settings.world; scenario_checks."""
-    W = r.settings.world
-    if not W.active:
-        return
-    for name, p in r.policies.items():
-        doc["policies"][name].update({k: _num(v) if isinstance(v, float) else v for k, v in p.world.items()})
-    ph = W.phases
-    doc["settings"]["world"] = {
-        "phases_seconds": None if ph is None else {"scheduling": ph.scheduling, "image_pull": ph.image_pull,
-                                                   "container_start": ph.container_start, "pod": ph.pod},
-        "prepull": W.prepull,
-        "pool": None if W.pool is None else {"gpus_per_node": W.pool.gpus_per_node, "max_nodes": W.pool.max_nodes,
-                                             "node_provision_seconds": W.pool.provision_seconds,
-                                             "node_idle_seconds": W.pool.idle_seconds},
-        "pools": pools_settings(W),
-        "overprovision_gpus": W.overprovision_gpus,
-        "service_seconds": W.service_seconds,
-        "timeout_seconds": W.timeout_seconds,
-        "p95_target_seconds": W.p95_target_seconds,
-        "scenarios": list(W.scenarios),
-    }
-    if W.scenarios:
-        doc["scenario_checks"] = [dict(c) for c in r.checks]
-
-
-def format_world(r: Result) -> str:
-    """The cluster and latency per policy, and the scenario checks ("" when no world option was given)."""
-    W = r.settings.world
-    if not W.active:
-        return ""
-    ph = W.phases
-    lines = []
-    if ph is not None:
-        lines.append(f"cold start  scheduling {ph.scheduling:g}s + image pull {ph.image_pull:g}s"
-                     f"{' (pre-pulled: skipped)' if W.prepull else ' (only on nodes without the image)'} + container "
-                     f"{ph.container_start:g}s + load and warm-up {ph.pod:g}s")
-    if W.pool is not None:
-        lines.append(f"node pool   {W.pool.gpus_per_node} GPUs per node, <= {W.pool.max_nodes} nodes, new node up "
-                     f"{W.pool.provision_seconds:g}s after a Pending pod, removed after {W.pool.idle_seconds:g}s empty"
-                     + (f", {W.overprovision_gpus} placeholder GPUs" if W.overprovision_gpus else ""))
-    if W.latency_on:
-        lines.append(f"latency     FIFO queue, service {W.service_seconds or 0:g}s per request"
-                     + (f", timeout {W.timeout_seconds:g}s" if W.timeout_seconds is not None else ", no timeout"))
-    head = f"{'policy':<13}{'missed %':>9}{'replica-h':>11}{'gpu-node-h':>11}{'peak nodes':>11}" \
-           f"{'p50 s':>8}{'p95 s':>8}{'p99 s':>8}{'timed out %':>13}"
-    lines += ["", head, "-" * len(head)]
-    for name, p in r.policies.items():
-        w = p.world
-        lines.append(f"{name:<13}{100 * p.outcome.underprovisioned_fraction:>9.3f}{p.outcome.replica_hours:>11.1f}"
-                     f"{_f(w.get('gpu_node_hours', math.nan), 11, 1)}{w.get('peak_nodes', '-'):>11}"
-                     f"{_f(w.get('p50_latency_seconds', math.nan), 8, 2)}{_f(w.get('p95_latency_seconds', math.nan), 8, 2)}"
-                     f"{_f(w.get('p99_latency_seconds', math.nan), 8, 2)}"
-                     f"{_f(100 * w.get('timed_out_fraction', math.nan), 13, 3)}")
-    lines += format_pools(r)
-    if r.checks:
-        lines += ["", f"{'policy':<13}{'check':<58}{'value s':>9}{'limit s':>9}  passed", "-" * 96]
-        for c in r.checks:
-            v = "never" if c["value_seconds"] is None else f"{c['value_seconds']:g}"
-            lines.append(f"{c['policy']:<13}{c['check'][:57]:<58}{v:>9}{c['limit_seconds']:>9g}  "
-                         f"{'yes' if c['passed'] else 'NO'}")
-        lines.append("(scale-out: from the load change until ready capacity covers it for 5 min, negative = ready "
-                     "before it; recovery: from a kill until demand is covered again)")
-    return "\n".join(lines)
-
-
-def advice_manifest(o, r: Result, *, server_address: str | None = None, query: str | None = None,
-                    name: str | None = None) -> dict | None:
-    """The ScaledObject that runs an advice option as it was replayed (``advice.Deploy``): a forescale trigger
-    through the family table, or KEDA cron windows; None for an option without one."""
-    d = o.deploy
-    if d is None:
-        return None
-    name = name or PLACEHOLDER_NAME
-    if d.variant is not None:
-        md = families.metadata(d.variant, base_spec(r, server_address=server_address or PLACEHOLDER_SERVER,
-                                                    query=query or PLACEHOLDER_QUERY),
-                               tolerance=r.tolerance, extra=dict(d.extra))
-        md = {"scalerAddress": DEFAULT_SCALER_ADDRESS, **md}
-        return with_mtls(scaled_object(md, name=name, min_replicas=d.min_replicas,
-                                                max_replicas=d.max_replicas, tolerance=r.tolerance,
-                                                replay=world_flags(r)))
-    doc = scaled_object({}, name=name, min_replicas=d.min_replicas, max_replicas=d.max_replicas,
-                                 tolerance=r.tolerance, replay=world_flags(r))
-    doc["spec"]["triggers"] = [{"type": "cron", "metadata": {"timezone": "Etc/UTC", "start": a, "end": b,
-                                                             "desiredReplicas": str(n)}} for a, b, n in d.cron]
-    return doc
-
-
-def format_advice(adv, r: Result | None = None, *, server_address: str | None = None,
-                  query: str | None = None) -> str:
-    """``backtest --advise``: the ranking (each option at its searched knobs), the paragraph, and the YAML of
-    the pick and of the runner-up (with ``r``)."""
-    from .serveraddr import server_notes
-
-    head = f"{'':2}{'option':<24}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
-    lines = ["", f"cost advice (SLO: {adv.slo})", head, "-" * len(head)]
-    for o in adv.options:
-        mark = ">" if o is adv.pick else " "
-        p95 = "-" if o.p95 is None else f"{o.p95:.2f}"
-        lines.append(f"{mark:<2}{o.policy:<24}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
-                     f"{'yes' if o.meets else 'no':<6}{o.detail}")
-    lines += ["", adv.paragraph]
-    if r is not None:
-        ru = adv.runner_up if adv.pick is not None else None
-        for what, o in (("pick", adv.pick), ("runner-up", ru)):
-            doc = None if o is None else advice_manifest(o, r, server_address=server_address, query=query)
-            if doc is None:
-                continue
-            notes = server_notes(server_address) if server_address else dict(PLACEHOLDER_NOTES)
-            lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {o.cost:.1f} {adv.unit}, "
-                                              f"missed {100 * o.miss:.3f} %" +
-                                              ("" if o.p95 is None else f", P95 {o.p95:.3g} s"),
-                                              "replace my-model with your Deployment's name"],
-                                        notes=notes).rstrip("\n")]
-    return "\n".join(lines)
-
-
-def advice_json(adv, r: Result | None = None, *, server_address: str | None = None, query: str | None = None) -> dict:
-    def manifest(o):
-        return None if (o is None or r is None) else advice_manifest(o, r, server_address=server_address, query=query)
-
-    return {"unit": adv.unit, "slo": adv.slo, "pick": adv.pick.policy if adv.pick else None,
-            "runner_up": adv.runner_up.policy if adv.runner_up else None,
-            "options": [{"policy": o.policy, "cost": o.cost, "underprovisioned_fraction": o.miss,
-                         "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
-                         "detail": o.detail, "configurations_tried": o.tried, "manifest": manifest(o)}
-                        for o in adv.options],
-            "paragraph": adv.paragraph}
 
 
 def pool(x: np.ndarray, k: int, how: str) -> np.ndarray:

@@ -40,7 +40,7 @@ def _iso(t: np.ndarray) -> list[str]:
     return [str(x) for x in (np.asarray(t, dtype="float64") * 1e3).astype("datetime64[ms]")]
 
 
-HOLIDAY_COLOR, EVENT_COLOR = "#ff7f0e", "#2ca02c"  # as forecast.png's shading (report._mark_calendar)
+HOLIDAY_COLOR, EVENT_COLOR = "#ff7f0e", "#2ca02c"  # as forecast.png's shading (report_plots' calendar shading)
 
 
 def calendar_periods(r: Result) -> list[tuple[float, float, str, str]]:

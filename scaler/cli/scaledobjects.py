@@ -51,7 +51,8 @@ def scaledobject_options(f):
 def load_plans(files: tuple[str, ...]) -> list:
     """The ScaledObjects of the files as ``manifest.Plan``s; exits 2 naming the file, document and field."""
     from ..manifest_yaml import YamlError, load_all
-    from ..replay.manifest import ManifestError, plans
+    from ..replay.manifest import plans
+    from ..replay.manifestfields import ManifestError
 
     docs = []
     for name in files:
@@ -173,7 +174,8 @@ def resolve_events(plans: list, items: tuple[str, ...], run_events: tuple | None
     """Each forescale trigger that sets ``eventsFile`` with its events, read from (first that applies)
     ``--events-map PATH=FILE``, the run's ``--events`` (``run_events``), or PATH itself when it is a file here;
     else exit 2 naming the field and what is accepted. A floor above maxReplicaCount x qpsPerReplica exits 2."""
-    from forecaster.calendar import CalendarError, check_floors, load_events
+    from forecaster.calendar import CalendarError
+    from forecaster.eventsfile import check_floors, load_events
 
     from ..replay.manifest import with_events
 

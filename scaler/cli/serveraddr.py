@@ -1,6 +1,6 @@
 """The serverAddress a printed ScaledObject carries (tune, the fleet, ``backtest --advise``): the ``--prometheus`` URL
-without its user:password, which the scaler refuses in metadata (``spec._server_address``), and the note that says
-where credentials go instead (docs/serving.md, Credentials)."""
+without its user:password, which the scaler refuses in metadata (``specvalues.parse_server_address``), and the
+note that says where credentials go instead (docs/serving.md, Credentials)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..policy import MILLI_MAX
+from ..deadband import MILLI_MAX
 from ..replay.engine import ReplayError, Trace
 from ..replay.scenario import MAX_RATE_RANGE
 from ..spec import parse_duration
@@ -24,7 +24,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "worldcup98"
 BUNDLED_TRACE = BUNDLED_DIR / "per_minute.csv.gz"
 
 
-MAX_RATE = MILLI_MAX / 1000.0  # req/s: KEDA's milli-quantities (policy.to_milli) are exact below it (~1.1e12)
+MAX_RATE = MILLI_MAX / 1000.0  # req/s: KEDA's milli-quantities (deadband.to_milli) are exact below it (~1.1e12)
 
 
 def check_values(series, where: str) -> None:
@@ -59,9 +59,9 @@ MIN_SPAN_SECONDS = 3600.0  # the shortest simulated span worth a table
 
 
 def load_csv(path: str | os.PathLike, *, name: str | None = None, step: float | None = None) -> Trace:
-    """A trace CSV (``timestamp,count`` or ``timestamp,qps``; ``.gz`` too) via ``forecaster.series.from_csv``,
+    """A trace CSV (``timestamp,count`` or ``timestamp,qps``; ``.gz`` too) via ``forecaster.tracecsv.from_csv``,
     mean-resampled to ``step`` (the server's resolution) when the file is finer; a coarser file keeps its own."""
-    from forecaster.series import from_csv
+    from forecaster.tracecsv import from_csv
 
     p = Path(path)
     label = name or re.sub(r"\.csv$", "", p.name[:-3] if p.name.endswith(".gz") else p.name)
@@ -114,7 +114,7 @@ def token_columns(path: Path, series) -> tuple | None:
     """
     import csv
 
-    from forecaster.series import from_csv
+    from forecaster.tracecsv import from_csv
 
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
         header = [h.strip().lower() for h in next(csv.reader(fh), None) or []]

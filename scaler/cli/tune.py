@@ -22,9 +22,10 @@ from ..scaledobject import (AUTHENTICATION_NOTE, DEFAULT_SCALER_ADDRESS, PASTE_N
 from ..spec import DEFAULTS, MODELS
 from .fleet import fleet_options
 from .tokenopts import capacity_options, capacity_trigger_keys
-from .options import (Duration, calendar_options, check_outputs, cluster_options, fail, hpa_options, load_trace,
-                      model_option, replay_settings, replica_options, require_length, source_options, target_options,
-                      to_stdout, write_json, write_text)
+from .options import (Duration, calendar_options, check_outputs, fail, hpa_options, load_trace, model_option,
+                      replica_options, require_length, source_options, target_options, to_stdout, write_json,
+                      write_text)
+from .worldopts import cluster_options, replay_settings
 from .replayflags import pool_flags
 
 

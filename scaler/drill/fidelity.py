@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..policy import to_milli
+from ..deadband import to_milli
 from ..replay.hpa import EPS, ScalingPolicy, ScalingRules, window_ticks
 from ..replay.hpaloop import hpa_sync
 from ..replay.keda import rules_arrays

@@ -18,7 +18,8 @@ See README.md in this package.
 
 Modules: ``runner`` (the timed cold start, phase by phase), ``plan`` (what it runs, resolved first), ``config``
 (settings), ``builtin`` (the built-in transformer), ``weights`` (weights files), ``transfer`` (host -> device),
-``pagecache``, ``inputs`` (warm-up inputs), ``completions`` (the inference endpoint), ``server`` (health and metrics endpoints), ``metrics``,
+``pagecache``, ``inputs`` (warm-up inputs), ``inference`` (the first request, the warm-up, the figures after
+readiness), ``completions`` (the inference endpoint), ``server`` (health and metrics endpoints), ``metrics``,
 ``report`` and ``facts`` (the report), ``errors``, ``cli`` (``forescale probe``), ``watch`` (``probe --watch``),
 ``exits`` (how the command ends and writes its report).
 """

@@ -8,8 +8,9 @@ Clocks: every phase is timed with ``time.perf_counter``; on CUDA the device is
 synchronised before a timer stops, so queued kernels and copies are inside the
 phase that issued them.
 
-Validation (the :class:`~scaler.probe.plan.Plan`) and module assembly live in ``plan``; the
-report's assembly and device facts in ``facts``.
+Validation (the :class:`~scaler.probe.plan.Plan`) and module assembly live in ``plan``; the inference phases
+(the first request, the warm-up, the figures after readiness) in ``inference``; the report's assembly and device
+facts in ``facts``.
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import inputs as inputs_mod
-from . import pagecache, transfer, weights
+from . import pagecache, weights
 from .config import ProbeConfig
 from .errors import ProbeError
-from .facts import build_report, device_facts as describe_device, steady_facts
+from .facts import build_report, device_facts as describe_device
+from .inference import Inference, after_ready, warm_up
 from .metrics import ProbeMetrics
 from .plan import Plan, assemble, build_plan, main_dtype
-from .report import SCHEMA, format_table, host_facts, now_iso, t_cold, throughput
+from .report import SCHEMA, format_table, host_facts, now_iso, t_cold
 
 log = logging.getLogger("forescale.probe")
-H2D_SAMPLE_MAX = 1 << 30
 _IMPORT_SNIPPET = ("import time, json\nt = time.perf_counter()\nimport torch\n"
                    "print(json.dumps({'seconds': time.perf_counter() - t, 'torch': torch.__version__}))\n")
 
@@ -295,34 +296,8 @@ class Probe:
         shallow_tokens = min(w.shallow_tokens, cap) if cap else w.shallow_tokens
         request = torch.tensor([inputs_mod.synthetic(req_tokens, plan.vocab_size, seed=1)], dtype=torch.long)
 
-        def infer(ids, stream=None) -> None:
-            with torch.inference_mode():
-                if stream is None:
-                    model(ids.to(device))
-                    sync()
-                else:  # concurrent requests on CUDA: one stream each
-                    with torch.cuda.stream(stream):
-                        model(ids.to(device))
-                    stream.synchronize()
-
-        def user_call(fn: Callable[[], None]) -> None:
-            try:
-                fn()
-            except ProbeError:
-                raise
-            except torch.OutOfMemoryError as exc:
-                raise ProbeError(f"out of memory on {device} running {plan.label} ({exc}); accepted: a smaller "
-                                 "model, --dtype float16/bfloat16, or fewer tokens (--request-tokens, "
-                                 "--max-input-tokens)", param="--device")
-            except Exception as exc:
-                if self.config.model.builtin:
-                    raise
-                raise ProbeError(f"--module {plan.label}: forward(input_ids) failed ({type(exc).__name__}: {exc}); "
-                                 "accepted: a module whose forward takes a LongTensor of token ids shaped "
-                                 "[batch, tokens]", param="--module")
-
-        first_seconds = self._warm_up(torch, plan, request, req_tokens, shallow_tokens, infer, user_call, sync,
-                                      is_cuda, device)
+        run = Inference(torch, model, plan, device, sync, self.config.model.builtin)
+        first_seconds = warm_up(run, self._timed, w, request, req_tokens, shallow_tokens)
 
         model_facts = dict(plan.model_facts, parameters=params, dtype=module_dtype, weights_tensor_bytes=nbytes,
                            tensors=len(found))
@@ -348,50 +323,14 @@ class Probe:
 
         # After readiness (not part of T_cold): steady-state timing and comparison figures. A failure here must
         # not undo readiness.
-        def steady() -> list[float]:
-            latencies = []
-            for _ in range(w.steady_requests):
-                t0 = time.perf_counter()
-                user_call(lambda: infer(request))
-                latencies.append(time.perf_counter() - t0)
-            return latencies
-
         try:
-            self._after_ready(torch, plan, device, nbytes, report, steady)
+            after_ready(run, nbytes, report, self.config.load, lambda: run.steady(request, w.steady_requests),
+                        self.metrics.publish_report)
         except Exception as exc:
             log.warning("probe: comparison figures after readiness failed: %s", exc)
             report["after_ready_error"] = f"{type(exc).__name__}: {exc}"
         report["finished_at"] = now_iso()
         self.metrics.publish_report(report)
-
-    def _warm_up(self, torch, plan: Plan, request, req_tokens: int, shallow_tokens: int, infer, user_call,
-                 sync: Callable[[], None], is_cuda: bool, device) -> float:
-        """first_inference, then the tiered warm-up (shallow, deep, concurrent); the first request's seconds."""
-        w = self.config.warmup
-        with self._timed("first_inference", sync) as d:
-            t0 = time.perf_counter()
-            user_call(lambda: infer(request))
-            first_seconds = time.perf_counter() - t0
-            d["tokens"] = req_tokens
-
-        with self._timed("warmup_shallow", sync) as d:
-            for i in range(w.shallow_requests):
-                ids = torch.tensor([inputs_mod.synthetic(shallow_tokens, plan.vocab_size, seed=100 + i)])
-                user_call(lambda: infer(ids))
-            d.update(requests=w.shallow_requests, tokens=shallow_tokens)
-
-        with self._timed("warmup_deep", sync) as d:
-            if w.delay_seconds:
-                time.sleep(w.delay_seconds)
-            for req in plan.deep.requests:
-                ids = torch.tensor([req], dtype=torch.long)
-                user_call(lambda: infer(ids))
-            d.update(plan.deep.describe())
-
-        with self._timed("warmup_concurrent", sync) as d:
-            self._concurrent(torch, infer, user_call, w.concurrency, req_tokens, plan.vocab_size, is_cuda, device)
-            d.update(threads=w.concurrency, tokens=req_tokens)
-        return first_seconds
 
     def _runtime_import(self) -> None:
         """runtime_import: a fresh interpreter starting and importing torch."""
@@ -448,49 +387,3 @@ class Probe:
             d["tensors"] = len(host)
         del host
         return eviction, found, nbytes, module_dtype, model
-
-    def _concurrent(self, torch, infer, user_call, n: int, tokens: int, vocab: int, is_cuda: bool, device) -> None:
-        barrier = threading.Barrier(n)
-        errors: list[BaseException] = []
-        streams = [torch.cuda.Stream(device) if is_cuda else None for _ in range(n)]
-
-        def worker(i: int) -> None:
-            ids = torch.tensor([inputs_mod.synthetic(tokens, vocab, seed=200 + i)])
-            try:
-                barrier.wait(timeout=60)
-                user_call(lambda: infer(ids, streams[i]))
-            except BaseException as exc:  # re-raised in the probe thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker, args=(i,), name=f"forescale-probe-c{i}") for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-
-    def _after_ready(self, torch, plan: Plan, device, nbytes: int, report: dict,
-                     steady: Callable[[], list[float]]) -> None:
-        inf = report["inference"]
-        inf["steady"] = steady_facts(steady())
-        p50 = inf["steady"]["p50_seconds"]
-        inf["first_request_penalty"] = inf["first_seconds"] / p50 if p50 > 0 else None
-        self.metrics.publish_report(report)
-        tp = report["throughput"]
-        if device.type == "cuda":
-            sample = max(16 << 20, min(nbytes, H2D_SAMPLE_MAX))
-            tp["h2d"] = transfer.h2d_bandwidth(device, sample)
-            torch.cuda.empty_cache()
-        if self.config.load.raw_read:
-            ev = pagecache.evict(plan.info.path, requested=self.config.load.evict)
-            t0 = time.perf_counter()
-            n = weights.raw_read(plan.info.path)
-            tp["raw_read"] = throughput(n, time.perf_counter() - t0)
-            tp["load_vs_raw_ratio"] = tp["weights_read"]["bytes_per_second"] / tp["raw_read"]["bytes_per_second"]
-            pc = report["page_cache"]
-            pc["raw_read"] = ev.as_dict()
-            first = pc["weights_read"]
-            pc["comparable"] = bool(first["evicted"] and ev.evicted) or (
-                first["resident_before"] is not None and ev.resident_before is not None
-                and min(first["resident_before"], ev.resident_before) >= 0.98)

@@ -16,9 +16,11 @@ KEDA and the HPA:
 
 * ``scenario``   demand and its Prometheus view on 15 s ticks; ``Timeline`` -> ``Outcome`` (misses, cost);
                  ``tokenload``: a trace with shape judged on the binding load of requests and tokens
-* ``hpa``        the HPA's settings and rules (numba-compiled); ``hpaloop``: the compiled loop composing them
+* ``hpa``        the HPA's settings and ticks; ``hparules``: its rules (numba-compiled); ``hpaloop``: the compiled
+                 loop composing them
 * ``keda``       KEDA's layer: several metrics, activation, fallback, idle replicas; ``run_hpa`` (one metric)
-* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``)
+* ``manifest``   a ScaledObject parsed and checked field by field -> ``Plan`` (its formula: ``scaler.formula``);
+                 ``manifesttrigger``: one trigger of it; ``manifestfields``: the field readers, ``ManifestError``
 * ``triggers``   a Plan's triggers (forescale, prometheus, cron) at each of KEDA's calls, composed, replayed
 * ``selfwatch``  the server's drift response over a sequence of answers (triggers and ``drift`` use it)
 * ``fleetloop``  a fleet replayed jointly under a GPU budget, tick by tick (``scaler.budget``'s arbitration of the

@@ -33,8 +33,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import feedback
+from ..deadband import to_milli
 from ..learned import Learned
-from ..policy import REASONS, PolicyParams, Reason, decide_array, to_milli
+from ..policy import REASONS, PolicyParams, Reason, decide_array
 from . import llm
 from .llm import LoopSettings
 from .policies import finishing

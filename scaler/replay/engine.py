@@ -35,8 +35,8 @@ import numpy as np
 from forecaster.base import Series
 
 from ..misstarget import MissTarget, as_target
+from ..deadband import target_refusal
 from ..feedback import Targets
-from ..policy import target_refusal
 from ..spec import DEFAULTS, LeadTime
 from .fitcache import FitCache
 from .execution import Job, Work, execute

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..policy import to_milli
+from ..deadband import to_milli
 from .hpa import Hpa, every_ticks
 from .hpaloop import hpa_sync, keda_poll, numba_target, scale_pods
 from .keda import behavior_args, milli_values, steady_start

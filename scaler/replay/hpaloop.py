@@ -1,4 +1,4 @@
-"""The sequential KEDA + HPA loop over the ticks, compiled: the HPA's rules (``hpa``) composed per sync.
+"""The sequential KEDA + HPA loop over the ticks, compiled: the HPA's rules (``hparules``) composed per sync.
 
 Everything arrives as arrays and numbers (``keda.replay`` prepares them), so
 numba compiles the whole loop; the only state is the live pods (a stack of
@@ -29,19 +29,19 @@ import math
 from pathlib import Path
 
 import numpy as np
-from .hpa import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
-                  scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
+from .hparules import (clamp, compiled, legacy_limit, legacy_stabilize, period_start_events, recommend,
+                       scale_down_rate_limit, scale_up_rate_limit, stabilize_records)
 
 
 def _drop_stale_cache() -> None:
-    """numba's disk cache of this module's functions holds the rules of ``hpa`` compiled into them, and numba
-    checks only this file's own stamp: a change to ``hpa.py`` alone would leave the loop running the old rules
-    (seen during the drill's Percent fix). So this module's cache files go when ``hpa.py`` changed since they
+    """numba's disk cache of this module's functions holds the rules of ``hparules`` compiled into them, and numba
+    checks only this file's own stamp: a change to ``hparules.py`` alone would leave the loop running the old rules
+    (seen during the drill's Percent fix). So this module's cache files go when ``hparules.py`` changed since they
     were written (a digest kept beside them). Best effort: an unwritable place changes nothing."""
     here = Path(__file__).resolve()
     cache = here.parent / "__pycache__"
     try:
-        digest = hashlib.sha256((here.parent / "hpa.py").read_bytes()).hexdigest()
+        digest = hashlib.sha256((here.parent / "hparules.py").read_bytes()).hexdigest()
         stamp = cache / "hpaloop.rules-digest"
         if stamp.exists() and stamp.read_text() == digest:
             return

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..policy import to_milli, to_milli_array
+from ..deadband import to_milli, to_milli_array
 from .hpa import PERCENT, PODS, SELECT, Hpa, ScalingRules, every_ticks, value_at_polls, value_ticks, window_ticks
 from .hpaloop import loop_state, numba_target, run_loop, run_span
 from .scenario import EPS, Scenario, Timeline
@@ -61,7 +61,7 @@ class Fallback:
 
 
 def milli_values(values: np.ndarray, milli: bool) -> np.ndarray:
-    """The values as the HPA reads them: KEDA's milli-quantities (``policy.to_milli_array``), or as they are;
+    """The values as the HPA reads them: KEDA's milli-quantities (``deadband.to_milli_array``), or as they are;
     NaN stays NaN."""
     v = np.asarray(values, dtype=np.float64)
     if not milli:

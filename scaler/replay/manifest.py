@@ -7,27 +7,29 @@ ScaledObject; ``engine.run(..., scaled_objects=plans)`` replays them next to
 the policy families. Every field the replay honours is listed in ``SPEC``;
 any other field is a ``ManifestError`` naming the field and the document, never ignored.
 
-Triggers: ``external`` (forescale's scaler: its metadata through
+Triggers (``scaler.replay.manifesttrigger``): ``external`` (forescale's scaler: its metadata through
 ``spec.parse_metadata``, the server's parser), ``prometheus`` (``threshold``,
 ``activationThreshold``; its series is given to the replay by trigger name)
-and ``cron`` (``timezone``, ``start``, ``end``, ``desiredReplicas``).
+and ``cron`` (``timezone``, ``start``, ``end``, ``desiredReplicas``). The field
+readers and ``ManifestError``: ``scaler.replay.manifestfields``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..policy import KUBERNETES_TOLERANCE
+from ..deadband import KUBERNETES_TOLERANCE
 # KEDA's and Kubernetes' defaults for what a ScaledObject leaves out: the core's, which the writer uses too
 from ..scaledobject import (COOLDOWN_SECONDS, DOWN_DEFAULT, DOWN_WINDOW_SECONDS, MAX_REPLICAS, METRIC_TYPES,
                            MIN_REPLICAS, POLLING_SECONDS, REPLAY_ANNOTATION, SELECT_DEFAULT, UP_DEFAULT,
                            UP_WINDOW_SECONDS)
-from ..spec import MetadataError, ScalerSpec, parse_metadata
 from .. import formula, kedacheck
+from ..kedaschema import pruned
 from .hpa import Hpa, ScalingPolicy, ScalingRules
 from .keda import FALLBACK_BEHAVIORS, Fallback
+from .manifestfields import ManifestError, known, mapping, number, whole
+from .manifesttrigger import Trigger, parse_trigger
 
 # the fields the replay honours or that cannot change what it computes (identity, naming, ownership)
 SPEC = {"scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "minReplicaCount",
@@ -35,38 +37,6 @@ SPEC = {"scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownP
 ADVANCED = {"horizontalPodAutoscalerConfig", "scalingModifiers", "restoreToOriginalReplicaCount"}
 HPA_CONFIG = {"behavior", "name"}
 RULES = {"stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance"}
-TRIGGER = {"type", "name", "metricType", "metadata", "authenticationRef", "useCachedMetrics"}
-PROMETHEUS_KEYS = {"serverAddress", "query", "threshold", "activationThreshold", "ignoreNullValues", "namespace",
-                   "unsafeSsl", "timeout", "queryParameters", "customHeaders", "authModes", "metricName"}
-CRON_KEYS = {"timezone", "start", "end", "desiredReplicas"}
-TRIGGER_TYPES = ("external (forescale)", "prometheus", "cron")
-
-
-class ManifestError(ValueError):
-    """A manifest the replay cannot run as KEDA would: names the document, the field and what is accepted."""
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """One trigger as the replay evaluates it."""
-
-    kind: str  # forescale | prometheus | cron
-    name: str  # its ``name`` or ``trigger<i>``
-    where: str  # spec.triggers[i]
-    per_pod: bool  # metricType AverageValue (else Value)
-    target: float  # the HPA target: qpsPerReplica, threshold, 1 (cron)
-    activation: float  # IsActive = value > activation
-    spec: ScalerSpec | None = None  # forescale
-    ignore_null: bool = True  # prometheus: an empty result is 0 (else a failed poll)
-    query: str = ""  # prometheus: its PromQL (fetched from --prometheus when no series is given)
-    timezone: str = "Etc/UTC"  # cron
-    start: str = ""
-    end: str = ""
-    desired: int = 1
-    events: tuple = ()  # forescale with eventsFile: its events (``forecaster.calendar.Event``; ``with_events``)
-    events_source: str = ""  # where they were read (the note says it)
-    cached: bool = False  # useCachedMetrics: the HPA reads what KEDA's last poll cached (else it asks at each sync)
-    cold_start_note: str = ""  # coldStartFrom cluster replayed from start-ups (``with_cold_starts``): how, for the note
 
 
 @dataclass(frozen=True)
@@ -139,7 +109,7 @@ def plans(documents: Iterable[tuple[str, Any]]) -> list[Plan]:
         if refused:
             name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
             raise ManifestError("\n".join(f"{where} (ScaledObject {str(name or '')!r}): {p}" for p in refused))
-        out.append(plan(where, doc))
+        out.append(plan(where, pruned(doc)))  # a null is no value: the API server drops it before KEDA reads
     names = [p.name for p in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -167,9 +137,9 @@ def plan(where: str, doc: Mapping) -> Plan:
     for k in (md.get("annotations") or {}):
         if str(k).startswith("autoscaling.keda.sh/"):
             raise ManifestError(f"{at}: metadata.annotations.{k}: pausing KEDA cannot be replayed; remove it")
-    spec = _mapping(doc.get("spec"), at, "spec")
-    _known(spec, SPEC, at, "spec")
-    ints = {k: _int(spec, k, at, "spec") for k in ("pollingInterval", "cooldownPeriod", "initialCooldownPeriod",
+    spec = mapping(doc.get("spec"), at, "spec")
+    known(spec, SPEC, at, "spec")
+    ints = {k: whole(spec, k, at, "spec") for k in ("pollingInterval", "cooldownPeriod", "initialCooldownPeriod",
                                                     "minReplicaCount", "maxReplicaCount", "idleReplicaCount")}
     poll = ints["pollingInterval"] if ints["pollingInterval"] is not None else POLLING_SECONDS
     if poll < 1:
@@ -181,21 +151,21 @@ def plan(where: str, doc: Mapping) -> Plan:
     idle = ints["idleReplicaCount"]
     if idle is not None and (idle != 0 or lo < 1):
         raise ManifestError(f"{at}: spec.idleReplicaCount {idle}: KEDA supports only 0, with minReplicaCount >= 1")
-    adv = _mapping(spec.get("advanced"), at, "spec.advanced", optional=True)
-    _known(adv, ADVANCED, at, "spec.advanced")
-    hpa_cfg = _mapping(adv.get("horizontalPodAutoscalerConfig"), at, "spec.advanced.horizontalPodAutoscalerConfig",
-                       optional=True)
-    _known(hpa_cfg, HPA_CONFIG, at, "spec.advanced.horizontalPodAutoscalerConfig")
+    adv = mapping(spec.get("advanced"), at, "spec.advanced", optional=True)
+    known(adv, ADVANCED, at, "spec.advanced")
+    hpa_cfg = mapping(adv.get("horizontalPodAutoscalerConfig"), at, "spec.advanced.horizontalPodAutoscalerConfig",
+                      optional=True)
+    known(hpa_cfg, HPA_CONFIG, at, "spec.advanced.horizontalPodAutoscalerConfig")
     beh_at = "spec.advanced.horizontalPodAutoscalerConfig.behavior"
-    beh = _mapping(hpa_cfg.get("behavior"), at, beh_at, optional=True)
-    _known(beh, {"scaleUp", "scaleDown"}, at, beh_at)
+    beh = mapping(hpa_cfg.get("behavior"), at, beh_at, optional=True)
+    known(beh, {"scaleUp", "scaleDown"}, at, beh_at)
     up = _rules(beh.get("scaleUp"), at, f"{beh_at}.scaleUp", UP_WINDOW_SECONDS, UP_DEFAULT, KUBERNETES_TOLERANCE.up)
     down = _rules(beh.get("scaleDown"), at, f"{beh_at}.scaleDown", DOWN_WINDOW_SECONDS, DOWN_DEFAULT,
                   KUBERNETES_TOLERANCE.down)
     trig_raw = spec.get("triggers")
     if not isinstance(trig_raw, list) or not trig_raw:
         raise ManifestError(f"{at}: spec.triggers must be a non-empty list")
-    triggers = tuple(_trigger(t, i, at, name, str(md.get("namespace") or "")) for i, t in enumerate(trig_raw))
+    triggers = tuple(parse_trigger(t, i, at, name, str(md.get("namespace") or "")) for i, t in enumerate(trig_raw))
     tn = [t.name for t in triggers]
     if len(set(tn)) != len(tn):
         raise ManifestError(f"{at}: two triggers share the name {next(n for n in tn if tn.count(n) > 1)!r}")
@@ -221,44 +191,10 @@ def plan(where: str, doc: Mapping) -> Plan:
 # --------------------------------------------------------------------------- parts
 
 
-def _mapping(v: Any, at: str, path: str, optional: bool = False) -> Mapping:
-    if v is None and optional:
-        return {}
-    if not isinstance(v, Mapping):
-        raise ManifestError(f"{at}: {path} must be a mapping, got {type(v).__name__}")
-    return v
-
-
-def _known(m: Mapping, allowed: set, at: str, path: str) -> None:
-    for k in m:
-        if k not in allowed:
-            raise ManifestError(f"{at}: field {path}.{k} cannot be replayed; the replay honours {path}."
-                                f"{{{', '.join(sorted(allowed))}}}")
-
-
-def _int(m: Mapping, key: str, at: str, path: str) -> int | None:
-    v = m.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ManifestError(f"{at}: {path}.{key} {v!r}: accepted is a whole number >= 0")
-    return v
-
-
-def _number(v: Any, at: str, path: str, lo: float = 0.0) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ManifestError(f"{at}: {path} {str(v)[:40]!r}: accepted is a number") from None
-    if not (x == x and abs(x) != float("inf")) or x < lo:
-        raise ManifestError(f"{at}: {path} {str(v)[:40]!r}: accepted is a finite number >= {lo:g}")
-    return x
-
-
 def _rules(raw: Any, at: str, path: str, window: float, default: tuple, tol: float) -> ScalingRules:
-    r = _mapping(raw, at, path, optional=True)
-    _known(r, RULES, at, path)
-    w = _int(r, "stabilizationWindowSeconds", at, path)
+    r = mapping(raw, at, path, optional=True)
+    known(r, RULES, at, path)
+    w = whole(r, "stabilizationWindowSeconds", at, path)
     if w is not None and w > 3600:
         raise ManifestError(f"{at}: {path}.stabilizationWindowSeconds {w}: accepted is 0..3600")
     select = r.get("selectPolicy", SELECT_DEFAULT)
@@ -272,132 +208,52 @@ def _rules(raw: Any, at: str, path: str, window: float, default: tuple, tol: flo
             raise ManifestError(f"{at}: {path}.policies must be a non-empty list of {{type, value, periodSeconds}}")
         out = []
         for i, p in enumerate(pols_raw):
-            pp = _mapping(p, at, f"{path}.policies[{i}]")
-            _known(pp, {"type", "value", "periodSeconds"}, at, f"{path}.policies[{i}]")
+            pp = mapping(p, at, f"{path}.policies[{i}]")
+            known(pp, {"type", "value", "periodSeconds"}, at, f"{path}.policies[{i}]")
             kind = pp.get("type")
             if kind not in ("Pods", "Percent"):
                 raise ManifestError(f"{at}: {path}.policies[{i}].type {kind!r}: accepted are Pods, Percent")
-            v, per = _int(pp, "value", at, f"{path}.policies[{i}]"), _int(pp, "periodSeconds", at,
-                                                                          f"{path}.policies[{i}]")
+            v, per = whole(pp, "value", at, f"{path}.policies[{i}]"), whole(pp, "periodSeconds", at,
+                                                                            f"{path}.policies[{i}]")
             if not v or not per or per > 1800:
                 raise ManifestError(f"{at}: {path}.policies[{i}]: value must be > 0 and periodSeconds in 1..1800")
             out.append(ScalingPolicy(kind, float(v), float(per)))
         pols = tuple(out)
-    t = tol if r.get("tolerance") is None else _number(r.get("tolerance"), at, f"{path}.tolerance")
+    t = tol if r.get("tolerance") is None else number(r.get("tolerance"), at, f"{path}.tolerance")
     if "scaleDown" in path and t >= 1:
         raise ManifestError(f"{at}: {path}.tolerance {t:g}: accepted is a fraction in [0, 1)")
     return ScalingRules(float(window if w is None else w), select, pols, t)
 
 
-def _trigger(raw: Any, i: int, at: str, so_name: str, namespace: str) -> Trigger:
-    where = f"spec.triggers[{i}]"
-    t = _mapping(raw, at, where)
-    _known(t, TRIGGER, at, where)
-    kind = t.get("type")
-    name = str(t.get("name") or f"trigger{i}")
-    mt = t.get("metricType", METRIC_TYPES[0])
-    if mt not in METRIC_TYPES:
-        raise ManifestError(f"{at}: {where}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
-    md = _mapping(t.get("metadata"), at, f"{where}.metadata")
-    md = {str(k): str(v) for k, v in md.items()}
-    per_pod = mt == "AverageValue"
-    cached = t.get("useCachedMetrics", False)
-    if not isinstance(cached, bool):
-        raise ManifestError(f"{at}: {where}.useCachedMetrics {cached!r}: accepted are true, false")
-    return replace(_typed(kind, name, where, md, per_pod, at, so_name, namespace), cached=cached)
-
-
-def _typed(kind: Any, name: str, where: str, md: dict[str, str], per_pod: bool, at: str, so_name: str,
-           namespace: str) -> Trigger:
-    if kind == "external":
-        try:
-            spec, unknown = parse_metadata(md, name=so_name, namespace=namespace)
-        except MetadataError as e:
-            raise ManifestError(f"{at}: {where}.metadata: {e}") from None
-        if unknown:
-            raise ManifestError(f"{at}: field {where}.metadata.{unknown[0]} is not a forescale key (the replay "
-                                f"reads an external trigger as forescale's; see `forescale check`)")
-        if spec.token_query:  # the replay of a ScaledObject has the request trace alone: never drop the tokens silently
-            raise ManifestError(f"{at}: {where}.metadata.tokenQuery: a trigger on tokens is not replayed from a "
-                                "ScaledObject; accepted: replay a trace with token columns and --tokens-per-replica")
-        if spec.capacity.model_file:
-            raise ManifestError(f"{at}: {where}.metadata.capacityModel: a trigger on a capacity model is not replayed "
-                                "from a ScaledObject; accepted: replay a trace with token columns and "
-                                "--capacity-model FILE")
-        return Trigger("forescale", name, where, per_pod, spec.qps_per_replica, spec.activation_threshold, spec)
-    if kind == "prometheus":
-        _known(md, PROMETHEUS_KEYS, at, f"{where}.metadata")
-        if "threshold" not in md:
-            raise ManifestError(f"{at}: {where}.metadata.threshold is required (the HPA target)")
-        thr = _number(md["threshold"], at, f"{where}.metadata.threshold")
-        if thr <= 0:
-            raise ManifestError(f"{at}: {where}.metadata.threshold must be > 0")
-        act = _number(md.get("activationThreshold", "0"), at, f"{where}.metadata.activationThreshold")
-        ign = md.get("ignoreNullValues", "true").lower()
-        if ign not in ("true", "false"):
-            raise ManifestError(f"{at}: {where}.metadata.ignoreNullValues {ign!r}: accepted are true, false")
-        return Trigger("prometheus", name, where, per_pod, thr, act, ignore_null=ign == "true",
-                       query=md.get("query", ""))
-    if kind == "cron":
-        _known(md, CRON_KEYS, at, f"{where}.metadata")
-        for k in ("timezone", "start", "end", "desiredReplicas"):
-            if not md.get(k):
-                raise ManifestError(f"{at}: {where}.metadata.{k} is required (cron: timezone, start, end, "
-                                    f"desiredReplicas)")
-        desired = md["desiredReplicas"]
-        if not desired.isdigit() or int(desired) < 1:
-            raise ManifestError(f"{at}: {where}.metadata.desiredReplicas {desired!r}: accepted is a whole number >= 1")
-        try:
-            check_cron(md["timezone"], md["start"], md["end"])
-        except ValueError as e:
-            raise ManifestError(f"{at}: {where}.metadata: {e}") from None
-        return Trigger("cron", name, where, per_pod, 1.0, 0.0, timezone=md["timezone"], start=md["start"],
-                       end=md["end"], desired=int(desired))
-    raise ManifestError(f"{at}: {where}.type {kind!r} cannot be replayed; accepted: {', '.join(TRIGGER_TYPES)}")
-
-
-def check_cron(timezone: str, start: str, end: str) -> None:
-    """Raise ValueError naming what is wrong with a cron trigger's timezone or expressions."""
-    from croniter import croniter
-
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"timezone {timezone[:60]!r}: accepted is an IANA name such as Europe/Berlin") from None
-    for key, expr in (("start", start), ("end", end)):
-        if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise ValueError(f"{key} {expr[:60]!r}: accepted is a five-field cron expression (minute hour "
-                             f"day-of-month month day-of-week), e.g. '0 8 * * 1-5'")
-
 
 def _modifiers(raw: Any, at: str, triggers: tuple[Trigger, ...]) -> Modifiers | None:
     path = "spec.advanced.scalingModifiers"
-    m = _mapping(raw, at, path, optional=True)
+    m = mapping(raw, at, path, optional=True)
     if not m:
         return None
-    _known(m, {"formula", "target", "activationTarget", "metricType"}, at, path)
+    known(m, {"formula", "target", "activationTarget", "metricType"}, at, path)
     if not m.get("formula") or m.get("target") in (None, ""):
         raise ManifestError(f"{at}: {path} needs both formula and target")
     try:
         f = formula.parse(str(m["formula"]), tuple(t.name for t in triggers))
     except formula.FormulaError as e:
         raise ManifestError(f"{at}: {path}.formula: {e}") from None
-    target = _number(m["target"], at, f"{path}.target")
+    target = number(m["target"], at, f"{path}.target")
     if target <= 0:
         raise ManifestError(f"{at}: {path}.target must be > 0")
     mt = m.get("metricType", METRIC_TYPES[0])
     if mt not in METRIC_TYPES:
         raise ManifestError(f"{at}: {path}.metricType {mt!r}: accepted are {', '.join(METRIC_TYPES)}")
-    act = _number(m.get("activationTarget", "0"), at, f"{path}.activationTarget")
+    act = number(m.get("activationTarget", "0"), at, f"{path}.activationTarget")
     return Modifiers(f, target, act, mt == "AverageValue")
 
 
 def _fallback(raw: Any, at: str, mods: Modifiers | None) -> Fallback | None:
     if raw is None:
         return None
-    f = _mapping(raw, at, "spec.fallback")
-    _known(f, {"failureThreshold", "replicas", "behavior"}, at, "spec.fallback")
-    thr, rep = _int(f, "failureThreshold", at, "spec.fallback"), _int(f, "replicas", at, "spec.fallback")
+    f = mapping(raw, at, "spec.fallback")
+    known(f, {"failureThreshold", "replicas", "behavior"}, at, "spec.fallback")
+    thr, rep = whole(f, "failureThreshold", at, "spec.fallback"), whole(f, "replicas", at, "spec.fallback")
     if thr is None or rep is None:
         raise ManifestError(f"{at}: spec.fallback needs failureThreshold and replicas")
     beh = f.get("behavior", "static")

@@ -38,7 +38,7 @@ class Context:
     trace_t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the whole trace up to the span's end
     trace_y: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (the anchors read it, before each poll)
     trace_step: float = 60.0
-    events: tuple = ()  # forecaster.calendar.Event: the user's events, on every forecast family's decision
+    events: tuple = ()  # forecaster.eventsfile.Event: the user's events, on every forecast family's decision
     loop: LoopSettings | None = None  # the closed loop (closedloop): every HPA family's answer corrected by it
 
 

@@ -71,7 +71,7 @@ class Settings:
     holiday_window: int = 0  # holidayWindow, days
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE  # holidayAs (forecaster.calendar)
     timezone: str = DEFAULTS["timezone"]  # timezone: the IANA zone whose calendar days the holidays are
-    events: tuple = ()  # forecaster.calendar.Event: multipliers and floors on the planned rate
+    events: tuple = ()  # forecaster.eventsfile.Event: multipliers and floors on the planned rate
     holiday_handling: bool = True  # False: the holidays only split the accuracy, the forecast ignores them (tune)
     world: World = World()  # the cluster, the queue, the scenarios (default: none of them, today's numbers)
     aligned: bool = False  # refits on the clock (forecasts.run_model): the server's tuning; off for the CLI

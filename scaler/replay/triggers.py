@@ -37,7 +37,8 @@ from ..policy import REASONS, PolicyParams
 from .forecasts import Curve
 from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
-from .manifest import Plan, Trigger
+from .manifest import Plan
+from .manifesttrigger import Trigger
 from .policies import polled_decisions
 from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages

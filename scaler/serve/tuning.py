@@ -46,7 +46,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..events import FILES
 from ..misstarget import MissTarget
-from ..policy import KUBERNETES_TOLERANCE
+from ..deadband import KUBERNETES_TOLERANCE
 from ..prom import PromError, PromErrorKind
 from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec

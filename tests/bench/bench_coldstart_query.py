@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from support import promfixture as pf  # noqa: E402
 from support.ksm import FakePod, pod_series, replicaset_series  # noqa: E402
 
-from scaler.coldstart import ClusterSource, estimate  # noqa: E402
+from scaler.coldstart import estimate  # noqa: E402
+from scaler.coldstartkeys import ClusterSource  # noqa: E402
 from scaler.coldstart_ksm import pods_from_matrix, pods_query, step_for  # noqa: E402
 from scaler.prom import PrometheusClient  # noqa: E402
 from scaler.spec import PrometheusTarget  # noqa: E402

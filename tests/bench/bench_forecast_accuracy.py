@@ -33,7 +33,7 @@ from forecaster.base import Series  # noqa: E402
 from forecaster.evaluate import historical_forecasts, level_corrected, score  # noqa: E402
 from forecaster.level import DEFAULT_HALF_LIFE_SECONDS  # noqa: E402
 from forecaster.models import make  # noqa: E402
-from forecaster.series import from_csv  # noqa: E402
+from forecaster.tracecsv import from_csv  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "data" / "traces"
 DAY = 86400.0
@@ -125,10 +125,10 @@ def _native_prophet_coverage(sub: Series, start: float, span_days: int) -> float
     import pandas as pd
     from prophet import Prophet
 
-    from forecaster.models.prophet import _silence
+    from forecaster.models.prophet_fit import silence
     from forecaster.series import resample
 
-    _silence()
+    silence()
     logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
     train = sub.until(start)
     k = max(1, int(900 // train.step))

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from forecaster.base import Series  # noqa: E402
 from forecaster.models import make  # noqa: E402
-from forecaster.series import from_csv  # noqa: E402
+from forecaster.tracecsv import from_csv  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "data" / "traces" / "worldcup98" / "per_minute.csv"
 DAY_POINTS = 1440
@@ -68,9 +68,9 @@ def native_prophet(w: Series) -> float:
     import pandas as pd
     from prophet import Prophet
 
-    from forecaster.models.prophet import _silence
+    from forecaster.models.prophet_fit import silence
 
-    _silence()
+    silence()
     df = pd.DataFrame({"ds": pd.to_datetime((w.t * 1e3).astype("int64"), unit="ms"), "y": w.y})
     m = Prophet(weekly_seasonality=True, daily_seasonality=True, yearly_seasonality=False, uncertainty_samples=0)
     return timed(lambda: m.fit(df))

@@ -5,7 +5,7 @@ the 2 h refits of ``tune``, each warm-started from the previous fit, as the repl
 CPU seconds of CmdStan (its processes) and of Python, and how far each quantile curve (and the mean) moved from
 the first setting's: max |difference| over every point of every curve / the span's peak rate. A setting is
 JSON: ``{}`` (CmdStan's defaults), ``{"tol_rel_grad": 1e9}`` (any of CmdStan's L-BFGS arguments; set through
-``forecaster.models.prophet.STAN_STOP``), ``{"refit": 14400}`` (refit every 4 h instead: the curves in between
+``forecaster.models.prophet_fit.STAN_STOP``), ``{"refit": 14400}`` (refit every 4 h instead: the curves in between
 come from the older fit), ``{"cold": 1}`` (every fit from Prophet's own initial values, no warm start: the spread
 that the start alone makes).
 
@@ -25,7 +25,7 @@ import numpy as np
 
 
 def main() -> None:
-    from forecaster.models import prophet
+    from forecaster.models import prophet, prophet_fit
     from scaler.cli.options import Duration
     from scaler.cli.traces import load_csv
     from scaler.replay import engine
@@ -49,7 +49,7 @@ def main() -> None:
         refit = float(opt.pop("refit", s.refit_seconds))
         cold = bool(opt.pop("cold", False))
         prophet.ProphetForecaster.fit = (lambda self, series, warm_start=None: warm_fit(self, series)) if cold else warm_fit
-        prophet.STAN_STOP = opt
+        prophet_fit.STAN_STOP = opt
         kw = dict(horizon=horizon, score_points=max(1, int(math.ceil(lead / step - 1e-9))),
                   refit_every=max(1, int(round(refit / step))), history_seconds=s.history_seconds,
                   quantiles=tuple(sorted(set(band(s.quantile)) | set(qs))), q=s.quantile,

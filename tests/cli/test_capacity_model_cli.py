@@ -108,7 +108,8 @@ def test_tune_reads_the_model_too(tmp_path):
 
 
 def test_a_scaledobject_trigger_on_a_capacity_model_is_refused_not_replayed_on_requests_alone():
-    from scaler.replay.manifest import ManifestError, plans
+    from scaler.replay.manifest import plans
+    from scaler.replay.manifestfields import ManifestError
 
     doc = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "t"},
            "spec": {"scaleTargetRef": {"name": "d"}, "triggers": [{"type": "external", "metadata": {

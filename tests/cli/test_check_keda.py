@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaler import kedacheck
 from scaler.cli import main
-from scaler.replay import manifest
+from scaler.replay import manifest, manifestfields
 from support.manifests import as_yaml, scaled_object
 from support.traces import write_daily
 
@@ -123,6 +123,19 @@ def test_the_valid_manifest_passes_both_and_keda_warnings_are_warnings(tmp_path)
     assert b.exit_code == 2 and "scalingModifiers.formula" in b.output
 
 
+def test_a_null_metadata_value_is_pruned_as_the_api_server_prunes_it(tmp_path):
+    """``model: null`` in a forescale trigger: the API server drops the key before KEDA sees it, so the trigger is
+    the one without it (the default model): check says ok and names the metric, as for GOOD, with no traceback
+    (it crashed on the None: found by the Hypothesis test below, when it drew ``set model None``), and
+    ``backtest --scaledobject`` replays it (it refused the model 'None')."""
+    nulled = patched(lambda d: d["spec"]["triggers"][0]["metadata"].update(model=None))
+    assert "model: null" in nulled
+    r, good = check(nulled, tmp_path), check(GOOD, tmp_path)
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert r.stdout == good.stdout and "ok (KEDA asks for metric 's0-" in r.stdout
+    assert backtest(nulled, tmp_path).exit_code == 0
+
+
 def test_a_repeated_key_is_refused_by_both_naming_both_lines(tmp_path):
     lines = GOOD.splitlines(keepends=True)
     i = next(k for k, ln in enumerate(lines) if ln.strip().startswith("qpsPerReplica:"))
@@ -212,7 +225,7 @@ def test_check_and_the_replay_refuse_the_same_set_with_the_same_messages(tmp_pat
     if not errors:
         return
     assert r.exit_code == 2
-    with pytest.raises(manifest.ManifestError) as e:
+    with pytest.raises(manifestfields.ManifestError) as e:
         manifest.plans([("so.yaml document 1", doc)])
     assert str(e.value).splitlines() == [f"so.yaml document 1 (ScaledObject {_name(doc)!r}): {p}" for p in errors]
 

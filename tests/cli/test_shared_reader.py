@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from scaler.cli import main
-from scaler.cli.fleet import read_fleet_csv
+from scaler.cli.fleetinput import read_fleet_csv
 from scaler.cli.scaledobjects import load_series
 from scaler.fleet.workloads import FleetError
 

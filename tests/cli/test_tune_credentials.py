@@ -1,7 +1,7 @@
 """tune's printed ScaledObject never carries the user:password of ``--prometheus``: the scaler refuses credentials in
-``serverAddress`` (``spec._server_address``), so a copied URL was a manifest the server turned away, and a secret in a
-file meant for git. The printed serverAddress is the URL without them, with a note saying where credentials go
-(docs/serving.md, Credentials). Real Prometheus (the session fixture), which ignores the basic auth it is sent.
+``serverAddress`` (``specvalues.parse_server_address``), so a copied URL was a manifest the server turned away,
+and a secret in a file meant for git. The printed serverAddress is the URL without them, with a note saying where
+credentials go (docs/serving.md, Credentials). Real Prometheus (the session fixture), which ignores the basic auth it is sent.
 """
 
 from __future__ import annotations

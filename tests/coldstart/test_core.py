@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from scaler.coldstart import (ClusterSource, ColdStartKeyError, PodStart, cross_check, estimate, parse_selector,
-                              parse_source, quantile, resolve, to_metadata)
+from scaler.coldstart import PodStart, cross_check, estimate, quantile, resolve
+from scaler.coldstartkeys import ClusterSource, ColdStartKeyError, parse_selector, parse_source, to_metadata
 from scaler.spec import DEFAULTS
 
 NOW = 1_000_000.0

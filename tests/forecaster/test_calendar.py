@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Series
-from forecaster.calendar import (DAY, CalendarError, apply_events, check_floors, holiday_days, load_events,
-                                 parse_events, parse_weekday, substitute_holidays, weekday_of_day)
+from forecaster.calendar import DAY, CalendarError, holiday_days, parse_weekday, substitute_holidays, weekday_of_day
+from forecaster.eventsfile import apply_events, check_floors, load_events, parse_events
 from forecaster.models.seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
 
 HEADER = "name,start,end,multiplier,floor_qps\n"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from forecaster.models import cmdstan
-from forecaster.models import prophet as P
+from forecaster.models import prophet_fit as PF
 from forecaster.models.prophet_stan import inputs_of, stan_json
 
 T0 = 1_700_006_400.0
@@ -26,7 +26,7 @@ def stan_inputs(n: int, seed: int):
     rng = np.random.default_rng(seed)
     t = T0 + 900.0 * np.arange(n)
     y = 50 + 20 * np.sin(2 * np.pi * (t - T0) / 86400) + 0.01 * np.arange(n) + rng.normal(0, 2, n)
-    m = P.prophet_class()(growth="linear", n_changepoints=25, yearly_seasonality=False, weekly_seasonality=False,
+    m = PF.prophet_class()(growth="linear", n_changepoints=25, yearly_seasonality=False, weekly_seasonality=False,
                           daily_seasonality=False, uncertainty_samples=0)
     m.add_seasonality(name="daily", period=1.0, fourier_order=10)
     df = pd.DataFrame({"ds": pd.to_datetime(np.rint(t * 1e3).astype("int64"), unit="ms"), "y": y})
@@ -44,24 +44,24 @@ def test_the_direct_run_reads_the_optimum_cmdstanpy_reads(tmp_path, n, seed, war
         path.write_bytes(stan_json(data))
         init = {k: (v[0] if v.size == 1 and k in ("k", "m", "sigma_obs") else v) for k, v in cmdstan.optimize(
             str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0, algorithm="LBFGS",
-            iterations=P.STAN_ITER, refresh=P.STAN_ITER, stop=P.STAN_STOP, workdir=str(d), params=P.STAN_PARAMS,
+            iterations=PF.STAN_ITER, refresh=PF.STAN_ITER, stop=PF.STAN_STOP, workdir=str(d), params=PF.STAN_PARAMS,
             write_json=stan_json).items()}
         init = {k: (v * 1.01 if isinstance(v, np.ndarray) else v * 1.01) for k, v in init.items()}
     path = tmp_path / "data.json"
     path.write_bytes(stan_json(data))
     newton = n < 100
-    algorithm, stop = ("Newton", {}) if newton else ("LBFGS", P.STAN_STOP)
+    algorithm, stop = ("Newton", {}) if newton else ("LBFGS", PF.STAN_STOP)
     mine = cmdstan.optimize(str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0,
-                            algorithm=algorithm, iterations=P.STAN_ITER, refresh=P.STAN_ITER, stop=stop,
-                            workdir=str(tmp_path), params=P.STAN_PARAMS, write_json=stan_json)
+                            algorithm=algorithm, iterations=PF.STAN_ITER, refresh=PF.STAN_ITER, stop=stop,
+                            workdir=str(tmp_path), params=PF.STAN_PARAMS, write_json=stan_json)
     out = tmp_path / "cmdstanpy"
     out.mkdir()
     inits = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in init.items()}
-    fit = m.stan_backend.model.optimize(data=str(path), inits=inits, iter=P.STAN_ITER, refresh=P.STAN_ITER, seed=0,
+    fit = m.stan_backend.model.optimize(data=str(path), inits=inits, iter=PF.STAN_ITER, refresh=PF.STAN_ITER, seed=0,
                                         output_dir=str(out), algorithm=algorithm, **stop)
     theirs = m.stan_backend.stan_to_dict_numpy(fit.column_names, fit.optimized_params_np)
-    assert set(mine) == set(P.STAN_PARAMS)
-    for name in P.STAN_PARAMS:
+    assert set(mine) == set(PF.STAN_PARAMS)
+    for name in PF.STAN_PARAMS:
         a, b = mine[name], np.asarray(theirs[name], dtype=float).reshape(-1)
         assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
     assert mine["delta"].size == 25 and mine["beta"].size == 20
@@ -74,7 +74,7 @@ def test_a_failed_run_raises_with_a_bounded_message(tmp_path):
     path.write_bytes(stan_json(data))
     with pytest.raises(RuntimeError) as e:
         cmdstan.optimize(str(m.stan_backend.model.exe_file), data=str(path), init=init, seed=0, algorithm="LBFGS",
-                         iterations=100, refresh=100, stop={}, workdir=str(tmp_path), params=P.STAN_PARAMS,
+                         iterations=100, refresh=100, stop={}, workdir=str(tmp_path), params=PF.STAN_PARAMS,
                          write_json=stan_json)
     msg = str(e.value)
     assert "exited with" in msg and len(msg) < cmdstan.MAX_MESSAGE + 100

@@ -34,7 +34,7 @@ from forecaster.base import Series
 from forecaster.evaluate import historical_forecasts, level_corrected, score
 from forecaster.level import DEFAULT_HALF_LIFE_SECONDS
 from forecaster.models import make
-from forecaster.series import from_csv
+from forecaster.tracecsv import from_csv
 from support.paths import TRACES
 
 DAY = 86400.0

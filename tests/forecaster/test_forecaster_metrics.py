@@ -142,7 +142,7 @@ def test_level_corrected_is_level_correct_on_each_forecast_bit_for_bit():
     """``level_corrected`` corrects the forecasts of one shape at once (``residual_rows``/``corrector`` on the
     stack): every number equals ``level_correct`` on that forecast alone, exactly (pure array arithmetic, no
     optimiser), on the real AMZN trace with missing points, zero-residual rows and forecasts of two lengths."""
-    from forecaster.series import from_csv
+    from forecaster.tracecsv import from_csv
     from support.paths import TRACES
 
     s = from_csv(TRACES / "nab_tweets" / "AMZN_per_5min.csv")[0]
@@ -175,7 +175,7 @@ def test_quantile_rows_is_numpy_quantile_on_each_row():
     linear method), as numbers, exactly: rows of 1 to 3,000 values of different lengths, with ties, rounded values,
     both signed zeros, and the real in-sample errors of a linear_trend fit on AMZN."""
     from forecaster.models._common import LEVELS, quantile_rows
-    from forecaster.series import from_csv
+    from forecaster.tracecsv import from_csv
     from support.paths import TRACES
 
     rng = np.random.default_rng(7)

@@ -12,7 +12,7 @@ import pytest
 
 from forecaster.base import Series
 from forecaster.models import make
-from forecaster.models import prophet as P
+from forecaster.models import prophet_fit as PF
 
 T0 = 1_700_000_000.0 - (1_700_000_000.0 % 86400)
 
@@ -32,13 +32,13 @@ def test_curve_equals_prophet_predict(monkeypatch):
     from prophet import Prophet
 
     seen = {}
-    real = P._stan_inputs
+    real = PF.stan_inputs
 
     def spy(t, z, seas, opts):
         seen.update(t=t, z=z, seas=seas)
         return real(t, z, seas, opts)
 
-    monkeypatch.setattr(P, "_stan_inputs", spy)
+    monkeypatch.setattr(PF, "stan_inputs", spy)
     s = traffic(15)
     f = make("prophet", transform="none").fit(s)
     assert [x[0] for x in seen["seas"]] == ["daily", "weekly"]
@@ -46,7 +46,7 @@ def test_curve_equals_prophet_predict(monkeypatch):
     for name, period, order in seen["seas"]:
         m.add_seasonality(name=name, period=period, fourier_order=order, prior_scale=10.0)
     ds = pd.to_datetime(np.rint(seen["t"] * 1e3).astype("int64"), unit="ms")
-    m.fit(pd.DataFrame({"ds": ds, "y": seen["z"]}), seed=0, **P.STAN_STOP)  # the same L-BFGS stop as ours
+    m.fit(pd.DataFrame({"ds": ds, "y": seen["z"]}), seed=0, **PF.STAN_STOP)  # the same L-BFGS stop as ours
     future = s.t[-1] + 60.0 * np.arange(1, 600)
     theirs = m.predict(pd.DataFrame({"ds": pd.to_datetime((future * 1e3).astype("int64"), unit="ms")}))["yhat"]
     np.testing.assert_allclose(f.curve(future), theirs.to_numpy(), rtol=1e-6, atol=1e-6)

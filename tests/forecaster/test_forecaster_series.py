@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Series
-from forecaster.series import HygieneReport, fill_gaps, from_csv, from_prometheus_matrix, regularize, resample
+from forecaster.series import HygieneReport, fill_gaps, from_prometheus_matrix, regularize, resample
+from forecaster.tracecsv import from_csv
 from support.paths import TRACES
 
 NAN, INF = math.nan, math.inf

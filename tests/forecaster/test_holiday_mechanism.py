@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from forecaster.base import Series
-from forecaster.calendar import DAY, LEARNED, ORDINARY, holiday_as_name, parse_events, parse_weekday, substitute_holidays
+from forecaster.calendar import DAY, LEARNED, ORDINARY, holiday_as_name, parse_weekday, substitute_holidays
+from forecaster.eventsfile import parse_events
 from forecaster.models import NAMES, from_state, make_for_policy
 from forecaster.models.holiday import HolidayFitted
 
@@ -210,7 +211,7 @@ def test_an_effect_within_ordinary_week_on_week_change_is_not_applied():
     spread ~0.14); a past holiday (11-19) at 95 % of its Thursday before (log ratio ~ -0.05) is within that noise:
     no profile (11-26 ahead is an ordinary day), while one at 50 % (~ -0.69) gives the profile, each hour's log ratio
     less the ordinary days' median change."""
-    from forecaster.models.holiday import drift
+    from forecaster.models.holidayeffects import drift
 
     def traffic(holiday_share: float) -> Series:
         s = weeks(holiday_value=None)
@@ -260,7 +261,8 @@ def test_the_holiday_in_progress_takes_the_earlier_holidays_profile_and_keeps_it
     """11-26 in progress after 11-19: forecast with 11-19's profile (seasonal_naive copies last Thursday, 400 + h, and
     the profile makes it 50 + h); the holiday's own first hours add no effect of their own, and the model sees them
     divided by the profile (on the ordinary scale, as recent points are), not replaced by the week before."""
-    from forecaster.models.holiday import clean_history, log_factor
+    from forecaster.models.holiday import clean_history
+    from forecaster.models.holidayeffects import log_factor
 
     days = (day(2026, 11, 19), day(2026, 11, 26))
     s = two_holidays()

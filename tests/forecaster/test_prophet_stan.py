@@ -18,18 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forecaster.base import Series
-from forecaster.models import prophet as P
+from forecaster.models import prophet as P, prophet_fit as PF
 from forecaster.models.prophet_curve import features
 from forecaster.models.prophet_stan import Scales, inputs_of, rows_json, stan_json, supported
-from forecaster.series import from_csv, resample
+from forecaster.series import resample
+from forecaster.tracecsv import from_csv
 from support.paths import REPO, TRACES
 
 AMZN = TRACES / "nab_tweets" / "AMZN_per_5min.csv"
 
 
 def prophet(seasonalities, n_changepoints: int = 25):
-    """A Prophet as ``_fit_stan`` constructs it (the forescale defaults)."""
-    m = P.prophet_class()(growth="linear", n_changepoints=n_changepoints, changepoint_range=0.8,
+    """A Prophet as ``prophet_fit.stan_inputs`` constructs it (the forescale defaults)."""
+    m = PF.prophet_class()(growth="linear", n_changepoints=n_changepoints, changepoint_range=0.8,
                           changepoint_prior_scale=0.05, yearly_seasonality=False, weekly_seasonality=False,
                           daily_seasonality=False, uncertainty_samples=0, seasonality_mode="additive")
     for name, period, order in seasonalities:
@@ -98,12 +99,12 @@ def test_models_it_does_not_build_go_to_prophet():
     m = prophet([])
     m.add_regressor("load")
     assert inputs_of(m, df.assign(load=1.0)) is None
-    m = P.prophet_class()(holidays=pd.DataFrame({"holiday": ["x"], "ds": pd.to_datetime(["2020-09-14"])}))
+    m = PF.prophet_class()(holidays=pd.DataFrame({"holiday": ["x"], "ds": pd.to_datetime(["2020-09-14"])}))
     assert not supported(m, df)
     m = prophet([])
     m.add_seasonality(name="on", period=1.0, fourier_order=2, condition_name="busy")
     assert not supported(m, df.assign(busy=True))
-    assert not supported(P.prophet_class()(growth="flat"), df)
+    assert not supported(PF.prophet_class()(growth="flat"), df)
 
 
 def test_features_are_the_per_harmonic_formula():
@@ -122,7 +123,7 @@ def test_features_are_the_per_harmonic_formula():
 def test_prophet_imported_without_matplotlib_leaves_it_importable():
     """A fresh process: Prophet imported through ``prophet_class`` did not load matplotlib, and a later
     ``import matplotlib`` (the CLI's report) still works."""
-    code = ("import sys\nfrom forecaster.models.prophet import prophet_class\nprophet_class()\n"
+    code = ("import sys\nfrom forecaster.models.prophet_fit import prophet_class\nprophet_class()\n"
             "print('matplotlib' in sys.modules)\nimport matplotlib\nprint(matplotlib.__name__)\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -139,7 +140,7 @@ def test_a_fit_through_prophets_preprocess_is_the_same_fit(monkeypatch):
     y = 50 + 20 * np.sin(2 * np.pi * t / 86400.0) + np.random.default_rng(3).normal(0, 2, t.size)
     s = Series(t, y, 900.0)
     fast = P.ProphetForecaster().fit(s).curve
-    monkeypatch.setattr(P, "inputs_of", lambda m, df: None)
+    monkeypatch.setattr(PF, "inputs_of", lambda m, df: None)
     slow = P.ProphetForecaster().fit(s).curve
     for name in ("k", "m", "sigma_obs", "start", "t_scale", "y_scale"):
         assert getattr(fast, name) == pytest.approx(getattr(slow, name), rel=1e-12, abs=1e-12), name

@@ -9,7 +9,8 @@ import datetime as dt
 import numpy as np
 
 from forecaster.base import Series
-from forecaster.calendar import DAY, LEARNED, ORDINARY, parse_events
+from forecaster.calendar import DAY, LEARNED, ORDINARY
+from forecaster.eventsfile import parse_events
 from forecaster.models import make_for_policy
 from forecaster.models.holiday import HolidayForecaster
 from scaler.replay.engine import Settings, holiday_kw

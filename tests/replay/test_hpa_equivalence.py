@@ -68,7 +68,7 @@ def test_compiled_loop_equals_the_pure_python_one(old, batch):
 
 
 def test_milli_values_equal_to_milli_element_by_element():
-    from scaler.policy import to_milli
+    from scaler.deadband import to_milli
     from scaler.replay.keda import milli_values
 
     rng = np.random.default_rng(7)
@@ -92,7 +92,7 @@ def test_compiled_without_a_writable_cache_compiles_per_process(tmp_path):
     import sys
 
     (tmp_path / "__pycache__").write_text("")
-    (tmp_path / "ro_mod.py").write_text("from scaler.replay.hpa import compiled\n\n@compiled\ndef f(x):\n"
+    (tmp_path / "ro_mod.py").write_text("from scaler.replay.hparules import compiled\n\n@compiled\ndef f(x):\n"
                                         "    return x + 1\n")
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, NUMBA_CACHE_DIR="/dev/null/no", HOME="/dev/null", XDG_CACHE_HOME="/dev/null/no",
@@ -104,7 +104,7 @@ def test_compiled_without_a_writable_cache_compiles_per_process(tmp_path):
 
 
 def test_without_numba_the_same_functions_give_the_same_timeline():
-    """``pip install forescale`` without the ``fast`` extra: ``hpa.compiled`` leaves the rules and the loop as
+    """``pip install forescale`` without the ``fast`` extra: ``hparules.compiled`` leaves the rules and the loop as
     plain Python. A child interpreter where ``import numba`` fails replays 40 random cases; its replicas and
     ready pods equal the compiled loop's here, tick for tick."""
     import json
@@ -112,13 +112,13 @@ def test_without_numba_the_same_functions_give_the_same_timeline():
     import subprocess
     import sys
 
-    import scaler.replay.hpa as hpa_module
+    import scaler.replay.hparules as hpa_module
 
     assert hpa_module.njit is not None, "the test extra installs numba: this side must be the compiled loop"
     code = (
         "import sys, json; sys.modules['numba'] = None\n"
         "import numpy as np\n"
-        "import scaler.replay.hpa as h\n"
+        "import scaler.replay.hparules as h\n"
         "assert h.njit is None\n"
         "from replay.test_hpa_equivalence import _case\n"
         "rng = np.random.default_rng(77); out = []\n"

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaler.policy import KUBERNETES_TOLERANCE, Tolerance, clear_dead_band, to_milli
-from scaler.replay.hpa import (Hpa, HpaReason, bounds, period_start, poll_count, replica_recommendation,
-                               scale_down_limit, scale_up_limit, stabilize, window_ticks)
+from scaler.deadband import KUBERNETES_TOLERANCE, Tolerance, clear_dead_band, to_milli
+from scaler.replay.hpa import Hpa, poll_count, window_ticks
+from scaler.replay.hparules import (HpaReason, bounds, period_start, replica_recommendation, scale_down_limit,
+                                    scale_up_limit, stabilize)
 from scaler.replay.keda import run_hpa
 from scaler.replay.scenario import Scenario
 

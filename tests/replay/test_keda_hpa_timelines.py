@@ -12,7 +12,7 @@ import pytest
 
 from forecaster.base import Forecast
 from scaler.policy import PolicyParams, decide
-from scaler.policy import to_milli
+from scaler.deadband import to_milli
 from scaler.replay.hpa import Hpa, poll_count
 from scaler.replay.keda import run_hpa
 from scaler.replay.forecasts import Curve

@@ -17,7 +17,8 @@ import yaml
 
 from scaler.replay.hpa import Hpa, ScalingPolicy, ScalingRules
 from scaler.replay.keda import run_hpa
-from scaler.replay.manifest import ManifestError, plans
+from scaler.replay.manifest import plans
+from scaler.replay.manifestfields import ManifestError
 from scaler.replay.scenario import Scenario
 from scaler.replay.triggers import replay_plan
 

@@ -91,7 +91,8 @@ def test_one_token_column_alone_and_a_request_rate_as_tokens_are_refused(tmp_pat
 
 
 def test_a_scaledobject_trigger_on_tokens_is_refused_not_replayed_on_requests_alone():
-    from scaler.replay.manifest import ManifestError, plans
+    from scaler.replay.manifest import plans
+    from scaler.replay.manifestfields import ManifestError
 
     doc = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "t"},
            "spec": {"scaleTargetRef": {"name": "d"}, "triggers": [{"type": "external", "metadata": {

@@ -93,7 +93,7 @@ def test_the_servers_tuning_replays_the_events_of_eventsfile():
     # that the choice is a forecast policy either way).
     from dataclasses import replace
 
-    from forecaster.calendar import Event
+    from forecaster.eventsfile import Event
 
     j = job(families=("linear_trend", "oracle"))
     start = float(j.t[-1]) - 12 * 3600.0

@@ -17,8 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Rule changes made since, on purpose, applied to the old source so that the comparison holds the loop, not the
 # rules, to the old code: the Percent scale-up limit is Go's float64 ceil, with no epsilon (the drill saw the
-# real HPA limit 25 replicas +12 % to 29; see scaler/replay/hpa.py scale_up_rate_limit).
-FIXES = (("math.ceil(start * (1.0 + percent / 100.0) - EPS)", "math.ceil(start * (1.0 + percent / 100.0))"),)
+# real HPA limit 25 replicas +12 % to 29; see scaler/replay/hpa.py scale_up_rate_limit). And a move: the tolerance
+# band and the milli-quantities left scaler.policy for scaler.deadband (the same code).
+FIXES = (("math.ceil(start * (1.0 + percent / 100.0) - EPS)", "math.ceil(start * (1.0 + percent / 100.0))"),
+         ("from ..policy import KUBERNETES_TOLERANCE, Tolerance, to_milli",
+          "from ..deadband import KUBERNETES_TOLERANCE, Tolerance, to_milli"))
 
 
 def load(rev: str = BASE) -> types.ModuleType:
