@@ -1,6 +1,7 @@
 """ONLINE: the KEDA external scaler (``forescale serve``).
 
-* ``server``    composition root: the one place that reads the clock, the environment and signals
+* ``server``    composition root: the one place that reads the clock, the environment and signals; ``tls``: gRPC's
+                 TLS credentials, re-read after the files change on disk
 * ``service``   the gRPC servicer: proto <-> ``Decision``, errors -> status codes, nothing else
 * ``registry``  the tracked ScaledObjects: refresh, decide, export; the only writer of a ``Workload``
 * ``workload``  ``Workload`` and the protocols of the two background services
