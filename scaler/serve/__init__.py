@@ -21,7 +21,8 @@
 * ``http``       the HTTP port (/metrics, /healthz, the status page); ``status``: the page (``statusllm``: its
                  LLM part: token mix, capacity used, queue, TTFT/ITL, learned capacity); ``view``: per-trigger
                  detail and the decision log; ``watch``: live scores and drift per trigger
-* ``ratelimit``  a repeated log message at most once per interval
+* ``ratelimit``  a repeated log message at most once per interval; ``logs``: the log lines (text, control
+                 characters escaped, or JSON)
 * ``admission``  room for a new trigger: the cap, the namespace's quota, which trigger goes for a new one
 * ``gate``       fair shares of the Prometheus I/O per host:port and per caller namespace
 * ``threads``    a thread pool that gives idle threads back (the gRPC server's executor)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import faulthandler
 import functools
-import json
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
 from .decisionlog import DecisionLog
 from .files import load_key
+from .logs import setup_logging
 from .state import JsonStore
 from .threads import ReapingExecutor
 from .tls import server_credentials
@@ -299,40 +299,6 @@ def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: S
 
     return TuningService(clock, metrics, store=store, config=TuningConfig(max_seconds=config.tuning_max_seconds,
                                                                           max_rss_bytes=config.tuning_max_rss_bytes))
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c not in (9,)}
-_CONTROL.update({10: "\\n", 13: "\\r", 0x7f: "\\x7f", 0x85: "\\x85", 0x2028: "\\u2028", 0x2029: "\\u2029"})
-
-
-class TextFormatter(logging.Formatter):
-    """Text logs, one line per record: control characters in the message (a newline in a ScaledObject name,
-    a metadata value, a Prometheus error) are escaped, so no value can forge a line."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = record.message.translate(_CONTROL)
-        return super().formatMessage(record)
-
-
-class JsonFormatter(logging.Formatter):
-    """``--log-format json``: one object per line (time, level, logger, message, exception)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        doc = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc)
-
-
-def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-        handler.formatter.converter = time.gmtime
-    else:
-        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def handle_other_signals() -> None:

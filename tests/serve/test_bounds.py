@@ -18,7 +18,7 @@ from scaler.limits import MAX_STATE_FILE_BYTES, MAX_TRACKED
 from scaler.prom import PrometheusClient, PromPool
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.registry import Registry, RegistryConfig
-from scaler.serve.server import TextFormatter
+from scaler.serve.logs import TextFormatter
 from scaler.serve.state import JsonStore, StateTooLarge
 from scaler.serve.workload import ScalerError
 from scaler.spec import PrometheusTarget
