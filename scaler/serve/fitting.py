@@ -17,15 +17,12 @@ which keeps it only if the spec's forecast inputs did not change meanwhile.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
 import logging
 import math
 import multiprocessing
 import os
-import signal
-import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,7 +42,7 @@ from .opsmetrics import ops_metrics
 from .gate import Gate
 from .forecastdoc import STATE_VERSION, forecast_document, forecast_from_document, forecast_key_hash
 from .state import JsonStore
-from .worker import SETTLE_SECONDS, Worker, cutoff, phase
+from .worker import SETTLE_SECONDS, Worker, cutoff, phase, worker_init
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -86,29 +83,6 @@ class FitJob:
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
     timezone: str = UTC  # the zone whose calendar days holiday_days are (timezone)
-
-
-def worker_init(parent_pid: int) -> None:
-    """In each worker process: die with the server (PR_SET_PDEATHSIG for the direct parent, and a watch on
-    the server's pid, since a forkserver worker's parent is the fork server, not the server)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(parent_pid, 0)
-                with open(f"/proc/{parent_pid}/stat", "rb") as f:  # a killed server not yet reaped is a zombie: gone
-                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        os._exit(0)
-            except ProcessLookupError:
-                os._exit(0)
-            except (PermissionError, OSError, IndexError):
-                pass
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:

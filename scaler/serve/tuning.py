@@ -53,7 +53,7 @@ from ..spec import ScalerSpec
 from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
-from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase
+from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase, worker_init
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -200,9 +200,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
 
 
 def _tuning_worker_init(parent_pid: int, nice: bool) -> None:
-    """The tuning worker dies with the server, as a fit worker does (``fitting.worker_init``), at a lower priority."""
-    from .fitting import worker_init
-
+    """The tuning worker dies with the server, as a fit worker does (``worker.worker_init``), at a lower priority."""
     worker_init(parent_pid)
     if nice:
         try:
