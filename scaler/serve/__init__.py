@@ -5,8 +5,8 @@
 * ``service``   the gRPC servicer: proto <-> ``Decision``, errors -> status codes, nothing else
 * ``registry``  the tracked ScaledObjects: refresh, decide, export; the only writer of a ``Workload``
 * ``workload``  ``Workload`` and the protocols of the two background services
-* ``fitting``   background forecast fits in worker processes; ``forecastdoc``: a forecast as the state store keeps it
-                 (its key, its document, read back)
+* ``fitting``   background forecast fits in worker processes (``fitjob``: the fit a worker process runs);
+                 ``forecastdoc``: a forecast as the state store keeps it (its key, its document, read back)
 * ``tuning``    ``tuning: auto``: the replay engine on the workload's own history
 * ``state``     the one JSON state store (forecasts, tuning choices, what was learned online) under --state-dir;
                  ``keeper``: the learned capacity, the closed loop's factor and the forecast-error scoring kept

@@ -5,7 +5,7 @@ For each workload the service refits on clock-aligned cutoffs every
 the spec's forecast inputs change, on the latest cutoff): a range query for
 the ``history`` window that ends at the cutoff (I/O thread), then the model
 fit and a curve for the next hours in a worker
-process (Prophet holds the GIL in its Python parts and runs Stan). The curve
+process (``fitjob``; Prophet holds the GIL in its Python parts and runs Stan). The curve
 and the fitted model's parameters (for warm-started refits) are kept in
 memory and written to ``--state-dir`` (``forecastdoc``: the key and the document), so a
 restarted scaler answers with a forecast at once.
@@ -25,13 +25,11 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from forecaster.base import Forecast, InsufficientHistory, Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
+from forecaster.base import Forecast, InsufficientHistory
 
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
@@ -39,6 +37,7 @@ from ..spec import ScalerSpec
 from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
+from .fitjob import FitJob, holiday_args, run_fit
 from .gate import Gate
 from .forecastdoc import STATE_VERSION, forecast_document, forecast_from_document, forecast_key_hash
 from .state import JsonStore
@@ -63,67 +62,6 @@ RETRY_MAX_SECONDS = 900.0
 ANCHOR_SECONDS = 86400.0
 FIT_IO_THREADS = 8  # fits and re-predictions in flight (their range queries, then the wait for a worker process)
 FIT_IO_PER_TARGET = 2  # ... of them per Prometheus host:port and per namespace
-
-
-@dataclass(frozen=True)
-class FitJob:
-    """Everything a worker process needs (plain data: it crosses a process boundary)."""
-
-    model: str
-    t: np.ndarray
-    y: np.ndarray
-    step: float
-    horizon: int
-    quantiles: tuple[float, ...]
-    warm_state: dict | None
-    level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
-    quantile: float  # the one the policy provisions (model auto scores its candidates on it)
-    seed: int = 0
-    holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), days local to timezone over the history and horizon
-    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
-    events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
-    timezone: str = UTC  # the zone whose calendar days holiday_days are (timezone)
-
-
-def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:
-    """FitJob's holiday fields for ``holidays``/``holidayWindow``/``holidayAs`` and the events of ``eventsFile``
-    (past ones are substituted and learned in the fit: ``forecaster.models.holiday``); none when off."""
-    out: dict = {}
-    if spec.holidays:
-        from forecaster.calendar import holiday_days
-
-        out.update(holiday_days=tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window,
-                                                   spec.timezone)), holiday_as=spec.holiday_as, timezone=spec.timezone)
-    if spec.events_file:
-        from ..events import FILES
-
-        out["events"] = FILES.get(spec.events_file).events
-    return out
-
-
-def run_fit(job: FitJob) -> dict:
-    """Fit and predict in a worker process. Returns plain data (forecast arrays, model state)."""
-    from forecaster.models import from_state, make_for_policy, to_state
-
-    t0 = time.perf_counter()
-    series = Series(job.t, job.y, job.step)
-    warm = None
-    if job.warm_state is not None:
-        try:
-            warm = from_state(job.warm_state)
-        except ValueError:
-            warm = None  # a state from another model or version: fit cold
-    fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
-                             quantile=job.quantile, holiday_days=job.holiday_days,
-                             holiday_as=job.holiday_as, events=job.events,
-                             timezone=job.timezone).fit(series, warm_start=warm)
-    fc = fitted.predict(job.horizon, job.quantiles)
-    return {
-        "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),
-        "model": getattr(fitted, "chosen", job.model) or job.model,
-        "state": to_state(fitted),
-        "seconds": time.perf_counter() - t0,
-    }
 
 
 def anchored(at: float, interval: float, key: tuple) -> bool:
