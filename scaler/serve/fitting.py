@@ -138,7 +138,7 @@ class FitService:
 
         def choose(backing_off: bool):  # under the worker's lock
             urgent = key in self._urgent  # a drift alarm: on the newest data, whatever a failure's backoff
-            work = functools.partial(self._fit, at=now) if urgent else None
+            work: Callable[..., None] | None = functools.partial(self._fit, at=now) if urgent else None
             if work is None and backing_off:
                 return None
             if work is None and (fs.key != fkey or fs.fitted_at is None or (
@@ -208,10 +208,9 @@ class FitService:
         try:
             state, model_state, points = self._fit_once(wl, spec, now, at)
         except Exception as e:  # a fit must never take the service down
-            prom = isinstance(e, PromError)
             log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
                         e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-            if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
+            if isinstance(e, PromError):  # the history query failed: a Prometheus error (its alert), not a failed fit
                 self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
             else:
                 self.metrics.fit_failures.labels(*wl.labels).inc()
@@ -251,6 +250,8 @@ class FitService:
             step = spec.step_seconds
             end = math.floor(now / step) * step
             fc_old = old.forecast
+            if fc_old is None:  # (maybe_refit re-predicts only a curve)
+                raise ValueError("no curve to re-predict")
             horizon = int(round((fc_old.t[-1] - end) / step))
             if horizon <= 0:
                 raise ValueError("the curve no longer reaches past now")
