@@ -7,7 +7,8 @@
 * ``workload``  ``Workload`` and the protocols of the two background services
 * ``fitting``   background forecast fits in worker processes (``fitjob``: the fit a worker process runs);
                  ``forecastdoc``: a forecast as the state store keeps it (its key, its document, read back)
-* ``tuning``    ``tuning: auto``: the replay engine on the workload's own history
+* ``tuning``    ``tuning: auto``: the replay engine on the workload's own history; ``tuningwindow``: the history a
+                 run sweeps (its cutoff's window, or a first choice's earlier one)
 * ``state``     the one JSON state store (forecasts, tuning choices, what was learned online) under --state-dir;
                  ``keeper``: the learned capacity, the closed loop's factor and the forecast-error scoring kept
                  across a restart

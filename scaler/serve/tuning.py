@@ -7,7 +7,7 @@ trigger's phase, the same in every replica; at once on the latest cutoff when
 there is no valid choice yet, but not before the history covers
 ``tuningMinHistory``: until then the run counts as ``waiting`` and is looked
 at again within the hour, and the first choice is made on the earliest
-whole-hour boundary whose window covers it), fetches the workload's
+whole-hour boundary whose window covers it: ``tuningwindow``), fetches the workload's
 history up to the cutoff from Prometheus (``fetch_seconds``: ``history`` + the simulated span + a day; range
 query, the workload's own client, an I/O thread), replays the last few days of it (clock-aligned refits, each
 on ``history``; the fits the day before made are reused from the worker's ``replay.fitcache``)
@@ -31,7 +31,6 @@ keeps it (until the next scheduled run, or a metadata change that concerns it).
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import os
 import time
@@ -47,13 +46,13 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 from ..events import FILES
 from ..misstarget import MissTarget
 from ..policy import KUBERNETES_TOLERANCE
-from ..prom import PromError, PromErrorKind
+from ..prom import PromError
 from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
-from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .state import JsonStore, digest
-from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase, worker_init
+from .tuningwindow import NotEnoughHistory, run_window
+from .worker import GaveUp, Worker, cutoff, worker_init
 from .workload import TUNABLE, Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
@@ -70,25 +69,6 @@ MAX_RUN_RSS_BYTES = 1 << 30  # ... as does one whose worker process (and its Cmd
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
 # at fit time is exact for the next period.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
-
-
-class NotEnoughHistory(Exception):
-    """The history covers less than tuningMinHistory (or minHistory) yet."""
-
-    def __init__(self, covered: float, need: float):
-        super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
-                         f"(tuningMinHistory)")
-        self.wait_seconds = need - covered
-
-
-class NoHistory(ValueError):
-    """The query returned no history up to the cutoff."""
-
-
-def covered(series: Series) -> float:
-    """Seconds from the first to the last finite point of ``series``, one step included (0 when none)."""
-    finite = np.isfinite(series.y)
-    return float(series.t[finite][-1] - series.t[finite][0] + series.step) if finite.any() else 0.0
 
 
 def cluster_tolerance(spec: ScalerSpec) -> float:
@@ -164,8 +144,6 @@ def run_job(job: TuningJob, fits=None) -> dict:
     shares with the one of the day before are taken from ``fits`` (default: the process's
     ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span). The
     sweep is ``server_grid``'s."""
-    from forecaster.base import Series
-
     from ..replay import engine, fitcache
     from ..replay.tune import tune
 
@@ -374,57 +352,12 @@ class TuningService:
         if self.on_run is not None:
             self.on_run(wl, at, outcome, detail)
 
-    def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
-        """The history up to the cutoff ``at`` (``fetch_seconds`` of it, or from ``since`` when given) and the time
-        its finite points cover."""
-        step = spec.step_seconds
-        end = math.floor(at / step) * step
-        if since is None:  # history before every replayed fit (fetch_seconds)
-            start = end - fetch_seconds(spec.history_seconds, self.config.span_seconds) + step
-        else:
-            start = math.floor(since / step) * step
-        try:
-            series, _ = load_series(wl.client, spec, start, end, step)
-        except PromError as e:
-            if e.kind is PromErrorKind.NO_DATA:
-                raise NoHistory("no history returned by the query") from None
-            raise
-        return series, covered(series)
-
-    def _first_window(self, wl: Workload, spec: ScalerSpec, now: float, at: float,
-                      need: float) -> tuple[Series, float, float]:
-        """A first choice whose ``tuningInterval`` cutoff has too short a history: the window up to the earliest
-        boundary of a finer grid (``retry_seconds``, the same in every replica) whose history covers ``need``,
-        that boundary and the time it covers; while that boundary is ahead, the latest one's."""
-        grid, step = self.config.retry_seconds, spec.step_seconds
-        offset = phase(wl.key, grid)
-        latest = last_boundary(now - SETTLE_SECONDS, grid, offset)
-        # from the start of ``at``'s window (the history began after it): where it began, whatever ``latest`` is
-        series, _ = self._history(wl, spec, latest, since=math.floor(at / step) * step - spec.history_seconds + step)
-        finite = np.isfinite(series.y)
-        keep = series.t > math.floor(latest / step) * step - spec.history_seconds
-        have = covered(Series(series.t[keep], series.y[keep], step))
-        if have >= need and finite.any():
-            first = math.ceil((float(series.t[finite][0]) - step + need - offset) / grid) * grid + offset
-            if at < first < latest:  # (after ``at``: a choice made on it is not due again before the next cutoff)
-                end = math.floor(first / step) * step
-                keep = (series.t > end - spec.history_seconds) & (series.t <= end)
-                series = Series(series.t[keep], series.y[keep], step)
-                return series, first, covered(series)
-        return Series(series.t[keep], series.y[keep], step), latest, have
-
     def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[dict, float]:
         """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
         step = spec.step_seconds
-        need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        try:
-            series, have = self._history(wl, spec, at)
-        except NoHistory:  # the data began after this cutoff (a young workload): the first window's grid below
-            have = 0.0
-        if have < need:
-            series, at, have = self._first_window(wl, spec, now, at, need)
-        if have < need:
-            raise NotEnoughHistory(have, need)
+        series, at, have = run_window(wl.client, wl.key, spec, now, at,
+                                      fetch_seconds(spec.history_seconds, self.config.span_seconds),
+                                      self.config.retry_seconds)
         cold = wl.t_cold().seconds  # the T_cold in force: the cluster's, the probe's or coldStartSeconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
