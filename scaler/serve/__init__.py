@@ -8,7 +8,8 @@
 * ``fitting``   background forecast fits in worker processes (``fitjob``: the fit a worker process runs);
                  ``forecastdoc``: a forecast as the state store keeps it (its key, its document, read back)
 * ``tuning``    ``tuning: auto``: the replay engine on the workload's own history; ``tuningwindow``: the history a
-                 run sweeps (its cutoff's window, or a first choice's earlier one)
+                 run sweeps (its cutoff's window, or a first choice's earlier one); ``tuningdoc``: a choice as the state
+                 store keeps it (its key, its document, read back)
 * ``state``     the one JSON state store (forecasts, tuning choices, what was learned online) under --state-dir;
                  ``keeper``: the learned capacity, the closed loop's factor and the forecast-error scoring kept
                  across a restart

@@ -24,7 +24,7 @@ metric or its target (KEDA rebuilds the HPA target only on spec changes).
 Bounded CPU: one sweep at a time for the whole scaler, in one worker process
 of its own at a lower priority (``nice``). RPCs never wait on any of this.
 The choice is exported (``forescale_tuning_info`` and friends), logged with
-its figures, and persisted under ``<state-dir>/tuning/`` so that a restart
+its figures, and persisted under ``<state-dir>/tuning/`` (``tuningdoc``) so that a restart
 keeps it (until the next scheduled run, or a metadata change that concerns it).
 """
 
@@ -45,19 +45,18 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..events import FILES
 from ..misstarget import MissTarget
-from ..policy import KUBERNETES_TOLERANCE
 from ..prom import PromError
 from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
 from .metrics import ScalerMetrics, drop_series
-from .state import JsonStore, digest
+from .state import JsonStore
+from .tuningdoc import STATE_VERSION, cluster_tolerance, tuned_from_document, tuning_document, tuning_key
 from .tuningwindow import NotEnoughHistory, run_window
 from .worker import GaveUp, Worker, cutoff, worker_init
-from .workload import TUNABLE, Apply, Tuned, Workload
+from .workload import Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
 
-STATE_VERSION = 1
 SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of what there is)
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
@@ -69,21 +68,6 @@ MAX_RUN_RSS_BYTES = 1 << 30  # ... as does one whose worker process (and its Cmd
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
 # at fit time is exact for the next period.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
-
-
-def cluster_tolerance(spec: ScalerSpec) -> float:
-    """The HPA tolerance to emulate: the declared one, or Kubernetes' default when compensation is declared off."""
-    return spec.hpa_tolerance if spec.hpa_tolerance > 0 else KUBERNETES_TOLERANCE.up
-
-
-def tuning_key(spec: ScalerSpec) -> str:
-    """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
-    p = spec.prometheus
-    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity(),
-                   spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.cold_start_cluster, spec.model,
-                   spec.history_seconds,
-                   spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
-                   spec.max_cost_ratio))
 
 
 # --------------------------------------------------------------------------- the job (worker process)
@@ -185,25 +169,6 @@ def _tuning_worker_init(parent_pid: int, nice: bool) -> None:
             os.nice(10)
         except OSError:  # pragma: no cover
             pass
-
-
-# --------------------------------------------------------------------------- persistence
-
-
-def tuning_document(tuned: Tuned, figures: dict) -> dict:
-    """What ``TuningService`` stores for one choice (the store adds version, trigger and key)."""
-    return {"chosen_at": tuned.chosen_at, "label": tuned.label, "policy": tuned.policy,
-            "settings": dict(tuned.settings), "met": tuned.met, "miss": tuned.miss, "cost_ratio": tuned.cost_ratio,
-            "figures": figures}
-
-
-def tuned_from_document(doc: dict) -> tuple[Tuned, dict]:
-    """``tuning_document`` read back (KeyError/TypeError/ValueError/AttributeError when malformed)."""
-    settings = tuple((k, v) for k, v in doc["settings"].items() if k in TUNABLE)
-    tuned = Tuned(key=doc["key"], settings=settings, label=str(doc["label"]), policy=str(doc["policy"]),
-                  chosen_at=float(doc["chosen_at"]), met=bool(doc["met"]), miss=float(doc["miss"]),
-                  cost_ratio=None if doc.get("cost_ratio") is None else float(doc["cost_ratio"]))
-    return tuned, dict(doc.get("figures") or {})
 
 
 # --------------------------------------------------------------------------- the service
