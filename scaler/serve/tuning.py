@@ -148,6 +148,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
+    assert p is not None  # (deployment() raised otherwise)
     v = p.variant
     return {
         "label": p.label, "policy": str(v.policy), "settings": settings_out, "met": sel.met, "message": sel.message,
@@ -229,7 +230,7 @@ class TuningService:
     def restore(self, wl: Workload) -> Tuned | None:
         if self.store is None:
             return None
-        got = self.store.read(wl.key, tuned_from_document, version=STATE_VERSION, key=tuning_key(wl.declared))
+        got = self.store.read(wl.key, tuned_from_document, version=STATE_VERSION, key=tuning_key(wl.declared or wl.spec))
         if got is None:
             return None
         tuned, _ = got
@@ -240,7 +241,7 @@ class TuningService:
         return tuned
 
     def maybe_tune(self, wl: Workload, now: float, apply: Apply) -> None:
-        declared = wl.declared
+        declared = wl.declared or wl.spec
         if declared.tuning != "auto":
             return
 
@@ -340,8 +341,9 @@ class TuningService:
         m, ns, name = self.metrics, wl.namespace, wl.name
         drop_series(m.tuning_info, lambda k: k[:2] == (ns, name))
         st = dict(tuned.settings)
-        applied = wl.declared.mode != "forecastOnly"
-        m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", wl.declared.mode)),
+        declared = wl.declared or wl.spec
+        applied = declared.mode != "forecastOnly"
+        m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", declared.mode)),
                              str(st.get("model", "")) if st.get("mode") != "reactive" else "",
                              "" if "quantile" not in st or st.get("mode") == "reactive" else f"{st['quantile']:g}",
                              "" if st.get("mode") == "reactive" else f"{st.get('level_correction_seconds', 0):g}",
