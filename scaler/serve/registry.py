@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import re
 import threading
 from typing import Callable, Mapping
@@ -46,6 +45,7 @@ from ..drift import safe_planned
 from ..events import FILES
 from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
 from . import capacityfile, llmstate
+from .cadence import late_after, refresh_interval, stale_after, triage
 from .capacityfile import CAPACITY_FILES
 from .coldstart import ColdStartService
 from .keeper import Keeper
@@ -258,10 +258,10 @@ class Registry:
         if observed is None or wl.observed_at is None:
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
         age = now - wl.observed_at
-        if age > self.stale_after(wl):
+        if age > stale_after(wl, self.config):
             raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
                                              f"last good observation {age:.0f}s ago")
-        if failing or (age > self.late_after(wl) and not missing):
+        if failing or (age > late_after(wl, self.config) and not missing):
             stale = True
         fs, params = wl.forecast, wl.params()
         d = decide(observed, fs.forecast, params, self.wall(), unusable=fs.unusable, history_max=fs.history_max,
@@ -368,30 +368,13 @@ class Registry:
         now = self.clock()
         with self._lock:
             workloads = list(self._workloads.values())
-        newest: dict[tuple[str, str], float] = {}  # each ScaledObject's most recent poll, over its triggers
-        for wl in workloads:
-            so = (wl.namespace, wl.name)
-            newest[so] = max(newest.get(so, -math.inf), wl.last_polled)
-        kept, due = [], []
-        for wl in workloads:
-            silent = now - wl.last_polled
-            if silent > self.config.forget_seconds:
-                self._forget(wl, f"not polled for {silent:.0f}s")
-                continue
-            if silent > self.retire_after(wl) and newest[(wl.namespace, wl.name)] > wl.last_polled + 1.0:
-                self._forget(wl, f"not polled for {silent:.0f}s while another trigger of its ScaledObject is: "
-                                 "its metadata changed")
-                continue
-            kept.append(wl)
-            if not wl.refreshing and not wl.queued and (wl.attempted_at is None
-                                                        or now - wl.attempted_at >= self.refresh_interval(wl)):
-                due.append(wl)
-        # oldest first; a host:port or namespace at its limit waits (its own hung requests hold no one else)
-        due.sort(key=lambda w: w.attempted_at or 0.0)
+        gone, kept, due = triage(workloads, now, self.config)  # (scaler.serve.cadence)
+        for wl, why in gone:
+            self._forget(wl, why)
         with self._lock:
             self.refresher.drain(now)  # what waits for a rate's tokens goes first
         for wl in due:
-            late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
+            late = wl.attempted_at is not None and now - wl.attempted_at > refresh_interval(wl, self.config) + 2.0
             with self._lock:
                 started = self.refresher.submit(wl, now)
             if started and late:
@@ -433,31 +416,6 @@ class Registry:
                     store.forget(*k)
                 except OSError as e:
                     log.warning("cannot remove state of %s/%s: %s", k[0], k[1], e.strerror)
-
-    def retire_after(self, wl: Workload) -> float:
-        """Silence after which a trigger whose ScaledObject has a more recently polled one (an edit) is retired:
-        three of its own learned polls, at least ``retire_seconds``; with no cadence learned yet, ``forget_seconds``
-        (issue 40, item 6: a sibling polled by another caller never makes a trigger silent)."""
-        if wl.poll_interval is None:
-            return self.config.forget_seconds
-        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * wl.poll_interval))
-
-    def stale_after(self, wl: Workload) -> float:
-        """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
-        ``refreshInterval`` when that is longer (a refresh every 10 min must not be UNAVAILABLE half the time)."""
-        declared = wl.spec.refresh_seconds
-        return self.config.stale_seconds if declared is None else max(self.config.stale_seconds, 4 * declared)
-
-    def refresh_interval(self, wl: Workload) -> float:
-        """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
-        if wl.spec.refresh_seconds is not None:
-            return wl.spec.refresh_seconds
-        learned = wl.poll_interval if wl.poll_interval is not None else self.config.refresh_seconds
-        return max(self.config.refresh_seconds, min(learned, self.config.max_refresh_seconds))
-
-    def late_after(self, wl: Workload) -> float:
-        """An observation older than this was not renewed on time: served with reason prometheus_stale."""
-        return 2 * self.refresh_interval(wl) + wl.spec.prometheus.timeout_seconds + 2.0
 
     def _forget(self, wl: Workload, why: str) -> None:
         """Out of memory, its series gone; its state files stay until ``_sweep`` (it may come back)."""
