@@ -3,8 +3,9 @@
 * ``server``    composition root: the one place that reads the clock, the environment and signals; ``tls``: gRPC's
                  TLS credentials, re-read after the files change on disk
 * ``service``   the gRPC servicer: proto <-> ``Decision``, errors -> status codes, nothing else
-* ``registry``  the tracked ScaledObjects: refresh, decide, export; the only writer of a ``Workload``; ``cadence``:
-                 a trigger's timings (refresh interval, late, stale, retired)
+* ``registry``  the tracked ScaledObjects: refresh, decide, export; the only writer of a ``Workload``; ``answer``:
+                 the decision read from memory and what is recorded of it; ``cadence``: a trigger's timings
+                 (refresh interval, late, stale, retired)
 * ``workload``  ``Workload`` and the protocols of the two background services
 * ``fitting``   background forecast fits in worker processes (``fitjob``: the fit a worker process runs);
                  ``forecastdoc``: a forecast as the state store keeps it (its key, its document, read back)
