@@ -166,7 +166,7 @@ class Registry:
                 self.apply_tuned(wl, tuned)
         if created and self.forecasts is not None and wl.spec.mode != "reactive":
             fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
-            if fs is not None:
+            if fs is not None and fs.key is not None:  # (a stored forecast has its key)
                 self.adopt_forecast(wl, fs, fs.key)
         if evicted is not None:
             self._cleanup(evicted, last, f"evicted for a new trigger: polled fewer than {PROVEN_POLLS} times while the "
@@ -194,10 +194,11 @@ class Registry:
         forecast service on its next tick while the current curve keeps serving.
         """
         with self._lock:
-            if self.tuning is None or not self.tuning.applies(tuned, wl.declared):
+            declared = wl.declared or wl.spec
+            if self.tuning is None or not self.tuning.applies(tuned, declared):
                 return False
             wl.tuned = tuned
-            wl.spec = tuned.apply(wl.declared)
+            wl.spec = tuned.apply(declared)
         if self.watch is not None:
             self.watch.note_tuned(wl, tuned)
         return True
@@ -317,7 +318,7 @@ class Registry:
         for wl in kept:
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, wall, self.adopt_forecast)
-            if self.tuning is not None and wl.declared.tuning == "auto":
+            if self.tuning is not None and (wl.declared or wl.spec).tuning == "auto":
                 self.tuning.maybe_tune(wl, wall, self.apply_tuned)
             self.coldstarts.maybe_refresh(wl, wall, self.adopt_cold_start)
             capacityfile.apply(wl, self._lock)  # a capacity file read anew: its model in force (memory only)
@@ -369,7 +370,7 @@ class Registry:
         self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
         self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
         labels = wl.labels
-        self.limiter.forget(lambda k: k[:3] == labels)
+        self.limiter.forget(lambda k: isinstance(k, tuple) and k[:3] == labels)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
@@ -384,4 +385,6 @@ class Registry:
     def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
         """The tracked workloads (of one ScaledObject, given its namespace and name)."""
         with self._lock:
-            return list(self._workloads.values()) if namespace is None else self._workloads.of(namespace, name)
+            if namespace is None:
+                return list(self._workloads.values())
+            return [] if name is None else self._workloads.of(namespace, name)
