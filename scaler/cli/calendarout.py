@@ -5,7 +5,8 @@ nothing to learn from (an ordinary day of its weekday: the level correction carr
 
 from __future__ import annotations
 
-from ..replay.engine import Result, iso
+from ..replay.engine import Result
+from ..replay.prepare import iso
 from ..replay.scenario import DAY
 
 LEARNED = "learned"
