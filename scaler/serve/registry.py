@@ -84,9 +84,6 @@ class Registry:
         self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
         self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
-        # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
-        # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
-        # ``query_at`` to evaluate them at its time
         # what a trigger learns online (capacity, the loop's factor, the forecast error), kept across a restart
         self.keeper = None if learned_store is None else Keeper(
             learned_store, self.changed, clock, self.clock, watch=watch, learner=lambda configured: CapacityLearner(
@@ -96,6 +93,9 @@ class Registry:
         # the decision and what is recorded of it; ``ledger``: the fleet GPU budgets (scaler.serve.ledger.Ledger),
         # None without --budget-file
         self.answers = Answers(self.clock, clock, config, metrics, watch, ledger)
+        # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
+        # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
+        # ``query_at`` to evaluate them at its time
         self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
                                    lambda w: self._workloads.get(w.key) is w, query_at, wall=clock, keeper=self.keeper)
         self._stop = threading.Event()
