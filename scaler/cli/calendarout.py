@@ -5,7 +5,8 @@ it had nothing to learn from (an ordinary day of its weekday: the level correcti
 
 from __future__ import annotations
 
-from ..replay.engine import Result, iso
+from ..replay.engine import Result
+from ..replay.prepare import iso
 from ..replay.scenario import DAY
 
 LEARNED = "learned"

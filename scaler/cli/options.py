@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..replay.engine import TARGET_PEAK_REPLICAS, ReplayError, Settings
+from ..replay.engine import ReplayError, Settings
+from ..replay.prepare import TARGET_PEAK_REPLICAS
 from ..replay.variants import POLICIES as POLICY_NAMES
 from ..misstarget import COST_CAP_FORM, parse_cost_cap, parse_miss_target
 from ..spec import DEFAULTS, DURATION_FORM, parse_duration

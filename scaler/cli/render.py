@@ -14,7 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..replay.engine import Result, iso
+from ..replay.engine import Result
+from ..replay.prepare import iso
 from ..replay.scenario import DAY
 from ..replay.frontier import Point, Selection
 from ..replay import families

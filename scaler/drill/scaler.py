@@ -23,7 +23,8 @@ from typing import Callable
 import grpc
 
 from ..serve.registryconfig import RegistryConfig
-from ..serve.server import Server, ServerConfig, setup_logging
+from ..serve.logs import setup_logging
+from ..serve.server import Server, ServerConfig
 
 
 def warp(origin: float, k: float, wall_origin: float, base: Callable[[], float]) -> Callable[[], float]:

@@ -3,7 +3,8 @@
 The engine and its inputs:
 
 * ``engine``     ``run(trace, settings, variants) -> Result``: behind backtest, sweep, tune and ``tuning: auto``;
-                 its steps in order, the work run by ``execution`` (fits in threads or a process pool)
+                 its steps in order, the work run by ``execution`` (fits in threads or a process pool); ``prepare``:
+                 its first step (the simulated span, the replica size, the KEDA/HPA scenario: ``Setup``)
 * ``settings``   ``Settings`` (every knob), ``Trace``, ``ReplayError``
 * ``variant``    ``Variant``: one configuration of one family (plain data); ``variants``: the defaults and the sweep
 * ``families``   THE family table: each policy family one module (knobs, metadata mapping, evaluation, label)

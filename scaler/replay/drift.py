@@ -25,6 +25,7 @@ from .forecasts import Curve, Packed
 from .hpa import Hpa
 from .keda import run_hpa
 from .policies import polled_decisions
+from .prepare import setup
 from .scenario import Outcome, Scenario, Timeline, evaluate
 from .selfwatch import DRIFT as _DRIFT, drift_response
 
@@ -53,8 +54,6 @@ def replay_drift(sc: Scenario, hpa: Hpa, params: PolicyParams, curves: Sequence[
 def drift_summary(result, config: DriftConfig = DEFAULT) -> dict | None:
     """The predictive family's default with and without the drift response, on a backtest's ``Result``
     (``forescale backtest --drift``); None when the run had no predictive policy or no curves."""
-    from .engine import setup
-
     s = result.settings
     run = result.models.get(s.model)
     if "predictive" not in result.policies or run is None or not run.curves:

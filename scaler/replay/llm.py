@@ -18,7 +18,7 @@ The model (stated, one extra knob: ``Serving.itl_seconds``, a lone request's int
   (the prompt at the replica's whole weighted token budget, ``scaler.tokens``; 0 for a trace without tokens).
 * Percentiles are over requests: each tick's arrivals count by their number (the ITL of a tick is the one of its
   utilisation). ``settings.capacity_factor`` (a replica really sustains 1/f of what it is configured for) is in
-  the demand already (``engine.setup``: the judged load is f x the trace's) and stretches the prefill by f.
+  the demand already (``prepare.setup``: the judged load is f x the trace's) and stretches the prefill by f.
 
 The closed loop (``closedloop``) reads the same quantities as the server's queries would show them
 (``window_p95``): TTFT as a histogram observes it, when the first token comes (``arrival + TTFT``), over a

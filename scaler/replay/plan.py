@@ -68,7 +68,7 @@ def context_of(r: Result) -> Context:
               tolerance_up=s.hpa_tolerance, activation_threshold=s.activation_threshold)
     upto = slice_series(series, float(series.t[0]), r.sim_end)
     span = slice_series(series, r.sim_start, r.sim_end).y
-    peak = float(np.nanmax(span)) if np.isfinite(span).any() else 0.0  # as ``engine.setup`` has it
+    peak = float(np.nanmax(span)) if np.isfinite(span).any() else 0.0  # as ``prepare.setup`` has it
     return Context(sc, hpa, r.qps_per_replica, r.lead.seconds, s.hpa_tolerance, train.t[ok], train.y[ok],
                    len(train) * series.step, peak, upto.t, upto.y, series.step, tuple(s.events))
 

@@ -5,10 +5,10 @@ For each workload the service refits on clock-aligned cutoffs every
 the spec's forecast inputs change, on the latest cutoff): a range query for
 the ``history`` window that ends at the cutoff (I/O thread), then the model
 fit and a curve for the next hours in a worker
-process (Prophet holds the GIL in its Python parts and runs Stan). The curve
+process (``fitjob``; Prophet holds the GIL in its Python parts and runs Stan). The curve
 and the fitted model's parameters (for warm-started refits) are kept in
-memory and written to ``--state-dir``, so a restarted scaler answers with a
-forecast at once.
+memory and written to ``--state-dir`` (``forecastdoc``: the key and the document), so a
+restarted scaler answers with a forecast at once.
 
 RPCs never wait on any of this: they read ``Workload.forecast``, which only
 the registry writes: every result goes to the registry's ``adopt`` callback,
@@ -17,24 +17,19 @@ which keeps it only if the spec's forecast inputs did not change meanwhile.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
 import logging
 import math
 import multiprocessing
 import os
-import signal
-import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from forecaster.base import Forecast, InsufficientHistory, Series
-from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
+from forecaster.base import Forecast, InsufficientHistory
 
 from ..policy import Reason
 from ..prom import PromError, PromErrorKind
@@ -42,9 +37,11 @@ from ..spec import ScalerSpec
 from .load import load_series
 from .metrics import ScalerMetrics, drop_series
 from .opsmetrics import ops_metrics
+from .fitjob import FitJob, holiday_args, run_fit
 from .gate import Gate
-from .state import JsonStore, digest, finite_or_none, float_array, json_floats
-from .worker import SETTLE_SECONDS, Worker, cutoff, phase
+from .forecastdoc import STATE_VERSION, forecast_document, forecast_from_document, forecast_key_hash
+from .state import JsonStore
+from .worker import SETTLE_SECONDS, Worker, cutoff, phase, worker_init
 from .workload import Adopt, ForecastState, Workload
 
 log = logging.getLogger(__name__)
@@ -63,146 +60,8 @@ RETRY_MAX_SECONDS = 900.0
 # same cutoffs since the last such anchor hold identical curves (a warm start lands elsewhere on Prophet's flat
 # optimum than a cold one: docs/performance.md).
 ANCHOR_SECONDS = 86400.0
-STATE_VERSION = 1
 FIT_IO_THREADS = 8  # fits and re-predictions in flight (their range queries, then the wait for a worker process)
 FIT_IO_PER_TARGET = 2  # ... of them per Prometheus host:port and per namespace
-MAX_CURVE_POINTS = 60_000  # a stored curve longer than this is refused (spec.MAX_HORIZON_STEPS plus slack)
-
-
-@dataclass(frozen=True)
-class FitJob:
-    """Everything a worker process needs (plain data: it crosses a process boundary)."""
-
-    model: str
-    t: np.ndarray
-    y: np.ndarray
-    step: float
-    horizon: int
-    quantiles: tuple[float, ...]
-    warm_state: dict | None
-    level_half_life: float  # the policy's levelCorrection: the bands are measured for that correction
-    quantile: float  # the one the policy provisions (model auto scores its candidates on it)
-    seed: int = 0
-    holiday_days: tuple[int, ...] = ()  # holidays (forecaster.calendar), days local to timezone over the history and horizon
-    holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
-    events: tuple = ()  # forecaster.calendar.Event of eventsFile: past events substituted and learned
-    timezone: str = UTC  # the zone whose calendar days holiday_days are (timezone)
-
-
-def worker_init(parent_pid: int) -> None:
-    """In each worker process: die with the server (PR_SET_PDEATHSIG for the direct parent, and a watch on
-    the server's pid, since a forkserver worker's parent is the fork server, not the server)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(parent_pid, 0)
-                with open(f"/proc/{parent_pid}/stat", "rb") as f:  # a killed server not yet reaped is a zombie: gone
-                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        os._exit(0)
-            except ProcessLookupError:
-                os._exit(0)
-            except (PermissionError, OSError, IndexError):
-                pass
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def holiday_args(spec: ScalerSpec, t_first: float, t_last: float) -> dict:
-    """FitJob's holiday fields for ``holidays``/``holidayWindow``/``holidayAs`` and the events of ``eventsFile``
-    (past ones are substituted and learned in the fit: ``forecaster.models.holiday``); none when off."""
-    out: dict = {}
-    if spec.holidays:
-        from forecaster.calendar import holiday_days
-
-        out.update(holiday_days=tuple(holiday_days(spec.holidays, t_first, t_last, spec.holiday_window,
-                                                   spec.timezone)), holiday_as=spec.holiday_as, timezone=spec.timezone)
-    if spec.events_file:
-        from ..events import FILES
-
-        out["events"] = FILES.get(spec.events_file).events
-    return out
-
-
-def run_fit(job: FitJob) -> dict:
-    """Fit and predict in a worker process. Returns plain data (forecast arrays, model state)."""
-    from forecaster.models import from_state, make_for_policy, to_state
-
-    t0 = time.perf_counter()
-    series = Series(job.t, job.y, job.step)
-    warm = None
-    if job.warm_state is not None:
-        try:
-            warm = from_state(job.warm_state)
-        except ValueError:
-            warm = None  # a state from another model or version: fit cold
-    fitted = make_for_policy(job.model, seed=job.seed, level_half_life=job.level_half_life,
-                             quantile=job.quantile, holiday_days=job.holiday_days,
-                             holiday_as=job.holiday_as, events=job.events,
-                             timezone=job.timezone).fit(series, warm_start=warm)
-    fc = fitted.predict(job.horizon, job.quantiles)
-    return {
-        "t": fc.t, "mean": fc.mean, "quantiles": dict(fc.quantiles),
-        "model": getattr(fitted, "chosen", job.model) or job.model,
-        "state": to_state(fitted),
-        "seconds": time.perf_counter() - t0,
-    }
-
-
-def load_material(spec: ScalerSpec) -> tuple:
-    """What the observed load is: the Prometheus it comes from (its headers and credentials' name too) and the
-    load's identity (``ScalerSpec.load_identity``). The start of every state document's key."""
-    p = spec.prometheus
-    return (p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity())
-
-
-def forecast_key_hash(spec: ScalerSpec) -> str:
-    """A one-way digest of what a forecast depends on (headers may hold secrets: never stored in clear)."""
-    return digest((*load_material(spec), spec.model, spec.history_seconds, spec.step_seconds,
-                   spec.level_correction_seconds))
-
-
-def forecast_document(fs: ForecastState, model_state: dict | None) -> dict:
-    """What ``FitService`` stores for one forecast (the store adds version, trigger and key)."""
-    fc = fs.forecast
-    return {
-        "fitted_at": fs.fitted_at, "completed_at": finite_or_none(fs.completed_at), "model": fs.model, "history_max": finite_or_none(fs.history_max),
-        "fit_seconds": finite_or_none(fs.fit_seconds),
-        "forecast": {"t": json_floats(fc.t), "mean": json_floats(fc.mean),
-                     "quantiles": {f"{q:g}": json_floats(v) for q, v in fc.quantiles.items()}},
-        "model_state": model_state,
-    }
-
-
-def forecast_from_document(doc: dict, key: tuple) -> tuple[ForecastState, dict | None]:
-    """``forecast_document`` read back (KeyError/TypeError/ValueError when malformed)."""
-    f = doc["forecast"]
-    t, mean = float_array(f["t"]), float_array(f["mean"])
-    quantiles = {float(q): float_array(v) for q, v in f["quantiles"].items()}
-    # shape: a curve the policy can read, or a ValueError (the file is ignored and the forecast refitted)
-    if not 0 < len(t) <= MAX_CURVE_POINTS or len(mean) != len(t) or any(len(v) != len(t) for v in quantiles.values()):
-        raise ValueError(f"curve lengths disagree or exceed {MAX_CURVE_POINTS} (t {len(t)}, mean {len(mean)})")
-    if not np.isfinite(t).all() or (len(t) > 1 and not (np.diff(t) > 0).all()):
-        raise ValueError("curve times are not finite and increasing")
-    if not quantiles or not all(0 < q < 1 for q in quantiles):
-        raise ValueError("quantile levels must be in (0, 1)")
-    fitted_at, history_max, fit_seconds = doc["fitted_at"], doc.get("history_max"), doc.get("fit_seconds")
-    completed_at = doc.get("completed_at")
-    for name, v in (("fitted_at", fitted_at), ("history_max", history_max), ("fit_seconds", fit_seconds),
-                    ("completed_at", completed_at)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-            raise ValueError(f"{name} is not a finite number")
-    model_state = doc.get("model_state")
-    if model_state is not None and not isinstance(model_state, dict):
-        raise ValueError("model_state is not an object")
-    fc = Forecast(t, mean, quantiles, str(doc.get("model", "")))
-    fs = ForecastState(forecast=fc, fitted_at=float(fitted_at), completed_at=completed_at, history_max=history_max,
-                       model=str(doc.get("model", "")), fit_seconds=fit_seconds, key=key)
-    return fs, doc.get("model_state")
 
 
 def anchored(at: float, interval: float, key: tuple) -> bool:
@@ -279,7 +138,7 @@ class FitService:
 
         def choose(backing_off: bool):  # under the worker's lock
             urgent = key in self._urgent  # a drift alarm: on the newest data, whatever a failure's backoff
-            work = functools.partial(self._fit, at=now) if urgent else None
+            work: Callable[..., None] | None = functools.partial(self._fit, at=now) if urgent else None
             if work is None and backing_off:
                 return None
             if work is None and (fs.key != fkey or fs.fitted_at is None or (
@@ -349,10 +208,9 @@ class FitService:
         try:
             state, model_state, points = self._fit_once(wl, spec, now, at)
         except Exception as e:  # a fit must never take the service down
-            prom = isinstance(e, PromError)
             log.warning("ScaledObject %s/%s: forecast fit failed: %s", wl.namespace, wl.name,
                         e if isinstance(e, (PromError, ValueError)) else f"{type(e).__name__}: {e}")
-            if prom:  # the history query failed: a Prometheus error (its alert), not a failed fit
+            if isinstance(e, PromError):  # the history query failed: a Prometheus error (its alert), not a failed fit
                 self.metrics.prom_errors.labels(*wl.labels, "history_" + e.kind.value).inc()
             else:
                 self.metrics.fit_failures.labels(*wl.labels).inc()
@@ -392,6 +250,8 @@ class FitService:
             step = spec.step_seconds
             end = math.floor(now / step) * step
             fc_old = old.forecast
+            if fc_old is None:  # (maybe_refit re-predicts only a curve)
+                raise ValueError("no curve to re-predict")
             horizon = int(round((fc_old.t[-1] - end) / step))
             if horizon <= 0:
                 raise ValueError("the curve no longer reaches past now")

@@ -5,7 +5,7 @@ One document per trigger under ``<state-dir>/learned/``, named, signed and bound
 (``state.JsonStore``: ``<namespace>__<name>__<metric>.<metadata digest>.json``, HMAC-SHA256 with the state key,
 written atomically through the directory's descriptor without following links, at most ``MAX_STATE_FILE_BYTES``).
 It holds up to three parts, each with a key of its own (a one-way digest, never the inputs in clear) that starts
-with what the forecasts' key starts with (``fitting.load_material``: the Prometheus target, its headers and
+with what the forecasts' key starts with (``forecastdoc.load_material``: the Prometheus target, its headers and
 credentials' name, the load's identity: the query, the token queries, the capacity model read):
 
 =========  ======================================================  ============================================
@@ -51,7 +51,7 @@ from ..leaderror import LeadError
 from ..params import loop_targets
 from ..spec import ScalerSpec
 from . import llmstate
-from .fitting import forecast_key_hash, load_material
+from .forecastdoc import forecast_key_hash, load_material
 from .state import MAX_FILE_NAME, JsonStore, digest, file_name, finite_or_none, float_array, json_floats
 from .workload import Clock, Workload
 

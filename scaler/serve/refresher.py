@@ -16,7 +16,7 @@ No usable value (no series, NaN) with ``ignoreNullValues: true`` (issue 36, item
 had no series before or its last one was idle (at or below ``activationThreshold``: the workload scaled to zero
 and its series went with its pods); otherwise the observation is *missing* (``missing_since``): the last good one
 is held and the registry decides on it with reason ``fallback_missing_data`` until it is too old
-(``Registry.stale_after``), then UNAVAILABLE. With ``ignoreNullValues: false`` it is the error NO_DATA.
+(``cadence.stale_after``), then UNAVAILABLE. With ``ignoreNullValues: false`` it is the error NO_DATA.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the forecast. A scheduler thread (``tick``) has observations refreshed every few
 seconds (``scaler.serve.refresher``: the queries, on an I/O pool), asks the forecast and
 tuning services to run on their schedules and forgets ScaledObjects that KEDA
 stopped polling. Parsed metadata is cached apart (``identity.SpecCache``). ``decision`` turns that state
-into the policy's answer or a ``ScalerError`` -- never a blocking call, except
+into the policy's answer or a ``ScalerError`` (``scaler.serve.answer``) -- never a blocking call, except
 the first call for a new ScaledObject, which may wait for one bounded refresh.
 
 The registry is the only writer of a ``Workload``: the forecast and tuning
@@ -18,7 +18,7 @@ map). Another map for the same names -- a second forescale trigger in one
 ScaledObject, another gRPC caller, or the user's edit -- is another workload
 with its own observation, forecast, series (label ``trigger``), state and
 budget; it never replaces one in force. A workload KEDA stopped polling is
-retired: after ``retire_seconds`` of silence once another workload of the same
+retired (``cadence.triage``): after ``retire_seconds`` of silence once another workload of the same
 ScaledObject was polled since (an edit), else after ``forget_seconds``; its
 state files stay until a sweep ``forget_seconds`` later.
 
@@ -30,22 +30,18 @@ for both; so is the Prometheus client (``client_factory``).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
-import re
 import threading
 from typing import Callable, Mapping
 
-from ..params import loop_targets
-from ..policy import Decision, Reason, decide
+from ..policy import Decision
 from ..prom import CredentialStore, Credentials, PrometheusClient, PromError
-from ..limits import MAX_RATE
 from ..spec import PrometheusTarget, ScalerSpec
-from ..drift import safe_planned
 from ..events import FILES
 from .admission import PROVEN_POLLS, Table  # noqa: F401 - PROVEN_POLLS: re-exported
-from . import capacityfile, llmstate
+from . import capacityfile
+from .answer import Answers, match_metric
+from .cadence import refresh_interval, triage
 from .capacityfile import CAPACITY_FILES
 from .coldstart import ColdStartService
 from .keeper import Keeper
@@ -54,18 +50,13 @@ from .state import JsonStore
 from .metrics import ScalerMetrics
 from .opsmetrics import ops_metrics
 from .ratelimit import LogLimiter
-from .identity import SpecCache, cut, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
+from .identity import SpecCache, inherit, metadata_digest  # noqa: F401 - metadata_digest: re-exported
 from .refresher import Refresher
-from .registryconfig import PRECONDITION, RegistryConfig  # noqa: F401 - RegistryConfig: re-exported
+from .registryconfig import RegistryConfig  # noqa: F401 - RegistryConfig: re-exported
 from .watch import Watch
 from .workload import Clock, ForecastService, ForecastState, ScalerError, Tuned, TuningService, Workload
 
 log = logging.getLogger(__name__)
-
-def missing_why(seconds: float) -> str:
-    """The missing-data reason as a message (the decision, UNAVAILABLE and the status page say it)."""
-    return (f"the query has returned no usable value (no series, or NaN) for {seconds:.0f}s where the last one was "
-            "above activationThreshold: missing data (a scrape gap?), not zero")
 
 
 class Registry:
@@ -84,7 +75,6 @@ class Registry:
         self.tuning = tuning
         self.coldstarts = ColdStartService(clock, metrics)  # coldStartFrom: cluster
         self.watch = watch  # live scores, drift state, the decision log (scaler.serve.watch); the caller records
-        self.ledger = ledger  # the fleet GPU budgets (scaler.serve.ledger.Ledger), None without --budget-file
         self.client_factory = client_factory
         self.stores = tuple(stores)  # JsonStores whose files a forgotten ScaledObject takes with it
         self._lock = threading.Lock()
@@ -94,15 +84,18 @@ class Registry:
         self._unswept: dict[tuple[str, str, str], float] = {}  # forgotten workload key -> when (its files await a sweep)
         self.limiter = LogLimiter(self.clock, config.log_interval_seconds)
         self.ops = ops_metrics(metrics)
-        # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
-        # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
-        # ``query_at`` to evaluate them at its time
         # what a trigger learns online (capacity, the loop's factor, the forecast error), kept across a restart
         self.keeper = None if learned_store is None else Keeper(
             learned_store, self.changed, clock, self.clock, watch=watch, learner=lambda configured: CapacityLearner(
                 configured, settle=config.capacity_settle_seconds, min_samples=config.capacity_min_samples))
         if learned_store is not None:
             self.stores += (learned_store,)
+        # the decision and what is recorded of it; ``ledger``: the fleet GPU budgets (scaler.serve.ledger.Ledger),
+        # None without --budget-file
+        self.answers = Answers(self.clock, clock, config, metrics, watch, ledger)
+        # the observation refreshes (scaler.serve.refresher). Instant queries carry no time= (Prometheus' own
+        # now, as KEDA's scaler); only a simulated clock (tests replaying backfilled data) passes itself as
+        # ``query_at`` to evaluate them at its time
         self.refresher = Refresher(self.changed, self.clock, metrics, config, self.limiter,
                                    lambda w: self._workloads.get(w.key) is w, query_at, wall=clock, keeper=self.keeper)
         self._stop = threading.Event()
@@ -126,7 +119,7 @@ class Registry:
         re-check passes False."""
         spec, digest = self.identify(namespace, name, metadata)
         if spec.gpu_budget:
-            self._budget_known(spec.gpu_budget)
+            self.answers.budget_known(spec.gpu_budget)
         now = self.clock()
         key = (namespace, name, f"{spec.metric_name}.{digest[:32]}")
         evicted, last = None, False
@@ -173,7 +166,7 @@ class Registry:
                 self.apply_tuned(wl, tuned)
         if created and self.forecasts is not None and wl.spec.mode != "reactive":
             fs = self.forecasts.restore(wl)  # a stored forecast (restart) answers the very first call
-            if fs is not None:
+            if fs is not None and fs.key is not None:  # (a stored forecast has its key)
                 self.adopt_forecast(wl, fs, fs.key)
         if evicted is not None:
             self._cleanup(evicted, last, f"evicted for a new trigger: polled fewer than {PROVEN_POLLS} times while the "
@@ -201,10 +194,11 @@ class Registry:
         forecast service on its next tick while the current curve keeps serving.
         """
         with self._lock:
-            if self.tuning is None or not self.tuning.applies(tuned, wl.declared):
+            declared = wl.declared or wl.spec
+            if self.tuning is None or not self.tuning.applies(tuned, declared):
                 return False
             wl.tuned = tuned
-            wl.spec = tuned.apply(wl.declared)
+            wl.spec = tuned.apply(declared)
         if self.watch is not None:
             self.watch.note_tuned(wl, tuned)
         return True
@@ -231,92 +225,31 @@ class Registry:
             wl.cluster_cold = reading
             return True
 
+    # -- the answer (RPC threads, memory only: scaler.serve.answer) ----------------
     def match_metric(self, wl: Workload, metric_name: str) -> None:
-        """KEDA may lower-case names and strips its ``s<index>-`` prefix; accept both forms."""
-        asked = re.sub(r"^s\d+-", "", metric_name.strip().lower())
-        if metric_name and asked != wl.spec.metric_name and metric_name.strip().lower() != wl.spec.metric_name:
-            raise ScalerError("NOT_FOUND", f"ScaledObject {wl.namespace}/{wl.name}: unknown metric "
-                                           f"'{cut(metric_name)}'; "
-                                           f"this trigger serves '{wl.spec.metric_name}'")
+        """NOT_FOUND unless ``metric_name`` is the trigger's (in KEDA's forms: ``answer.match_metric``)."""
+        match_metric(wl, metric_name)
 
-    # -- the decision (RPC threads, memory only) -------------------------------
     def decision(self, wl: Workload) -> Decision:
-        """The answer for ``wl`` now, read from memory; changes nothing but a fleet GPU budget member's claim
-        (``ledger``: the answer is capped within its budget), its caller records what it served (``record``, or
-        ``export`` for IsActive). Staleness is judged here, by the age of the last good observation, whatever kept
-        it from being renewed."""
-        now = self.clock()
-        err, observed, stale = wl.error, wl.observed, False
-        failing = err is not None and (wl.observed_at is None or (wl.error_at or 0) >= wl.observed_at)
-        if failing and err.kind in PRECONDITION:
-            raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {err}")
-        if wl.cold_start_error is not None:
-            raise ScalerError("FAILED_PRECONDITION", f"ScaledObject {wl.namespace}/{wl.name}: {wl.cold_start_error}")
-        missing = not failing and wl.missing_since is not None  # no usable value: unknown, not zero (refresher)
-        why = str(err) if failing else (missing_why(now - wl.missing_since) if missing
-                                        else "no observation from Prometheus yet (refresh pending)")
-        if observed is None or wl.observed_at is None:
-            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}")
-        age = now - wl.observed_at
-        if age > self.stale_after(wl):
-            raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: {why}; "
-                                             f"last good observation {age:.0f}s ago")
-        if failing or (age > self.late_after(wl) and not missing):
-            stale = True
-        fs, params = wl.forecast, wl.params()
-        d = decide(observed, fs.forecast, params, self.wall(), unusable=fs.unusable, history_max=fs.history_max,
-                   with_mean=True, missing=missing, feedback=wl.loop.factor if params.loop is not None else None)
-        if stale:
-            d = dataclasses.replace(d, reason=Reason.PROMETHEUS_STALE)
-        elif self.watch is not None and d.reason in (Reason.FORECAST, Reason.OBSERVED_FLOOR) and self.watch.drifting(wl):
-            # live scores say the forecast drifted: the safe policy until it covers again (scaler.drift)
-            d = dataclasses.replace(d, reason=Reason.FORECAST_DRIFT, planned=safe_planned(
-                d.planned, d.observed, self.watch.window_max(wl, self.wall()), wl.spec.headroom))
-        if not d.planned <= MAX_RATE:  # +inf or beyond (a 1e308 series times headroom): KEDA gets a finite value
-            if d.planned != d.planned:
-                raise ScalerError("UNAVAILABLE", f"ScaledObject {wl.namespace}/{wl.name}: the planned rate is not a "
-                                                 "number (the forecast or the observation is not usable)")
-            d = dataclasses.replace(d, planned=MAX_RATE)
-        if wl.spec.gpu_budget and self.ledger is not None:  # within its fleet GPU budget (memory only)
-            d = self.ledger.cap(wl, d)
-        return d
-
-    def _budget_known(self, name: str) -> None:
-        if self.ledger is None:
-            raise ScalerError("INVALID_ARGUMENT", f"gpuBudget {name[:63]!r}: this scaler holds no GPU budget (start "
-                                                  "it with --budget-file); remove gpuBudget or point scalerAddress at "
-                                                  "a scaler that holds it")
-        self.ledger.check(name)
+        """The answer for ``wl`` now, read from memory, or a ``ScalerError`` (``Answers.decision``)."""
+        return self.answers.decision(wl)
 
     def record(self, wl: Workload, d: Decision) -> None:
         """The caller of ``decision`` records what it served (GetMetrics): exported, scored and logged
         (``scaler.serve.watch``)."""
-        self.export(wl, d)
+        self.answers.export(wl, d)
         wl.answered = d.planned  # the replicas asked for: the closed loop waits for them before it raises again
-        if self.watch is not None:
-            now = self.wall()
-            self.watch.record(wl, d, now, wl.lead().seconds)
-            if wl.spec.lead.forecast_error_auto:  # the lead's forecast-error part as the scores measure it
-                wl.forecast_error = self.watch.forecast_error(wl, now)["derived_seconds"]
+        derived = self.answers.scored(wl, d)
+        if derived is not None:  # the lead's forecast-error part as the scores measure it (forecastErrorSeconds: auto)
+            wl.forecast_error = derived
 
     def note_active(self, wl: Workload, d: Decision, active: bool) -> None:
         """An IsActive answer (its metrics, and its changes in the decision log)."""
-        self.export(wl, d)
-        if self.watch is not None:
-            self.watch.note_active(wl, d, active, self.wall())
+        self.answers.note_active(wl, d, active)
 
     def export(self, wl: Workload, d: Decision) -> None:
-        """A decision as metrics (IsActive's too): read from the Decision and the spec only (no clock, no curve);
-        with an eventsFile, whether it is in force as written (its error noted once in the decision log)."""
-        self.metrics.export_decision(wl.labels, d, wl.lead(), wl.spec.quantile)
-        llmstate.export(wl.spec, wl.labels, self.metrics)
-        if loop_targets(wl.spec) is not None:
-            self.metrics.feedback.labels(*wl.labels).set(d.feedback)
-        if wl.spec.events_file:
-            reading = FILES.get(wl.spec.events_file)
-            self.metrics.events_file_ok.labels(*wl.labels).set(0.0 if reading.error else 1.0)
-            if self.watch is not None:
-                self.watch.note_events(wl, reading, self.wall())
+        """A decision as metrics (``Answers.export``)."""
+        self.answers.export(wl, d)
 
     # -- background ------------------------------------------------------------
     def start(self, tick_seconds: float = 1.0) -> None:
@@ -368,30 +301,13 @@ class Registry:
         now = self.clock()
         with self._lock:
             workloads = list(self._workloads.values())
-        newest: dict[tuple[str, str], float] = {}  # each ScaledObject's most recent poll, over its triggers
-        for wl in workloads:
-            so = (wl.namespace, wl.name)
-            newest[so] = max(newest.get(so, -math.inf), wl.last_polled)
-        kept, due = [], []
-        for wl in workloads:
-            silent = now - wl.last_polled
-            if silent > self.config.forget_seconds:
-                self._forget(wl, f"not polled for {silent:.0f}s")
-                continue
-            if silent > self.retire_after(wl) and newest[(wl.namespace, wl.name)] > wl.last_polled + 1.0:
-                self._forget(wl, f"not polled for {silent:.0f}s while another trigger of its ScaledObject is: "
-                                 "its metadata changed")
-                continue
-            kept.append(wl)
-            if not wl.refreshing and not wl.queued and (wl.attempted_at is None
-                                                        or now - wl.attempted_at >= self.refresh_interval(wl)):
-                due.append(wl)
-        # oldest first; a host:port or namespace at its limit waits (its own hung requests hold no one else)
-        due.sort(key=lambda w: w.attempted_at or 0.0)
+        gone, kept, due = triage(workloads, now, self.config)  # (scaler.serve.cadence)
+        for wl, why in gone:
+            self._forget(wl, why)
         with self._lock:
             self.refresher.drain(now)  # what waits for a rate's tokens goes first
         for wl in due:
-            late = wl.attempted_at is not None and now - wl.attempted_at > self.refresh_interval(wl) + 2.0
+            late = wl.attempted_at is not None and now - wl.attempted_at > refresh_interval(wl, self.config) + 2.0
             with self._lock:
                 started = self.refresher.submit(wl, now)
             if started and late:
@@ -402,7 +318,7 @@ class Registry:
         for wl in kept:
             if self.forecasts is not None and wl.spec.mode != "reactive":
                 self.forecasts.maybe_refit(wl, wall, self.adopt_forecast)
-            if self.tuning is not None and wl.declared.tuning == "auto":
+            if self.tuning is not None and (wl.declared or wl.spec).tuning == "auto":
                 self.tuning.maybe_tune(wl, wall, self.apply_tuned)
             self.coldstarts.maybe_refresh(wl, wall, self.adopt_cold_start)
             capacityfile.apply(wl, self._lock)  # a capacity file read anew: its model in force (memory only)
@@ -434,31 +350,6 @@ class Registry:
                 except OSError as e:
                     log.warning("cannot remove state of %s/%s: %s", k[0], k[1], e.strerror)
 
-    def retire_after(self, wl: Workload) -> float:
-        """Silence after which a trigger whose ScaledObject has a more recently polled one (an edit) is retired:
-        three of its own learned polls, at least ``retire_seconds``; with no cadence learned yet, ``forget_seconds``
-        (issue 40, item 6: a sibling polled by another caller never makes a trigger silent)."""
-        if wl.poll_interval is None:
-            return self.config.forget_seconds
-        return min(self.config.forget_seconds, max(self.config.retire_seconds, 3 * wl.poll_interval))
-
-    def stale_after(self, wl: Workload) -> float:
-        """An observation older than this is not served (UNAVAILABLE): ``stale_seconds``, or 4 declared
-        ``refreshInterval`` when that is longer (a refresh every 10 min must not be UNAVAILABLE half the time)."""
-        declared = wl.spec.refresh_seconds
-        return self.config.stale_seconds if declared is None else max(self.config.stale_seconds, 4 * declared)
-
-    def refresh_interval(self, wl: Workload) -> float:
-        """refreshInterval, else KEDA's learned polling cadence (at least the floor ``refresh_seconds``)."""
-        if wl.spec.refresh_seconds is not None:
-            return wl.spec.refresh_seconds
-        learned = wl.poll_interval if wl.poll_interval is not None else self.config.refresh_seconds
-        return max(self.config.refresh_seconds, min(learned, self.config.max_refresh_seconds))
-
-    def late_after(self, wl: Workload) -> float:
-        """An observation older than this was not renewed on time: served with reason prometheus_stale."""
-        return 2 * self.refresh_interval(wl) + wl.spec.prometheus.timeout_seconds + 2.0
-
     def _forget(self, wl: Workload, why: str) -> None:
         """Out of memory, its series gone; its state files stay until ``_sweep`` (it may come back)."""
         with self._lock:
@@ -479,7 +370,7 @@ class Registry:
         self.specs.forget(wl.namespace, wl.name, None if last else wl.digest)
         self.metrics.forget(wl.namespace, wl.name, wl.trigger, whole=last)
         labels = wl.labels
-        self.limiter.forget(lambda k: k[:3] == labels)
+        self.limiter.forget(lambda k: isinstance(k, tuple) and k[:3] == labels)
         if self.forecasts is not None:
             self.forecasts.forget(wl)
         if self.tuning is not None:
@@ -494,4 +385,6 @@ class Registry:
     def workloads(self, namespace: str | None = None, name: str | None = None) -> list[Workload]:
         """The tracked workloads (of one ScaledObject, given its namespace and name)."""
         with self._lock:
-            return list(self._workloads.values()) if namespace is None else self._workloads.of(namespace, name)
+            if namespace is None:
+                return list(self._workloads.values())
+            return [] if name is None else self._workloads.of(namespace, name)

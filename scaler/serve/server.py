@@ -9,7 +9,7 @@ A port or host it cannot listen on, or TLS files that do not load, raise
 ``OSError``/``ValueError`` naming the flag and the cause (the CLI exits 2).
 
 Clocks: ``time.time`` (forecast times) and ``time.monotonic`` (ages, intervals,
-forgetting) are read here only and passed in. TLS: the certificate, key and
+forgetting) are read here only and passed in. TLS (``tls``): the certificate, key and
 client CA are re-read after they change on disk (cert-manager rotates them),
 on the next handshake; plaintext gRPC logs a warning at start and exports
 ``forescale_grpc_tls_enabled 0``.
@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import faulthandler
 import functools
-import json
 import logging
 import os
 import signal
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,8 +46,10 @@ from .service import ExternalScalerServicer
 from .registry import Registry, RegistryConfig
 from .decisionlog import DecisionLog
 from .files import load_key
+from .logs import setup_logging
 from .state import JsonStore
 from .threads import ReapingExecutor
+from .tls import server_credentials
 from .tuning import MAX_RUN_RSS_BYTES, MAX_RUN_SECONDS
 from .view import StatusView
 from .watch import Watch, WatchCollector
@@ -152,7 +152,8 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
         address = f"{config.host}:{config.grpc_port}"
-        creds = _tls(config) if config.tls_cert else None
+        creds = (server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca) if config.tls_cert
+                 else None)
         self.ops.grpc_tls.set(0 if creds is None else 2 if config.tls_client_ca else 1)
         try:
             self.grpc_port = self.grpc.add_secure_port(address, creds) if creds else self.grpc.add_insecure_port(address)
@@ -257,76 +258,6 @@ def _bind_cause(host: str, port: int) -> str:
     return "address in use or not allowed"
 
 
-def _tls(config: ServerConfig) -> grpc.ServerCredentials:
-    """Credentials that re-read the files after they change on disk (checked at each new handshake, by
-    modification time and size); a rotated pair that does not load keeps the last good one (logged)."""
-    first = _tls_config(config)
-    files = [p for p in (config.tls_cert, config.tls_key, config.tls_client_ca) if p]
-    seen = {"stamp": _stamps(files)}
-
-    def fetch():
-        stamp = _stamps(files)
-        if stamp == seen["stamp"]:
-            return None
-        seen["stamp"] = stamp
-        try:
-            fresh = _tls_config(config)
-        except (OSError, ValueError) as e:
-            log.error("TLS files changed but do not load (keeping the previous certificate): %s", e)
-            return None
-        log.info("TLS certificate reloaded from %s", config.tls_cert)
-        return fresh
-
-    return grpc.dynamic_ssl_server_credentials(first, fetch,
-                                               require_client_authentication=bool(config.tls_client_ca))
-
-
-def _stamps(files: list[str]) -> tuple:
-    out = []
-    for p in files:
-        try:
-            st = os.stat(p)
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-def _tls_config(config: ServerConfig):
-    """PEM files read and checked with the ssl module first, so a bad key or a mismatch is named."""
-    def read(path: str, what: str) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError as e:
-            raise OSError(f"--{what}: cannot read {path}: {e.strerror}") from None
-
-    if not config.tls_key:
-        raise ValueError("--tls-cert needs --tls-key")
-    key, cert = read(config.tls_key, "tls-key"), read(config.tls_cert, "tls-cert")
-    if b"-----BEGIN CERTIFICATE-----" not in cert:
-        raise ValueError(f"--tls-cert {config.tls_cert}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)")
-    if b"PRIVATE KEY-----" not in key:
-        raise ValueError(f"--tls-key {config.tls_key}: no PEM private key in it (expected -----BEGIN ... PRIVATE KEY-----)")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        ctx.load_cert_chain(config.tls_cert, config.tls_key)
-    except ssl.SSLError as e:
-        cause = "the key does not match the certificate" if "KEY_VALUES_MISMATCH" in str(e) else (e.reason or str(e))
-        raise ValueError(f"--tls-cert {config.tls_cert} / --tls-key {config.tls_key}: {cause} "
-                         f"(expected a PEM certificate and its unencrypted PEM private key)") from None
-    pair = [(key, cert)]
-    if config.tls_client_ca:
-        ca = read(config.tls_client_ca, "tls-client-ca")
-        try:
-            ctx.load_verify_locations(cafile=config.tls_client_ca)
-        except ssl.SSLError as e:
-            raise ValueError(f"--tls-client-ca {config.tls_client_ca}: {e.reason or e} "
-                             f"(expected PEM CA certificates)") from None
-        return grpc.ssl_server_certificate_configuration(pair, root_certificates=ca)
-    return grpc.ssl_server_certificate_configuration(pair)
-
-
 def _ledger(config: ServerConfig, clock: Callable[[], float], metrics: ScalerMetrics):
     """The fleet GPU budgets of ``--budget-file`` (None without one); ValueError naming what is wrong."""
     if config.budget_file is None:
@@ -368,40 +299,6 @@ def _tuning_service(config: ServerConfig, clock: Callable[[], float], metrics: S
 
     return TuningService(clock, metrics, store=store, config=TuningConfig(max_seconds=config.tuning_max_seconds,
                                                                           max_rss_bytes=config.tuning_max_rss_bytes))
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32) if c not in (9,)}
-_CONTROL.update({10: "\\n", 13: "\\r", 0x7f: "\\x7f", 0x85: "\\x85", 0x2028: "\\u2028", 0x2029: "\\u2029"})
-
-
-class TextFormatter(logging.Formatter):
-    """Text logs, one line per record: control characters in the message (a newline in a ScaledObject name,
-    a metadata value, a Prometheus error) are escaped, so no value can forge a line."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = record.message.translate(_CONTROL)
-        return super().formatMessage(record)
-
-
-class JsonFormatter(logging.Formatter):
-    """``--log-format json``: one object per line (time, level, logger, message, exception)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        doc = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc)
-
-
-def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-        handler.formatter.converter = time.gmtime
-    else:
-        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def handle_other_signals() -> None:

@@ -7,7 +7,7 @@ trigger's phase, the same in every replica; at once on the latest cutoff when
 there is no valid choice yet, but not before the history covers
 ``tuningMinHistory``: until then the run counts as ``waiting`` and is looked
 at again within the hour, and the first choice is made on the earliest
-whole-hour boundary whose window covers it), fetches the workload's
+whole-hour boundary whose window covers it: ``tuningwindow``), fetches the workload's
 history up to the cutoff from Prometheus (``fetch_seconds``: ``history`` + the simulated span + a day; range
 query, the workload's own client, an I/O thread), replays the last few days of it (clock-aligned refits, each
 on ``history``; the fits the day before made are reused from the worker's ``replay.fitcache``)
@@ -24,14 +24,13 @@ metric or its target (KEDA rebuilds the HPA target only on spec changes).
 Bounded CPU: one sweep at a time for the whole scaler, in one worker process
 of its own at a lower priority (``nice``). RPCs never wait on any of this.
 The choice is exported (``forescale_tuning_info`` and friends), logged with
-its figures, and persisted under ``<state-dir>/tuning/`` so that a restart
+its figures, and persisted under ``<state-dir>/tuning/`` (``tuningdoc``) so that a restart
 keeps it (until the next scheduled run, or a metadata change that concerns it).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import os
 import time
@@ -46,19 +45,18 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..events import FILES
 from ..misstarget import MissTarget
-from ..deadband import KUBERNETES_TOLERANCE
-from ..prom import PromError, PromErrorKind
+from ..prom import PromError
 from ..replay.forecasts import MAX_CHAIN_SECONDS
 from ..spec import ScalerSpec
-from .load import load_series
 from .metrics import ScalerMetrics, drop_series
-from .state import JsonStore, digest
-from .worker import SETTLE_SECONDS, GaveUp, Worker, cutoff, last_boundary, phase
-from .workload import TUNABLE, Apply, Tuned, Workload
+from .state import JsonStore
+from .tuningdoc import STATE_VERSION, cluster_tolerance, tuned_from_document, tuning_document, tuning_key
+from .tuningwindow import NotEnoughHistory, run_window
+from .worker import GaveUp, Worker, cutoff, worker_init
+from .workload import Apply, Tuned, Workload
 
 log = logging.getLogger(__name__)
 
-STATE_VERSION = 1
 SPAN_SECONDS = 3 * 86400.0  # the simulated part of the history (at most half of what there is)
 MIN_REFIT_SECONDS = 7200.0  # the sweep refits no more often than this (the server refits every refitInterval)
 RETRY_SECONDS = 3600.0  # after a failed run, and at most between two looks at a history still too short
@@ -70,40 +68,6 @@ MAX_RUN_RSS_BYTES = 1 << 30  # ... as does one whose worker process (and its Cmd
 # minReplicaCount too, which the scaler cannot set (a choice sets floorReplicas to 0). envelope: ``model: envelope`` (its servable window), whose curve
 # at fit time is exact for the next period.
 SERVER_FAMILIES = ("reactive", "linear_trend", "seasonal_naive", "predictive", "envelope", "oracle")
-
-
-class NotEnoughHistory(Exception):
-    """The history covers less than tuningMinHistory (or minHistory) yet."""
-
-    def __init__(self, covered: float, need: float):
-        super().__init__(f"{covered / 3600:.1f} h of history, the first selection needs {need / 3600:.1f} h "
-                         f"(tuningMinHistory)")
-        self.wait_seconds = need - covered
-
-
-class NoHistory(ValueError):
-    """The query returned no history up to the cutoff."""
-
-
-def covered(series: Series) -> float:
-    """Seconds from the first to the last finite point of ``series``, one step included (0 when none)."""
-    finite = np.isfinite(series.y)
-    return float(series.t[finite][-1] - series.t[finite][0] + series.step) if finite.any() else 0.0
-
-
-def cluster_tolerance(spec: ScalerSpec) -> float:
-    """The HPA tolerance to emulate: the declared one, or Kubernetes' default when compensation is declared off."""
-    return spec.hpa_tolerance if spec.hpa_tolerance > 0 else KUBERNETES_TOLERANCE.up
-
-
-def tuning_key(spec: ScalerSpec) -> str:
-    """A one-way digest of the declared inputs a choice depends on (headers may hold secrets)."""
-    p = spec.prometheus
-    return digest((p.server_address, p.query_parameters, p.custom_headers, p.credentials, spec.load_identity(),
-                   spec.qps_per_replica, spec.lead, spec.cold_start_query, spec.cold_start_cluster, spec.model,
-                   spec.history_seconds,
-                   spec.step_seconds, spec.activation_threshold, cluster_tolerance(spec), spec.target_miss,
-                   spec.max_cost_ratio))
 
 
 # --------------------------------------------------------------------------- the job (worker process)
@@ -133,7 +97,7 @@ class TuningJob:
     holiday_window: int = 0
     holiday_as: int = DEFAULT_HOLIDAY_AS_CODE
     timezone: str = UTC  # timezone: the zone of the holiday days
-    events: tuple = ()  # forecaster.calendar.Event of eventsFile: the replay applies them as the server does
+    events: tuple = ()  # forecaster.eventsfile.Event of eventsFile: the replay applies them as the server does
 
 
 def fetch_seconds(history_seconds: float, span_seconds: float) -> float:
@@ -164,8 +128,6 @@ def run_job(job: TuningJob, fits=None) -> dict:
     shares with the one of the day before are taken from ``fits`` (default: the process's
     ``replay.fitcache.shared()``): the same fits and selection, a third of the fits made (default 3 d span). The
     sweep is ``server_grid``'s."""
-    from forecaster.base import Series
-
     from ..replay import engine, fitcache
     from ..replay.tune import tune
 
@@ -186,6 +148,7 @@ def run_job(job: TuningJob, fits=None) -> dict:
     r, sel = tuning.result, tuning.selection
     settings_out = tuning.deployment()  # the family table's mapping (ValueError when nothing was selectable)
     p = sel.point
+    assert p is not None  # (deployment() raised otherwise)
     v = p.variant
     return {
         "label": p.label, "policy": str(v.policy), "settings": settings_out, "met": sel.met, "message": sel.message,
@@ -200,34 +163,13 @@ def run_job(job: TuningJob, fits=None) -> dict:
 
 
 def _tuning_worker_init(parent_pid: int, nice: bool) -> None:
-    """The tuning worker dies with the server, as a fit worker does (``fitting.worker_init``), at a lower priority."""
-    from .fitting import worker_init
-
+    """The tuning worker dies with the server, as a fit worker does (``worker.worker_init``), at a lower priority."""
     worker_init(parent_pid)
     if nice:
         try:
             os.nice(10)
         except OSError:  # pragma: no cover
             pass
-
-
-# --------------------------------------------------------------------------- persistence
-
-
-def tuning_document(tuned: Tuned, figures: dict) -> dict:
-    """What ``TuningService`` stores for one choice (the store adds version, trigger and key)."""
-    return {"chosen_at": tuned.chosen_at, "label": tuned.label, "policy": tuned.policy,
-            "settings": dict(tuned.settings), "met": tuned.met, "miss": tuned.miss, "cost_ratio": tuned.cost_ratio,
-            "figures": figures}
-
-
-def tuned_from_document(doc: dict) -> tuple[Tuned, dict]:
-    """``tuning_document`` read back (KeyError/TypeError/ValueError/AttributeError when malformed)."""
-    settings = tuple((k, v) for k, v in doc["settings"].items() if k in TUNABLE)
-    tuned = Tuned(key=doc["key"], settings=settings, label=str(doc["label"]), policy=str(doc["policy"]),
-                  chosen_at=float(doc["chosen_at"]), met=bool(doc["met"]), miss=float(doc["miss"]),
-                  cost_ratio=None if doc.get("cost_ratio") is None else float(doc["cost_ratio"]))
-    return tuned, dict(doc.get("figures") or {})
 
 
 # --------------------------------------------------------------------------- the service
@@ -288,7 +230,7 @@ class TuningService:
     def restore(self, wl: Workload) -> Tuned | None:
         if self.store is None:
             return None
-        got = self.store.read(wl.key, tuned_from_document, version=STATE_VERSION, key=tuning_key(wl.declared))
+        got = self.store.read(wl.key, tuned_from_document, version=STATE_VERSION, key=tuning_key(wl.declared or wl.spec))
         if got is None:
             return None
         tuned, _ = got
@@ -299,7 +241,7 @@ class TuningService:
         return tuned
 
     def maybe_tune(self, wl: Workload, now: float, apply: Apply) -> None:
-        declared = wl.declared
+        declared = wl.declared or wl.spec
         if declared.tuning != "auto":
             return
 
@@ -376,57 +318,12 @@ class TuningService:
         if self.on_run is not None:
             self.on_run(wl, at, outcome, detail)
 
-    def _history(self, wl: Workload, spec: ScalerSpec, at: float, since: float | None = None) -> tuple[Series, float]:
-        """The history up to the cutoff ``at`` (``fetch_seconds`` of it, or from ``since`` when given) and the time
-        its finite points cover."""
-        step = spec.step_seconds
-        end = math.floor(at / step) * step
-        if since is None:  # history before every replayed fit (fetch_seconds)
-            start = end - fetch_seconds(spec.history_seconds, self.config.span_seconds) + step
-        else:
-            start = math.floor(since / step) * step
-        try:
-            series, _ = load_series(wl.client, spec, start, end, step)
-        except PromError as e:
-            if e.kind is PromErrorKind.NO_DATA:
-                raise NoHistory("no history returned by the query") from None
-            raise
-        return series, covered(series)
-
-    def _first_window(self, wl: Workload, spec: ScalerSpec, now: float, at: float,
-                      need: float) -> tuple[Series, float, float]:
-        """A first choice whose ``tuningInterval`` cutoff has too short a history: the window up to the earliest
-        boundary of a finer grid (``retry_seconds``, the same in every replica) whose history covers ``need``,
-        that boundary and the time it covers; while that boundary is ahead, the latest one's."""
-        grid, step = self.config.retry_seconds, spec.step_seconds
-        offset = phase(wl.key, grid)
-        latest = last_boundary(now - SETTLE_SECONDS, grid, offset)
-        # from the start of ``at``'s window (the history began after it): where it began, whatever ``latest`` is
-        series, _ = self._history(wl, spec, latest, since=math.floor(at / step) * step - spec.history_seconds + step)
-        finite = np.isfinite(series.y)
-        keep = series.t > math.floor(latest / step) * step - spec.history_seconds
-        have = covered(Series(series.t[keep], series.y[keep], step))
-        if have >= need and finite.any():
-            first = math.ceil((float(series.t[finite][0]) - step + need - offset) / grid) * grid + offset
-            if at < first < latest:  # (after ``at``: a choice made on it is not due again before the next cutoff)
-                end = math.floor(first / step) * step
-                keep = (series.t > end - spec.history_seconds) & (series.t <= end)
-                series = Series(series.t[keep], series.y[keep], step)
-                return series, first, covered(series)
-        return Series(series.t[keep], series.y[keep], step), latest, have
-
     def _tune_once(self, wl: Workload, spec: ScalerSpec, now: float, at: float) -> tuple[dict, float]:
         """The sweep's figures and the cutoff it ran on (``at``, or a first choice's earlier grid boundary)."""
         step = spec.step_seconds
-        need = max(spec.min_history_seconds, spec.tuning_min_history_seconds)
-        try:
-            series, have = self._history(wl, spec, at)
-        except NoHistory:  # the data began after this cutoff (a young workload): the first window's grid below
-            have = 0.0
-        if have < need:
-            series, at, have = self._first_window(wl, spec, now, at, need)
-        if have < need:
-            raise NotEnoughHistory(have, need)
+        series, at, have = run_window(wl.client, wl.key, spec, now, at,
+                                      fetch_seconds(spec.history_seconds, self.config.span_seconds),
+                                      self.config.retry_seconds)
         cold = wl.t_cold().seconds  # the T_cold in force: the cluster's, the probe's or coldStartSeconds
         model = spec.model if spec.model != "auto" else "prophet"
         job = TuningJob(name=f"{wl.namespace}/{wl.name}", t=series.t, y=series.y, step=step,
@@ -444,8 +341,9 @@ class TuningService:
         m, ns, name = self.metrics, wl.namespace, wl.name
         drop_series(m.tuning_info, lambda k: k[:2] == (ns, name))
         st = dict(tuned.settings)
-        applied = wl.declared.mode != "forecastOnly"
-        m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", wl.declared.mode)),
+        declared = wl.declared or wl.spec
+        applied = declared.mode != "forecastOnly"
+        m.tuning_info.labels(ns, name, tuned.policy, str(st.get("mode", declared.mode)),
                              str(st.get("model", "")) if st.get("mode") != "reactive" else "",
                              "" if "quantile" not in st or st.get("mode") == "reactive" else f"{st['quantile']:g}",
                              "" if st.get("mode") == "reactive" else f"{st.get('level_correction_seconds', 0):g}",

@@ -19,7 +19,8 @@ from ..events import FILES
 from ..prom import short
 from . import llmstate
 from .capacityfile import reading as capacity_reading
-from .registry import Registry, missing_why
+from .answer import missing_why
+from .registry import Registry
 from .watch import Watch, clean
 from .workload import Workload
 

@@ -10,7 +10,8 @@ Both services run slow work for a workload off the RPC threads: an I/O thread
 - *submission* to the I/O executor, the key released whatever the work does;
 - the *worker pool*: made on ``start``, replaced once when a worker process
   died (``BrokenProcessPool``: the OOM killer), its processes killed on ``stop``
-  (bounded: queued work is dropped, running work is not awaited);
+  (bounded: queued work is dropped, running work is not awaited); each worker
+  process dies with the server (``worker_init``, the pools' initializer);
 - *due times* on clock-aligned boundaries (``last_boundary``): multiples of an
   interval plus an offset drawn from the workload's identity, so that every
   replica computes the same boundaries for the same trigger (issue 22, item 6).
@@ -21,6 +22,7 @@ where its result goes.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import os
@@ -68,6 +70,29 @@ def _rss(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def worker_init(parent_pid: int) -> None:
+    """In each worker process: die with the server (PR_SET_PDEATHSIG for the direct parent, and a watch on
+    the server's pid, since a forkserver worker's parent is the fork server, not the server)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+                with open(f"/proc/{parent_pid}/stat", "rb") as f:  # a killed server not yet reaped is a zombie: gone
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        os._exit(0)
+            except ProcessLookupError:
+                os._exit(0)
+            except (PermissionError, OSError, IndexError):
+                pass
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 # a boundary's data is used once this long has passed: the samples up to it have been scraped and ingested

@@ -65,7 +65,7 @@ TUNABLE = ("mode", "model", "quantile", "level_correction_seconds", "headroom", 
 class Tuned:
     """A configuration the auto-tuner (``scaler.serve.tuning``) chose for one workload."""
 
-    key: str  # digest of the declared inputs it was chosen for (``tuning.tuning_key``)
+    key: str  # digest of the declared inputs it was chosen for (``tuningdoc.tuning_key``)
     settings: tuple[tuple[str, object], ...]  # ScalerSpec field -> value, fields of TUNABLE only
     label: str  # e.g. "predictive prophet q0.9 lc 30m x1.1"
     policy: str  # the family

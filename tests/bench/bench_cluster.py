@@ -21,7 +21,7 @@ import time
 
 
 from scaler.cli import traces
-from scaler.replay import engine, variants
+from scaler.replay import engine, prepare, variants
 from scaler.replay.cluster import Phases, Pool
 from scaler.replay.hpa import poll_ticks
 from scaler.replay.keda import run_hpa
@@ -59,7 +59,7 @@ def main() -> None:
         rw = engine.run(tr, world_s, variants.defaults(world_s))
         t_world = min(t_world, time.perf_counter() - t0)
     sc, n = r.scenario, r.scenario.n
-    su = engine.setup(tr, plain_s)
+    su = prepare.setup(tr, plain_s)
     print(f"bundled trace, {n} ticks of {sc.tick:g} s; world: 4 GPUs/node, node up in 420 s, phases 15+60+10+"
           f"{cold - 85:g} s, 2 placeholder GPUs, FIFO queue with a 30 s timeout")
     print(f"{'policy':<13}{'plain ms':>10}{'world ms':>10}{'ratio':>8}")

@@ -30,11 +30,11 @@ from support.shared_traces import DAY, TRACE_SPECS, load, settings_for  # noqa: 
 
 def compare(tr, settings) -> dict:
     from scaler.policy import PolicyParams
-    from scaler.replay import engine, variants
+    from scaler.replay import engine, prepare, variants
     from scaler.replay.drift import replay_drift
 
     r = engine.run(tr, settings, [variants.default_variant("predictive", settings)], jobs=1)
-    su = engine.setup(tr, settings)
+    su = prepare.setup(tr, settings)
     curves = r.models[settings.model].curves
     params = PolicyParams(mode="forecastAndScale", lead_seconds=su.lead.seconds, quantile=settings.quantile,
                           qps_per_replica=su.qps, headroom=settings.headroom, hpa_tolerance=settings.hpa_tolerance,

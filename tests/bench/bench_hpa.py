@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scaler.cli import traces  # noqa: E402
-from scaler.replay import engine  # noqa: E402
+from scaler.replay import prepare  # noqa: E402
 from scaler.replay.hpa import Hpa, poll_ticks  # noqa: E402
 from scaler.replay.keda import run_hpa  # noqa: E402
 from scaler.replay.scenario import scenario  # noqa: E402
@@ -36,7 +36,7 @@ def main() -> None:
     first = time.perf_counter() - t_first  # numba: compile, or load from its cache
     old = oldhpa.load()
     s = traces.bundled_trace().series
-    q = engine.nice_round(float(np.nanmax(s.y)) / 20)
+    q = prepare.nice_round(float(np.nanmax(s.y)) / 20)
     start = float(s.t[0]) + 3600.0
     sc = scenario(s.t, s.y, s.step, start, float(s.t[-1] + s.step), cold_start_seconds=180, qps_per_replica=q)
     cases = []

@@ -19,7 +19,7 @@ from scaler.replay import policies as pol
 from scaler.replay.families.oracle import oracle
 from scaler.replay import scenario as scn
 from scaler.cli import traces
-from scaler.replay import engine
+from scaler.replay import prepare
 from scaler.replay.forecasts import Curve
 from scaler.policy import PolicyParams
 
@@ -35,7 +35,7 @@ def main() -> None:
     t = s.t[0] + step * np.arange(y.size)
     start, end = t[0] + 86400, t[0] + 86400 + DAYS * 86400
     end = min(end, t[-1] + step)
-    q = engine.nice_round(float(np.max(y)) / 20)
+    q = prepare.nice_round(float(np.max(y)) / 20)
     t0 = time.perf_counter()
     sc = scn.scenario(t, y, step, start, end, cold_start_seconds=180, qps_per_replica=q)
     t_scen = time.perf_counter() - t0

@@ -28,7 +28,7 @@ def main() -> None:
     from forecaster.models import prophet, prophet_fit
     from scaler.cli.options import Duration
     from scaler.cli.traces import load_csv
-    from scaler.replay import engine
+    from scaler.replay import engine, prepare
     from scaler.replay.forecasts import Packed, band, run_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,7 +38,7 @@ def main() -> None:
     a = ap.parse_args()
     trace = load_csv(a.trace)
     s = engine.Settings(span_seconds=Duration().convert(a.span, None, None), refit_seconds=7200.0)
-    su = engine.setup(trace, s)
+    su = prepare.setup(trace, s)
     series, step, lead = trace.series, trace.series.step, su.lead.seconds
     horizon = int(math.ceil((lead + s.world.extra_lead_seconds + step) / step)) + 1
     qs = (0.5, 0.8, 0.9, 0.95, 0.99)

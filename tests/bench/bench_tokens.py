@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     from scaler.cli.traces import load_csv
     from scaler.feedback import Targets
-    from scaler.replay import engine, variants
+    from scaler.replay import engine, prepare, variants
     from scaler.tokens import TokenCapacity
 
     with tempfile.TemporaryDirectory() as d:
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
                                "policies": ("predictive",), "tokens": cap, "token_aware": on == "binding", **over})
         start = time.perf_counter()
         r = engine.run(tr, s, variants.defaults(s), accuracy=False)
-        serving = engine.setup(tr, s).serving
+        serving = prepare.setup(tr, s).serving
         oh = r.oracle_hours
         for name, p in r.policies.items():
             o = p.outcome

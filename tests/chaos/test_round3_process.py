@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from scaler.serve.fitting import forecast_key_hash
+from scaler.serve.forecastdoc import forecast_key_hash
 from scaler.serve.registry import metadata_digest
 from scaler.serve.state import file_name
 from scaler.spec import parse_metadata

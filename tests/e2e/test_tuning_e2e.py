@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from support import promfixture as pf
-from scaler.serve.tuning import TuningService, tuning_key
+from scaler.serve.tuning import TuningService
+from scaler.serve.tuningdoc import tuning_key
 from scaler.serve.metrics import ScalerMetrics
 from scaler.prom import CredentialStore
 from scaler.spec import parse_metadata

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from forecaster.base import Forecast, Series
 from forecaster.models import make
 from scaler.policy import PolicyParams
-from scaler.replay import anchors, calibration, engine, forecasts, frontier, search, variants
+from scaler.replay import anchors, calibration, engine, forecasts, frontier, prepare, search, variants
 from scaler.replay import batches
 from scaler.replay import policies as pol
 from scaler.replay import scenario as scn
@@ -41,7 +41,7 @@ def settings(**kw) -> engine.Settings:
 
 
 def context(trace: engine.Trace, s: engine.Settings) -> pol.Context:
-    su = engine.setup(trace, s)
+    su = prepare.setup(trace, s)
     series = trace.series
     train = forecasts.slice_series(series, su.start - s.history_seconds, su.start)
     upto = forecasts.slice_series(series, float(series.t[0]), su.end)

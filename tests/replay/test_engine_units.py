@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster.base import Series
-from scaler.replay import engine, forecasts, variants
+from scaler.replay import engine, forecasts, prepare, variants
 
 DAY = 86400.0
 
@@ -89,11 +89,11 @@ def test_forecasts_use_only_data_before_each_cutoff():
 
 
 def test_nice_round_and_derived_qps():
-    assert [engine.nice_round(x) for x in (187.6, 0.9, 12, 2001)] == [200.0, 1.0, 12.0, 2500.0]
+    assert [prepare.nice_round(x) for x in (187.6, 0.9, 12, 2001)] == [200.0, 1.0, 12.0, 2500.0]
     s = settings(qps_per_replica=None)
-    su = engine.setup(daily(), s)
+    su = prepare.setup(daily(), s)
     # the simulated half day's peak is the burst, 50 + 40 sin(...) + 120 at 19-20 h; / 20 replicas, rounded
-    assert su.qps == engine.nice_round(su.peak / engine.TARGET_PEAK_REPLICAS)
+    assert su.qps == prepare.nice_round(su.peak / prepare.TARGET_PEAK_REPLICAS)
     assert "derived" in su.qps_note
 
 

@@ -14,7 +14,7 @@ from forecaster.eventsfile import parse_events
 from forecaster.models import make_for_policy
 from forecaster.models.holiday import HolidayForecaster
 from scaler.replay.engine import Settings, holiday_kw
-from scaler.serve.fitting import holiday_args
+from scaler.serve.fitjob import holiday_args
 from scaler.spec import parse_metadata
 
 EVENTS = "name,start,end,multiplier,floor_qps\npromo,2014-11-25T10:00:00Z,2014-11-25T14:00:00Z,,50\n"

@@ -16,9 +16,10 @@ import pytest
 from scaler import prompool
 from scaler.limits import MAX_STATE_FILE_BYTES, MAX_TRACKED
 from scaler.prom import PrometheusClient, PromPool
+from scaler.serve.cadence import stale_after
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.registry import Registry, RegistryConfig
-from scaler.serve.server import TextFormatter
+from scaler.serve.logs import TextFormatter
 from scaler.serve.state import JsonStore, StateTooLarge
 from scaler.serve.workload import ScalerError
 from scaler.spec import PrometheusTarget
@@ -93,7 +94,7 @@ def test_a_frozen_process_forgets_nothing_for_the_freeze():
 def test_staleness_scales_with_refresh_interval(env):
     wl = env.reg.workload("serving", "llm", md(refreshInterval="600"))  # 10 min, documented
     env.advance(300)  # older than the 120 s floor, within 4 intervals: served (before: UNAVAILABLE)
-    assert env.reg.stale_after(wl) == 2400.0
+    assert stale_after(wl, env.reg.config) == 2400.0
     assert env.reg.decision(wl).planned == 12.0
 
 

@@ -11,7 +11,9 @@ import pytest
 
 from scaler.policy import Reason
 from scaler.prom import PromError, PromErrorKind
-from scaler.serve.fitting import FitJob, FitService, anchored, forecast_document, forecast_from_document, forecast_key_hash
+from scaler.serve.fitjob import FitJob
+from scaler.serve.fitting import FitService, anchored
+from scaler.serve.forecastdoc import forecast_document, forecast_from_document, forecast_key_hash
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
 from scaler.serve.workload import ForecastState

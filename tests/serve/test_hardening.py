@@ -14,6 +14,7 @@ import pytest
 
 from scaler.policy import Reason
 from scaler.prom import CredentialStore
+from scaler.serve.cadence import refresh_interval
 from scaler.serve.fitting import FitService
 from scaler.serve.worker import SETTLE_SECONDS, cutoff
 from scaler.serve.metrics import ScalerMetrics
@@ -110,13 +111,13 @@ def test_the_refresh_interval_follows_keda_polls_or_refresh_interval():
     reg = registry(prom, clock)
     try:
         wl = reg.workload("serving", "llm", md())
-        assert reg.refresh_interval(wl) == 5.0  # nothing learned yet: the floor
+        assert refresh_interval(wl, reg.config) == 5.0  # nothing learned yet: the floor
         for _ in range(30):  # KEDA polls every 30 s
             clock.advance(30)
             reg.workload("serving", "llm", md())
-        assert reg.refresh_interval(wl) == pytest.approx(30.0)
+        assert refresh_interval(wl, reg.config) == pytest.approx(30.0)
         wl2 = reg.workload("serving", "fixed", md(refreshInterval="12s"))
-        assert reg.refresh_interval(wl2) == 12.0
+        assert refresh_interval(wl2, reg.config) == 12.0
     finally:
         reg.stop()
 

@@ -11,6 +11,7 @@ import pytest
 from forecaster.base import Forecast
 from scaler.policy import Reason
 from scaler.prom import CredentialStore, PromError, PromErrorKind
+from scaler.serve.cadence import retire_after
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.registry import Registry, RegistryConfig
 from scaler.serve.workload import ForecastState, ScalerError
@@ -356,4 +357,4 @@ def test_a_sibling_polled_by_another_caller_never_retires_a_trigger(env):
         assert victim in env.reg.workloads(), (poll, t)
         assert env.reg.workload("serving", "llm", md()) is victim  # KEDA's poll finds the same workload
     assert victim.poll_interval == pytest.approx(90.0)
-    assert env.reg.retire_after(victim) == 270.0
+    assert retire_after(victim, env.reg.config) == 270.0

@@ -14,7 +14,8 @@ from scaler.prom import PromError, PromErrorKind
 from scaler.serve.metrics import ScalerMetrics
 from scaler.serve.state import JsonStore, file_name
 from scaler.spec import parse_metadata
-from scaler.serve.tuning import TuningService, tuning_key
+from scaler.serve.tuning import TuningService
+from scaler.serve.tuningdoc import tuning_key
 from scaler.serve.worker import SETTLE_SECONDS, cutoff, phase
 from support.clock import FakeClock
 from support.fakes import CannedPool, FakePrometheus, Harness, InlineExecutor, signed
