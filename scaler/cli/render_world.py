@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..replay import families
+from ..replay.advice import DOLLARS
 from ..replay.engine import Result
 from ..scaledobject import (DEFAULT_SCALER_ADDRESS, PLACEHOLDER_NAME, PLACEHOLDER_QUERY, PLACEHOLDER_SERVER,
                             scaled_object)
@@ -113,12 +114,15 @@ def format_advice(adv, r: Result | None = None, *, server_address: str | None = 
     the pick and of the runner-up (with ``r``)."""
     from .serveraddr import server_notes
 
-    head = f"{'':2}{'option':<24}{adv.unit:>16}{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
+    usd = adv.unit == DOLLARS
+    head = (f"{'':2}{'option':<24}{'$':>12}{'GPU-hours':>12}" if usd else f"{'':2}{'option':<24}{adv.unit:>16}") + \
+        f"{'missed %':>10}{'p95 s':>8}  {'meets':<6}searched knobs"
     lines = ["", f"cost advice (SLO: {adv.slo})", head, "-" * len(head)]
     for o in adv.options:
         mark = ">" if o is adv.pick else " "
         p95 = "-" if o.p95 is None else f"{o.p95:.2f}"
-        lines.append(f"{mark:<2}{o.policy:<24}{o.cost:>16.1f}{100 * o.miss:>10.3f}{p95:>8}  "
+        cost = f"{o.cost:>12,.0f}{o.gpu_hours or 0.0:>12.1f}" if usd else f"{o.cost:>16.1f}"
+        lines.append(f"{mark:<2}{o.policy:<24}{cost}{100 * o.miss:>10.3f}{p95:>8}  "
                      f"{'yes' if o.meets else 'no':<6}{o.detail}")
     lines += ["", adv.paragraph]
     if r is not None:
@@ -128,7 +132,7 @@ def format_advice(adv, r: Result | None = None, *, server_address: str | None = 
             if o is None or doc is None:
                 continue
             notes = server_notes(server_address) if server_address else dict(PLACEHOLDER_NOTES)
-            lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {o.cost:.1f} {adv.unit}, "
+            lines += ["", manifest_yaml(doc, [f"--advise {what}: {o.policy} ({o.detail}): {adv.amount(o.cost)}, "
                                               f"missed {100 * o.miss:.3f} %" +
                                               ("" if o.p95 is None else f", P95 {o.p95:.3g} s"),
                                               "replace my-model with your Deployment's name"],
@@ -142,7 +146,7 @@ def advice_json(adv, r: Result | None = None, *, server_address: str | None = No
 
     return {"unit": adv.unit, "slo": adv.slo, "pick": adv.pick.policy if adv.pick else None,
             "runner_up": adv.runner_up.policy if adv.runner_up else None,
-            "options": [{"policy": o.policy, "cost": o.cost, "underprovisioned_fraction": o.miss,
+            "options": [{"policy": o.policy, "cost": o.cost, "gpu_hours": o.gpu_hours, "underprovisioned_fraction": o.miss,
                          "p95_latency_seconds": o.p95, "timed_out_fraction": o.timed_out, "meets_slo": o.meets,
                          "detail": o.detail, "configurations_tried": o.tried, "manifest": manifest(o)}
                         for o in adv.options],

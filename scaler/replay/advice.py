@@ -4,7 +4,9 @@ The pieces: the candidates, an option and its ``Deploy`` (what to print), the SL
 pool. The search over each option's knobs and the paragraph are ``plan`` (``plan.plan``). Candidates:
 keep-alive, scheduled (an hourly schedule as KEDA cron windows), hybrid (a hot floor plus a cold burst;
 with ``--timeout`` as its maximum wait the requests past it are the degraded ones), reactive and
-predictive. Cost: GPU-node-hours with a node pool, else GPU-hours (one GPU per replica). The SLO: P95
+predictive. Cost: dollars with priced GPU pools (``--pools``: the pools' bills, plus the lost requests' value
+when one is given), else GPU-node-hours with a node pool, else GPU-hours (one GPU per replica); with dollars each
+option's GPU-hours are kept beside them. The SLO: P95
 latency at or below the target when one is given, else missed requests at or below ``target_miss``.
 """
 
@@ -39,7 +41,7 @@ class Deploy:
 @dataclass(frozen=True)
 class Option:
     policy: str
-    cost: float  # GPU-node-hours (or GPU-hours without a pool)
+    cost: float  # in the advice's unit: dollars (priced pools), GPU-node-hours (a node pool) or GPU-hours
     miss: float
     p95: float | None
     timed_out: float | None
@@ -47,6 +49,7 @@ class Option:
     detail: str = ""
     deploy: Deploy | None = None  # set by ``plan`` (the searched knobs, ready to print)
     tried: int = 1  # configurations of this option evaluated
+    gpu_hours: float | None = None  # with dollars as the unit: the GPU-hours billed, beside them
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,18 @@ class Advice:
     def runner_up(self) -> Option | None:
         rest = [o for o in self.options if o is not self.pick]
         return rest[0] if self.pick is not None and rest else None
+
+    def amount(self, cost: float) -> str:
+        """``cost`` in the advice's unit, as the table and the paragraph print it."""
+        return amount(cost, self.unit)
+
+
+DOLLARS = "dollars"
+
+
+def amount(cost: float, unit: str) -> str:
+    """``$1,234`` for dollars, ``123.4 GPU-hours`` otherwise."""
+    return f"${cost:,.0f}" if unit == DOLLARS else f"{cost:.1f} {unit}"
 
 
 def meets(miss: float, p95: float | None, target_miss: float, p95_target: float | None) -> bool:

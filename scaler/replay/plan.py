@@ -97,18 +97,21 @@ def plan(r: Result, world: World, *, target_miss: float) -> adv.Advice:
     sc, s = r.scenario, r.settings
     p95_target = world.p95_target_seconds
     ctx = context_of(r)
-    unit = "GPU-node-hours" if world.pool is not None else "GPU-hours"
+    priced = world.placement is not None and world.placement.priced
+    unit = adv.DOLLARS if priced else "GPU-node-hours" if world.pool is not None else "GPU-hours"
     slo = (f"P95 latency <= {p95_target:g} s" if p95_target is not None
            else f"missed requests <= {100 * target_miss:g} %")
 
     def option(policy: str, tl, deploy: adv.Deploy, detail: str, tried: int) -> adv.Option:
         lv = live(world, sc, tl, seed=s.seed)
         p95 = lv.latency.p95_seconds if lv.latency is not None else None
-        o = lv.outcome
-        return adv.Option(policy, float(lv.metrics().get("gpu_node_hours", o.replica_hours)),
-                          o.underprovisioned_fraction, p95,
+        o, m = lv.outcome, lv.metrics()
+        hours = float(m["gpu_hours"] if priced else m.get("gpu_node_hours", o.replica_hours))
+        cost = hours if not priced else float(m["total_dollars"] if "total_dollars" in m else m["dollars"])
+        return adv.Option(policy, cost, o.underprovisioned_fraction, p95,
                           lv.latency.timed_out_fraction if lv.latency is not None else None,
-                          adv.meets(o.underprovisioned_fraction, p95, target_miss, p95_target), detail, deploy, tried)
+                          adv.meets(o.underprovisioned_fraction, p95, target_miss, p95_target), detail, deploy, tried,
+                          hours if priced else None)
 
     def best(cands: list[adv.Option]) -> adv.Option:
         ok = [o for o in cands if o.meets]
@@ -227,7 +230,7 @@ def paragraph(opts: list[adv.Option], pick: adv.Option | None, f: Facts, unit: s
     if runner:
         o = runner[0]
         gap = f"{100 * (o.cost / pick.cost - 1):+.0f} %" if pick.cost > 0 else ""
-        nxt = (f" Runner-up: {adv.LABELS.get(o.policy, o.policy)} ({o.detail}) at {o.cost:.1f} {unit} ({gap})"
+        nxt = (f" Runner-up: {adv.LABELS.get(o.policy, o.policy)} ({o.detail}) at {adv.amount(o.cost, unit)} ({gap})"
                + ("" if o.meets else f", which does not meet it (missed {100 * o.miss:.3f} %)") + ".")
     return (f"{shape} At this SLO, pick {adv.LABELS.get(pick.policy, pick.policy)} ({pick.detail}): it meets {slo} at "
-            f"{pick.cost:.1f} {unit}, because {why}.{nxt}")
+            f"{adv.amount(pick.cost, unit)}, because {why}.{nxt}")

@@ -69,6 +69,11 @@ class Placement:
     def first(self) -> Placed:
         return self.pools[0]
 
+    @property
+    def priced(self) -> bool:
+        """Every pool has a price: the placement's cost can be told in dollars."""
+        return all(p.billing is not None for p in self.pools)
+
 
 def placed(c: Choice, first_capacity: float) -> Placed:
     """One ``gpus.Choice`` as the replay runs it: a node holds ``slots_per_node`` replicas; it bills its GPUs."""

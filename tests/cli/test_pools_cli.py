@@ -193,3 +193,27 @@ def test_without_qps_per_replica_the_derived_replica_is_scaled_to_the_first_pool
     for d in docs:
         assert d["settings"]["qps_per_replica"] == pytest.approx(0.125)
         assert d["policies"]["reactive"]["peak_replicas"] == 80
+
+
+def test_advise_ranks_in_dollars_with_priced_pools(tmp_path):
+    # --advise with priced pools ranks every option in dollars, GPU-hours beside them. On the flat 10 req/s the
+    # hot pool is 10 replicas of 1 req/s: on h100 2 nodes of 8 GPUs for 24 h = 384 GPU-h x $6.88 = $2,641.92;
+    # placed on l4 (a quarter-size replica) 40 nodes of one L4 = 960 GPU-h x $0.80 = $768
+    for placement, gpu_h, usd in (("h100", 384.0, 2641.92), ("l4", 960.0, 768.0)):
+        out = tmp_path / f"{placement}.json"
+        r = backtest(*FLAT[:-2], "--pools", str(pool_file(tmp_path)), "--placement", placement, "--advise",
+                     "--json", str(out))
+        assert r.exit_code == 0, r.output
+        adv = json.loads(out.read_text())["advice"]
+        assert adv["unit"] == "dollars"
+        ka = next(o for o in adv["options"] if o["policy"] == "keep_alive")
+        assert ka["gpu_hours"] == pytest.approx(gpu_h) and ka["cost"] == pytest.approx(usd)
+        assert all(o["gpu_hours"] > 0 for o in adv["options"])
+        costs = [o["cost"] for o in adv["options"] if o["meets_slo"]]
+        assert costs == sorted(costs) and adv["pick"] == adv["options"][0]["policy"]  # cheapest in dollars first
+        assert f"${ka['cost']:,.0f}" in r.output and "GPU-hours" in r.output
+    # without pools the unit stays GPU-hours, and no option carries a second figure
+    r = backtest(*FLAT[:-2], "--advise", "--json", str(tmp_path / "plain.json"))
+    assert r.exit_code == 0, r.output
+    adv = json.loads((tmp_path / "plain.json").read_text())["advice"]
+    assert adv["unit"] == "GPU-hours" and all(o["gpu_hours"] is None for o in adv["options"])
