@@ -69,8 +69,8 @@ def corrector(t: np.ndarray, residual: np.ndarray, now: np.ndarray,
     Rows whose residual is exactly 0 are left as they are (not floored),
     as ``level_correct`` leaves such a curve alone.
     """
-    w = np.power(0.5, np.maximum(t - now[:, None], 0.0) / half_life_seconds)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # a subnormal half-life: (t - now) / it is Inf, its weight 0
+        w = np.power(0.5, np.maximum(t - now[:, None], 0.0) / half_life_seconds)
         shift = residual[:, None] * w
     zero = (residual == 0.0)[:, None]
 
