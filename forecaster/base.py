@@ -134,7 +134,9 @@ def blend(quantiles: Mapping[float, np.ndarray], mean: np.ndarray, q: float | No
     hi = next(k for k in ks if k > q)
     lo = max(k for k in ks if k < q)
     w = (q - lo) / (hi - lo)
-    return (1 - w) * fix(levels[lo]) + w * fix(levels[hi])
+    # Inf in a broken curve blends to NaN (Inf - Inf), which the policy judges absurd
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (1 - w) * fix(levels[lo]) + w * fix(levels[hi])
 
 
 def window_max_rows(t: np.ndarray, v: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
