@@ -89,17 +89,19 @@ def classify(pods: Iterable[PodStart], window_start: float, kind: str = "Deploym
     pods = list(pods)
     first_of_name: dict[str, float] = {}  # StatefulSet: the earliest instance of each pod name
     lives: dict[str, tuple[list[float], list[float]]] = {}  # Deployment: per ReplicaSet, created (sorted) and
-    for p in sorted((p for p in pods if p.created is not None), key=lambda p: p.created):  # max last_seen so far
-        first_of_name.setdefault(p.pod, p.created)
+    dated = [(p.created, p) for p in pods if p.created is not None]  # max last_seen so far
+    for t_created, p in sorted(dated, key=lambda d: d[0]):
+        first_of_name.setdefault(p.pod, t_created)
         created, alive_until = lives.setdefault(p.owner, ([], []))
-        created.append(p.created)
+        created.append(t_created)
         alive_until.append(max(alive_until[-1] if alive_until else -math.inf,
                                p.last_seen if p.last_seen is not None else -math.inf))
 
     def other_replicaset_present(p: PodStart) -> bool:
+        t_created = _at(p.created)
         for owner, (created, alive_until) in lives.items():
-            i = bisect.bisect_left(created, p.created)  # that ReplicaSet's pods created before p
-            if owner != p.owner and i > 0 and alive_until[i - 1] >= p.created:
+            i = bisect.bisect_left(created, t_created)  # that ReplicaSet's pods created before p
+            if owner != p.owner and i > 0 and alive_until[i - 1] >= t_created:
                 return True
         return False
 
@@ -107,7 +109,7 @@ def classify(pods: Iterable[PodStart], window_start: float, kind: str = "Deploym
     counted = []
     for p in pods:
         why = _skip_reason(p, window_start)
-        if why is None and kind == "StatefulSet" and first_of_name[p.pod] < p.created:
+        if why is None and kind == "StatefulSet" and first_of_name[p.pod] < _at(p.created):
             why = "replacement"
         if why is None and kind == "Deployment" and other_replicaset_present(p):
             why = "rollout"
@@ -118,6 +120,18 @@ def classify(pods: Iterable[PodStart], window_start: float, kind: str = "Deploym
         else:
             skipped[why] += 1
     return counted, skipped
+
+
+def _at(t: float | None) -> float:
+    """A timestamp the caller already relies on being there (a pod ``_skip_reason`` let through, ``_phases``'s
+    ``full``)."""
+    assert t is not None
+    return t
+
+
+def _cold_seconds(p: PodStart) -> float:
+    """created->ready of a pod ``_skip_reason`` let through (it has both)."""
+    return _at(p.ready) - _at(p.created)
 
 
 def _skip_reason(p: PodStart, window_start: float) -> str | None:
@@ -134,7 +148,7 @@ def _bad_durations(p: PodStart) -> str | None:
     known = [m for m in (p.created, p.scheduled, p.started, p.ready) if m is not None]
     if any(b < a for a, b in zip(known, known[1:])):
         return "negative"
-    if p.ready - p.created > MAX_COLD_START_SECONDS:
+    if _cold_seconds(p) > MAX_COLD_START_SECONDS:
         return "absurd"
     return None
 
@@ -149,7 +163,7 @@ def estimate(pods: Iterable[PodStart], source: ClusterSource, now: float) -> Col
     """T_cold and its phases from the pods seen over ``[now - window, now]``."""
     counted, skipped = classify(pods, now - source.window_seconds, source.kind or "Deployment")
     skipped_t = tuple(skipped.items())
-    durations = tuple(sorted(p.ready - p.created for p in counted))
+    durations = tuple(sorted(_cold_seconds(p) for p in counted))
     if not counted:
         return ColdStartEstimate(None, source.quantile, 0, skipped=skipped_t, reason=_none_reason(source, skipped))
     if len(counted) < source.min_samples:
@@ -166,9 +180,9 @@ def _phases(counted: list[PodStart], t_cold: float) -> tuple[tuple[str, float], 
     full = [p for p in counted if p.scheduled is not None and p.started is not None]
     if not full:
         return ()
-    tail = [p for p in full if p.ready - p.created >= t_cold] or [max(full, key=lambda p: p.ready - p.created)]
-    sums = [sum(p.scheduled - p.created for p in tail), sum(p.started - p.scheduled for p in tail),
-            sum(p.ready - p.started for p in tail)]
+    tail = [p for p in full if _cold_seconds(p) >= t_cold] or [max(full, key=_cold_seconds)]
+    sums = [sum(_at(p.scheduled) - _at(p.created) for p in tail), sum(_at(p.started) - _at(p.scheduled) for p in tail),
+            sum(_at(p.ready) - _at(p.started) for p in tail)]
     total = sum(sums)
     if total <= 0:
         return ()
@@ -274,7 +288,7 @@ class StartSample:
                 continue
             total.append(p.ready - p.created)
             sched = None if p.scheduled is None else p.scheduled - p.created
-            if sched is not None and sched > NEW_NODE_SCHEDULING_SECONDS:
+            if p.scheduled is not None and sched is not None and sched > NEW_NODE_SCHEDULING_SECONDS:
                 new.append(p.ready - p.scheduled)
             else:
                 warm.append(p.ready - p.created)
