@@ -123,7 +123,8 @@ def keda_problem(text: str, names: tuple[str, ...]) -> str:
 
 class _Parser:
     def __init__(self, toks: list[str], known: tuple[str, ...]):
-        self.toks, self.i, self.known, self.used = toks, 0, known, []
+        self.toks, self.i, self.known = toks, 0, known
+        self.used: list[str] = []
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
