@@ -144,7 +144,7 @@ class PrometheusClient:
                             f"query returned {len(result)} series; expected exactly one "
                             f"(aggregate it, e.g. sum(...)): {short(query)}")
         item = result[0]
-        raw = item.get("value", [None, None])[1] if "value" in item else None
+        raw: Any = item.get("value", [None, None])[1] if "value" in item else None  # JSON: float() judges it
         try:
             value = float(raw)
         except (TypeError, ValueError):
