@@ -138,7 +138,7 @@ class CredentialStore:
         return Credentials(
             name=name,
             bearer_token=token,
-            basic=(user, password) if user is not None else None,
+            basic=(user, password) if user is not None and password is not None else None,  # both or neither
             ca_file=str(ca) if ca.is_file() else None,
             cert_file=str(cert) if cert.is_file() else None,
             key_file=str(key) if key.is_file() else None,
