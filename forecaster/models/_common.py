@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..base import Forecast, InsufficientHistory, Series
+from ..base import Fitted, Forecast, InsufficientHistory, Series
 
 # quantile levels stored in every band table; others are interpolated
 LEVELS = np.round(np.concatenate(([0.005], np.arange(0.01, 1.0, 0.01), [0.995])), 3)
@@ -100,6 +100,8 @@ def h_grid(hmax: int, n: int = 16) -> np.ndarray:
 class Wrapping:
     """A fitted model that wraps another's (``self.inner``): its step, last point and history max are the inner
     model's (``auto``'s chosen model, the holiday mechanism's wrapped one)."""
+
+    inner: Fitted  # declared for the type checker: each subclass's own field
 
     @property
     def chosen(self) -> str:
