@@ -146,7 +146,7 @@ class AutoForecaster:
 
 @dataclass(frozen=True, eq=False)
 class AutoFitted(Wrapping):
-    inner: object  # the chosen model's Fitted
+    inner: Fitted  # the chosen model's
     scores: dict
     model: str = NAME
 
