@@ -13,7 +13,7 @@ floored at 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -94,6 +94,7 @@ class LinearTrendFitted:
             idx = np.maximum(end, p)[:, None] - p + np.arange(p)
             fast = (end >= p) & np.isfinite(recent.y[idx]).all(axis=1)
         if fast.any():
+            assert recent is not None  # fast rows only come from ``recent``
             rows = np.flatnonzero(fast)
             t = grid_rows(os_[rows], self.step, horizon)
             mean = line_rows(recent.t[idx[rows]], recent.y[idx[rows]], t)
@@ -101,7 +102,7 @@ class LinearTrendFitted:
                 out[i] = fc
         for i in np.flatnonzero(~fast):
             out[i] = self._one(horizon, qs, float(os_[i]), recent)
-        return out
+        return cast("list[Forecast]", out)  # every row filled
 
     def _one(self, horizon: int, qs: tuple[float, ...], origin: float, recent: Series | None) -> Forecast:
         origin, recent = resolve_origin(self.last_t, self.step, origin, recent)
