@@ -37,7 +37,9 @@ class NaiveForecaster:
         y = tail.y
         hmax = min(self.max_band_horizon, max(1, len(y) // 2))
         table = BandTable.from_errors(h_grid(hmax), lambda h: y[h:] - y[:-h] if h < len(y) else np.array([]))
-        return NaiveFitted(step=series.step, last_t=float(series.t[-1]), level=float(last_finite(series.y)),
+        level = last_finite(series.y)
+        assert level is not None  # require(): a finite point at least
+        return NaiveFitted(step=series.step, last_t=float(series.t[-1]), level=float(level),
                            bands=table, history_max=history_max(series))
 
 
