@@ -176,6 +176,7 @@ def features_sliding(t: np.ndarray, seasonalities: Sequence[tuple[str, float, in
     prev_t, prev = _last.t, _last.values  # set and cleared together with ``key``
     out = None
     if _last.key == key:
+        assert prev_t is not None and prev is not None
         j = int(np.searchsorted(prev_t, t[0]))
         n = min(prev_t.size - j, t.size)
         if n > 0 and np.array_equal(prev_t[j:j + n], t[:n]):
