@@ -155,6 +155,7 @@ def rows_json(x: np.ndarray):
     texts: list = [None] * len(x)
     last, before = _rows.x, _rows.texts
     if last is not None and len(x) and last.shape[1] == x.shape[1]:
+        assert before is not None  # set together with ``last``
         bits, old = x.view(np.uint64), last.view(np.uint64)
         at = np.flatnonzero((old == bits[0]).all(axis=1))  # where the first row is in the last matrix
         if at.size:
