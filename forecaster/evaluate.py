@@ -215,9 +215,9 @@ def level_corrected(series: Series, forecasts: list[tuple[float, Forecast]], hal
         fcs = [forecasts[j][1] for j in pos]
         t = np.vstack([f.t for f in fcs])
         mean = np.vstack([f.mean for f in fcs])
-        now = np.array([forecasts[j][0] - series.step for j in pos], dtype=float)
-        r = residual_rows(t, mean, now, np.array([o for _, o in members], dtype=float))
-        fix = corrector(t, r, now, half_life_seconds)
+        nows = np.array([forecasts[j][0] - series.step for j in pos], dtype=float)
+        r = residual_rows(t, mean, nows, np.array([o for _, o in members], dtype=float))
+        fix = corrector(t, r, nows, half_life_seconds)
         new_mean = fix(mean)
         new_q = {q: fix(np.vstack([f.quantiles[q] for f in fcs])) for q in qs}
         for k, (j, f) in enumerate(zip(pos, fcs)):
