@@ -38,7 +38,7 @@ from .seasonal_naive import SeasonalNaiveFitted, SeasonalNaiveForecaster
 from .statsf import (STATS_MODELS, EtsFitted, EtsForecaster, MstlFitted, MstlForecaster, missing_models_message,
                      statsforecast_available)
 
-_FORECASTERS = {
+_FORECASTERS: dict[str, type[Any]] = {  # model classes (dataclasses, each with its ``name``)
     "prophet": ProphetForecaster,
     "seasonal_naive": SeasonalNaiveForecaster,
     "naive": NaiveForecaster,
@@ -48,7 +48,7 @@ _FORECASTERS = {
     "mstl": MstlForecaster,
     "ets": EtsForecaster,
 }
-_FITTED = {
+_FITTED: dict[str, type[Any]] = {  # their fitted classes (``from_state``)
     "prophet": ProphetFitted,
     "seasonal_naive": SeasonalNaiveFitted,
     "naive": NaiveFitted,
@@ -113,7 +113,9 @@ def make_for_policy(name: str, *, seed: int, level_half_life: float, quantile: f
     if not (holiday_days or events) or native and not events:
         return inner  # no calendar, or the model's own weekday rule alone: as before
     rule = HolidayRule(tuple(int(d) for d in holiday_days), int(holiday_as), spans_of(events), timezone)
-    return HolidayForecaster(inner, rule, native=native)
+    # base.Forecaster and base.Fitted declare plain (settable) attributes, HolidayForecaster's ``name`` and
+    # HolidayFitted's ``chosen``, ``step``, ... are read-only properties (the protocols are too strict):
+    return HolidayForecaster(inner, rule, native=native)  # type: ignore[return-value]
 
 
 def takes_holidays(name: str) -> bool:
@@ -130,13 +132,13 @@ def to_state(fitted: Fitted) -> dict:
 
 def from_state(state: dict) -> Fitted:
     """The fitted model back from ``to_state``'s dict. ValueError on an unknown or malformed state."""
-    name = state.get("model") if isinstance(state, dict) else None
+    name: Any = state.get("model") if isinstance(state, dict) else None  # anything the JSON held: judged below
     cls = _FITTED.get(name) if name not in _PLUGINS else _PLUGINS[name].fitted
     if cls is None:
         raise ValueError(f"state names model {name!r}; accepted: {', '.join(NAMES)}")
     try:
         if "holiday_rule" in state:  # a fit wrapped by the holiday mechanism
-            return HolidayFitted.from_state(state, from_state)
+            return HolidayFitted.from_state(state, from_state)  # type: ignore[return-value]  # as above
         if name in _PLUGINS:
             return CheckedFit(name, cls.from_state(state))
         return cls.from_state(state, from_state) if getattr(cls, "nests", False) else cls.from_state(state)
