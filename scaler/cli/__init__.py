@@ -32,7 +32,7 @@ The only place for click, tqdm, matplotlib, files and "now-14d"; each verb is th
 from __future__ import annotations
 
 import importlib
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 import click
 
@@ -49,7 +49,7 @@ VERBS = {"probe": ("scaler.probe.cli", "probe_command"), "backtest": ("scaler.cl
 class Commands(MutableMapping):
     """A click group's ``commands``: the ones added, and ``VERBS`` imported on first lookup."""
 
-    def __init__(self, added: dict, lazy: dict):
+    def __init__(self, added: Mapping[str, click.Command], lazy: dict):
         self.added, self.lazy = dict(added), dict(lazy)
 
     def __getitem__(self, name: str) -> click.Command:

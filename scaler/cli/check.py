@@ -45,7 +45,7 @@ def _documents(path: Path) -> list[tuple[int, dict]]:
         docs = load_all(text)
     except YamlError as e:
         raise click.BadParameter(f"{_name(path)}: {e}", param_hint="FILE")
-    out = []
+    out: list[tuple[int, dict]] = []
     for n, d in enumerate(docs, start=1):
         if isinstance(d, dict) and d.get("kind") == "List":
             out.extend((n, i) for i in d.get("items") or [] if isinstance(i, dict))
@@ -137,17 +137,17 @@ def check_command(files: tuple[Path, ...], quiet: bool) -> None:
                 continue
             objects += 1
             before = checked
-            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            meta = m if isinstance(m := doc.get("metadata"), dict) else {}
             name, ns = str(meta.get("name", "")), str(meta.get("namespace", "default"))
             where = f"{_name(path)}: ScaledObject {ns}/{name}"
-            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            spec = sp if isinstance(sp := doc.get("spec"), dict) else {}
             found = kedacheck.problems(doc)  # KEDA's schema, webhook and operator (backtest refuses the same)
             for p in found:
                 if not (p.warning and quiet):
                     click.echo(f"{where}: {'warning: ' if p.warning else ''}{p.message} -- document {n}, {p.path}",
                                err=True)
             bad += any(not p.warning for p in found)
-            triggers = spec.get("triggers") if isinstance(spec.get("triggers"), list) else []
+            triggers = ts if isinstance(ts := spec.get("triggers"), list) else []
             for i, trig in enumerate(triggers):
                 if not is_forescale(trig):
                     if isinstance(trig, dict) and trig.get("type") in FORESCALE_TYPES and not quiet:

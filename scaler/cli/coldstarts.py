@@ -78,6 +78,7 @@ def load_sample(cold_start_from, cold_starts_csv, workload, namespace, prometheu
                                   DEFAULTS)
         except ValueError as e:
             fail(f"--cold-start-workload {workload!r}: accepted: {getattr(e, 'accepted', e)}")
+        assert source is not None  # coldStartFrom cluster
         pods, counted, skipped = read_cluster(source, namespace, prometheus_url, now)
         where, as_of = f"{source.describe()} in {namespace}", now
     try:
@@ -120,7 +121,7 @@ def read_csv(path: Path) -> list[PodStart]:
             for i, row in enumerate(rows, start=2):
                 if i > MAX_ROWS:
                     fail(f"--cold-starts {path}: more than {MAX_ROWS} rows")
-                marks = []
+                marks: list[float | None] = []
                 for c in COLUMNS:
                     v = (row.get(c) or "").strip()
                     if not v:
@@ -132,7 +133,8 @@ def read_csv(path: Path) -> list[PodStart]:
                         fail(f"--cold-starts {path} line {i}: {c} {v[:40]!r} is not a time; accepted: epoch seconds "
                              "or ISO-8601")
                     marks.append(t if math.isfinite(t) else None)
-                pods.append(PodStart(row.get("pod") or f"row{i}", *marks))
+                created, scheduled, started, ready = marks  # one per COLUMNS
+                pods.append(PodStart(row.get("pod") or f"row{i}", created, scheduled, started, ready))
     except ReplayError as e:
         fail(str(e))
     except (OSError, UnicodeDecodeError, EOFError, csv.Error) as e:

@@ -57,7 +57,8 @@ def drill_command(scenarios: str, short: bool, trace_path: Path | None, manifest
     if (trace_path is None) != (manifest_path is None):
         fail("--trace and --scaledobject go together (your trace drilled with your ScaledObject)")
     try:
-        chosen = report.choose(scenarios, short, _user(trace_path, manifest_path, span) if trace_path else None)
+        user = _user(trace_path, manifest_path, span) if trace_path and manifest_path else None
+        chosen = report.choose(scenarios, short, user)
         doc, ok = report.run_all(chosen, k, out, bin_dir, drill_dir, port_base)
     except procs.DrillError as e:
         fail(str(e))

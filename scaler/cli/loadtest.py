@@ -176,7 +176,8 @@ def write_plot(doc: dict, path: Path) -> None:
             ax.plot(x, [s[key] if s[key] is not None else float("nan") for s in steps], marker="o", label=label)
         limited = [(stats.rate_of(s), s["p95_s"]) for s in steps if s["generator_limited"] and s["p95_s"]]
         if limited:
-            ax.scatter(*zip(*limited), marker="x", s=80, color="k", zorder=5, label="generator limited (no evidence)")
+            lx, ly = zip(*limited)
+            ax.scatter(lx, ly, marker="x", s=80, color="k", zorder=5, label="generator limited (no evidence)")
         if doc["knee"] is not None:
             ax.axvline(doc["knee"]["rate_rps"], color="tab:red", ls="--", label=f"knee {doc['knee']['rate_rps']:.3g}/s")
             ax.axvline(doc["recommended_qps_per_replica"], color="tab:green", ls=":",

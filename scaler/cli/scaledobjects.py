@@ -79,9 +79,9 @@ def load_plans(files: tuple[str, ...]) -> list:
     from ..replay.variants import POLICIES
     from ..replay.world import PLACEHOLDER
 
-    for p in out:
-        if p.name in POLICIES or p.name == PLACEHOLDER:
-            fail(f"{p.where}: ScaledObject {p.name!r} has the name of a policy of the table; rename it "
+    for plan in out:
+        if plan.name in POLICIES or plan.name == PLACEHOLDER:
+            fail(f"{plan.where}: ScaledObject {plan.name!r} has the name of a policy of the table; rename it "
                  f"(metadata.name): {', '.join(POLICIES + (PLACEHOLDER,))} are taken")
     if files and not out:
         fail(f"--scaledobject {', '.join(files)}: no ScaledObject (apiVersion keda.sh/v1alpha1, kind ScaledObject) "

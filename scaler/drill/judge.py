@@ -52,7 +52,8 @@ class PromAt:
     """Instant queries at given wall times (what KEDA's prometheus scaler got then), memoised."""
 
     def __init__(self, url: str):
-        self.url, self.memo = url, {}
+        self.url = url
+        self.memo: dict[tuple[str, float], float] = {}
 
     def __call__(self, query: str, t: float) -> float:
         key = (query, round(t, 3))

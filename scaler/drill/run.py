@@ -176,6 +176,7 @@ class Run:
                     self.kill_pods(kube, ev.count)
                 elif ev.kind == "stop-scaler":
                     self.say(f"stopping forescale for {ev.seconds:.0f} s of trace time")
+                    assert self.scaler_proc is not None  # started before the drive
                     self.sup.retire(self.scaler_proc)
                     restart_at = self.sc.span_start + ev.at + ev.seconds
             if restart_at is not None and now >= restart_at:

@@ -133,6 +133,7 @@ class Generator:
                         if first is None:
                             first = now - t0 - scheduled
                         else:
+                            assert last is not None  # set with first
                             gaps.append(now - last)
                         last = now
                     if not events:
@@ -230,6 +231,7 @@ class Generator:
             if r.status == "error":
                 raise LoadtestError(f"{url}: answered HTTP {r.kind} to a lone completion request; accepted: a "
                                     "server that answers 2xx (check the URL, the prompt and --max-tokens)")
+            assert r.latency is not None  # an ok answer's
             best = r.latency if best is None else min(best, r.latency)
         assert best is not None
         return best

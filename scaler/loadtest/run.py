@@ -155,6 +155,7 @@ async def run(target: Target, settings: Settings, *, on_step: Callable[[dict], N
                 on_step(step)
 
         if s.mode == "step":
+            assert s.capacity is not None  # validated(): a step test has one
             rates = [f * s.capacity for f in s.step]
             tick, close = bar(f"step {s.step[0]:g}x -> {s.step[1]:g}x", 2 * s.duration)
             try:
@@ -222,7 +223,8 @@ async def run_grid(target: Target, settings: Settings, workload_of: Callable[[in
     ``Outcome.steps`` every step (each with its point's ``input_tokens`` and ``output_tokens``)."""
     s = settings.validated()
     rng = random.Random(s.seed)
-    out = Outcome(s, 0.0, [], points=[])
+    points: list[dict] = []
+    out = Outcome(s, 0.0, [], points=points)
 
     def bar(label: str, seconds: float):
         return progress(label, seconds) if progress is not None else (None, lambda: None)
@@ -249,7 +251,7 @@ async def run_grid(target: Target, settings: Settings, workload_of: Callable[[in
             await _open_steps(g, s, rng, steps, between, done, bar, label=f"{i} in, {o} out: ")
             if steps and not steps[-1]["meets_slo"]:
                 await g.settle(baseline, target.timeout)  # the next point starts on a drained server
-        out.points.append(grid_point(i, o, steps, baseline))
+        points.append(grid_point(i, o, steps, baseline))
     return out
 
 

@@ -197,8 +197,8 @@ def probe_command(ctx: click.Context, model_size, weights, module_spec, module_k
         try:
             report = probe.run()
         except ProbeError as exc:
-            if json_path is not None and probe.report() is not None:
-                write_json(json_path, probe.report())
+            if json_path is not None and (failed := probe.report()) is not None:
+                write_json(json_path, failed)
             raise ProbeFailed(exc)
         _output(probe, report, json_path)
         return

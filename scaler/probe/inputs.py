@@ -67,8 +67,8 @@ def _item(path: str, where: str, obj) -> list[int]:
     if isinstance(obj, dict):
         if "tokens" in obj:
             obj = obj["tokens"]
-        elif isinstance(obj.get("text", obj.get("prompt")), str):
-            obj = byte_tokenize(obj.get("text", obj.get("prompt")))
+        elif isinstance(text := obj.get("text", obj.get("prompt")), str):
+            obj = byte_tokenize(text)
         else:
             raise _bad(path, f"{where}: an object needs \"tokens\" (a list of ids) or \"text\" (a string)")
     elif isinstance(obj, str):

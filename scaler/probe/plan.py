@@ -8,7 +8,7 @@ puts the weights on the device as a ready module. Both raise :class:`ProbeError`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import inputs as inputs_mod
 from . import transfer, weights
@@ -51,7 +51,7 @@ def build_plan(cfg: ProbeConfig, on_state: Callable[[str], None]) -> Plan:
         path, gen_seconds = builtin.ensure_weights(spec.cache_dir, arch, getattr(torch, dtype_name), dtype_name,
                                                    spec.seed)
         info = weights.inspect_weights(path, flag="--cache-dir")
-        factory = builtin.DecoderLM
+        factory: Callable[..., Any] = builtin.DecoderLM
         kwargs = {"vocab_size": arch.vocab_size, "d_model": arch.d_model, "n_layers": arch.n_layers,
                   "max_positions": arch.max_positions}
         label, meta_ok, expected, vocab = "builtin", True, None, arch.vocab_size
@@ -59,14 +59,15 @@ def build_plan(cfg: ProbeConfig, on_state: Callable[[str], None]) -> Plan:
         meta_module = weights.instantiate(factory, kwargs, meta=True, label=label)
         weights.check_compatible(meta_module.state_dict(), info.tensors or {}, dtype=dtype_name, path=info.path,
                                  label=label)
-        max_tokens = min(arch.max_positions, cfg.warmup.max_input_tokens or arch.max_positions)
+        max_tokens: int | None = min(arch.max_positions, cfg.warmup.max_input_tokens or arch.max_positions)
         facts = {"source": "builtin", "module": None, "builtin": arch.as_dict(), "generated": gen_seconds is not None,
                  "generation_seconds": gen_seconds, "parameters": arch.parameters}
     else:
+        assert spec.weights is not None  # not spec.builtin
         info = weights.inspect_weights(spec.weights)
         if info.format == "torch":
             info = weights.inspect_torch(info)
-        factory = weights.resolve_factory(spec.module)
+        factory = weights.resolve_factory(cast("str | Callable[..., Any]", spec.module))  # validated(): set
         kwargs = dict(spec.module_kwargs)
         label = spec.module if isinstance(spec.module, str) else getattr(spec.module, "__qualname__", "factory")
         try:
@@ -175,4 +176,4 @@ def main_dtype(found: dict) -> str:
     for dtype, _shape in found.values():
         if dtype in weights.FLOAT_NAMES:
             counts[dtype] = counts.get(dtype, 0) + 1
-    return max(counts, key=counts.get) if counts else "auto"
+    return max(counts, key=counts.__getitem__) if counts else "auto"

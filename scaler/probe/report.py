@@ -82,6 +82,7 @@ def host_facts() -> dict:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         pass
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:

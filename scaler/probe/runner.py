@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import inputs as inputs_mod
 from . import pagecache, weights
@@ -34,6 +34,9 @@ from .inference import Inference, after_ready, warm_up
 from .metrics import ProbeMetrics
 from .plan import Plan, assemble, build_plan, main_dtype
 from .report import SCHEMA, format_table, host_facts, now_iso, t_cold
+
+if TYPE_CHECKING:
+    from .server import ProbeServer
 
 log = logging.getLogger("forescale.probe")
 _IMPORT_SNIPPET = ("import time, json\nt = time.perf_counter()\nimport torch\n"
@@ -66,7 +69,9 @@ class Probe:
         self.metrics = ProbeMetrics(self.config.model.display_name, registry)
         self._progress = progress
         self._lock = threading.Lock()
-        self._state, self._phase, self._reason = "pending", None, None
+        self._state = "pending"
+        self._phase: str | None = None
+        self._reason: str | None = None
         self._ready, self._healthy = False, True
         self._phases: dict[str, float] = {}
         self._details: dict[str, dict] = {}
@@ -75,7 +80,7 @@ class Probe:
         self._error: ProbeError | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
-        self._server = None
+        self._server: ProbeServer | None = None
         self._started_at: str | None = None
         self._serving: tuple | None = None  # (device, vocab size, max positions) once ready
         self._engine = None

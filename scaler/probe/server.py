@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -181,7 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, str(exc), "invalid_request_error", exc.param)
         engine = probe.completions(self.server.max_batch, self.server.max_queue, self.server.step_delay)
         if engine is None and getattr(probe, "watching", False):  # probe --watch: the model server answers these
-            return self._error(404, f"this sidecar only times {probe.url}; send completions there", "invalid_request_error")
+            url = getattr(probe, "url")  # a watch.Watcher's: the model server's (not in Served)
+            return self._error(404, f"this sidecar only times {url}; send completions there", "invalid_request_error")
         if engine is None:
             st = probe.state()
             return self._error(503, f"not ready: {st.reason or st.state}", "unavailable", retry=True)
@@ -297,7 +298,7 @@ class ProbeServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host = self.server_address[0]
+        host = cast(str, self.server_address[0])  # AF_INET/AF_INET6: a str
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
     def start(self) -> "ProbeServer":

@@ -27,12 +27,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlparse
 
 from .errors import ProbeError
 from .metrics import ProbeMetrics
 from .runner import ProbeState
+
+if TYPE_CHECKING:
+    from .server import ProbeServer
 
 PHASES = ("health", "first_completion")
 COMPLETION_TIMEOUT = 120.0  # one completion may take this long (a first request compiles)
@@ -65,14 +68,15 @@ class Watcher:
         self.metrics = ProbeMetrics(label or model_name or "watched", registry)
         self.metrics.device = "external"
         self._lock = threading.Lock()
-        self._state, self._reason = "pending", "not started"
+        self._state = "pending"
+        self._reason: str | None = "not started"
         self._phases: dict[str, float] = {}
         self._ready = False
         self._done = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started: float | None = None
-        self._server = None
+        self._server: ProbeServer | None = None
 
     # -- what ProbeServer reads -----------------------------------------------------------------------------------
     def state(self) -> ProbeState:
@@ -134,6 +138,7 @@ class Watcher:
 
     def _run(self) -> None:
         t0 = self._started
+        assert t0 is not None  # start() set it
         self._set("watch_health", f"waiting for {self.url}{self.health_path} to answer 200")
         while not self._stop.is_set():
             ok, why = self._health()
@@ -265,6 +270,7 @@ def watch_main(ctx, url, health_path, served_model, interval, label, image_pull,
             pass
         if w.ready:
             rep = w.report()
+            assert rep is not None  # done: ready is set just before
             click.echo(f"T_cold {rep['t_cold_seconds']:.1f} s: health {rep['phases']['health']:.1f} s, first completion "
                        f"{rep['phases']['first_completion']:.1f} s")
             if json_path is not None:

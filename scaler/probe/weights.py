@@ -18,7 +18,7 @@ import os
 import struct
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from .errors import ProbeError
 
@@ -190,7 +190,7 @@ def _map_safetensors(info: WeightsInfo) -> dict | None:
             return None
         plan.append((name, dtype, tuple(entry["shape"]), base_offset + begin, base_offset + stop))
     storage = torch.UntypedStorage.from_file(info.path, shared=False, nbytes=info.file_bytes)
-    flat = torch.empty(0, dtype=torch.uint8).set_(storage)
+    flat = torch.empty(0, dtype=torch.uint8).set_(cast(torch.UntypedStorage, storage))  # the stubs: _StorageBase
     return {name: flat[a:b].view(dtype).view(shape) for name, dtype, shape, a, b in plan}
 
 
