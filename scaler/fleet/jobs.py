@@ -117,7 +117,8 @@ def tune_one(job: Job) -> Tuned:
     if sel.point is not None and TABLE[sel.point.policy].hpa:  # every selectable family is
         values, hpa = answers(r, sel.point.variant)
         drive = Member(job.title, r.scenario, hpa, values)
-    slim = replace(r, trace=replace(trace, series=Series(np.empty(0), np.empty(0), job.step)), scenario=None,
+    slim = replace(r, trace=replace(trace, series=Series(np.empty(0), np.empty(0), job.step)),
+                   scenario=None,  # type: ignore[arg-type]  # dropped on purpose: the cached, pickled result kept small
                    models={}, policies={})
     return Tuned(job.key, slim, sel, None, time.perf_counter() - t0, _rss_mib(), timing=dict(r.timing), drive=drive)
 
@@ -185,6 +186,7 @@ class Row:
 
 def row(t: Tuned) -> Row:
     r, sel = t.result, t.selection
+    assert r is not None and sel is not None and sel.point is not None  # only a tuned workload with a selection
     p = sel.point
     reactive = [q for q in r.points if q.policy == F.REACTIVE]
     same = [q for q in reactive if q.miss <= p.miss + 1e-12]
@@ -207,8 +209,8 @@ def totals(rows: Sequence[Row], *, gpus_per_replica: float = 1.0) -> dict:
     """
     g = float(gpus_per_replica)
     chosen = sum(x.hours for x in rows)
-    comp = [x for x in rows if x.reactive_same_miss is not None]
-    keep = [x for x in rows if x.keep_alive is not None]
+    comp = [(x.reactive_same_miss, x.hours) for x in rows if x.reactive_same_miss is not None]
+    keep = [(x.keep_alive, x.hours) for x in rows if x.keep_alive is not None]
     req = sum(x.requests for x in rows)
     return {
         "workloads_tuned": len(rows),
@@ -217,10 +219,10 @@ def totals(rows: Sequence[Row], *, gpus_per_replica: float = 1.0) -> dict:
         "simulated_days": sum(x.days for x in rows),
         "gpu_hours": g * chosen,
         "missed_fraction": (sum(x.missed_requests for x in rows) / req) if req > 0 else 0.0,
-        "reactive_same_miss_gpu_hours": g * sum(x.reactive_same_miss for x in comp),
-        "saved_vs_reactive_gpu_hours": g * sum(x.reactive_same_miss - x.hours for x in comp),
+        "reactive_same_miss_gpu_hours": g * sum(same for same, _ in comp),
+        "saved_vs_reactive_gpu_hours": g * sum(same - hours for same, hours in comp),
         "compared_with_reactive": len(comp),
         "reactive_unreachable": len(rows) - len(comp),
-        "keep_alive_gpu_hours": g * sum(x.keep_alive for x in keep),
-        "saved_vs_keep_alive_gpu_hours": g * sum(x.keep_alive - x.hours for x in keep),
+        "keep_alive_gpu_hours": g * sum(pool for pool, _ in keep),
+        "saved_vs_keep_alive_gpu_hours": g * sum(pool - hours for pool, hours in keep),
     }

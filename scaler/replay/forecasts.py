@@ -115,14 +115,14 @@ class _Counted:
             more = {} if prepared is None else {"prepared": prepared}
             fitted = self.inner.fit(series, warm_start=warm_start, **more)
         except InsufficientHistory:
-            if key is not None:
+            if key is not None and self.cache is not None:
                 self.cache.put(key, INSUFFICIENT, None, cutoff)
             return self._outcome(INSUFFICIENT, None, warm_start, key)
         except FitFailed:
-            if key is not None:
+            if key is not None and self.cache is not None:
                 self.cache.put(key, FIT_FAILED, None, cutoff)
             return self._outcome(FIT_FAILED, None, warm_start, key)
-        if key is not None:
+        if key is not None and self.cache is not None:
             self.cache.put(key, OK, fitted, cutoff)
         return self._outcome(OK, fitted, warm_start, key)
 
@@ -230,7 +230,7 @@ def run_model(series: Series, model: str, start: float, end: float, *, horizon: 
     season = max(1, int(round(DAY / step)))
     if len(series.until(start)) <= season:
         season = 1
-    scores = dict(evaluate.score(fseries, lc, q=q, season=season, h=score_points))
+    scores: dict[str, object] = dict(evaluate.score(fseries, lc, q=q, season=season, h=score_points))
     scores.update(cutoffs=len(fcs), horizon_steps=int(score_points), mase_season_steps=int(season))
     if special_days:
         scores["days"] = split_scores(fseries, lc, special_days, q=q, season=season, h=score_points, tz=timezone)
@@ -360,7 +360,8 @@ class _Stopped(Exception):
     """A model's fits abandoned because the replay stopped (an error elsewhere, an interrupt)."""
 
 
-def fit_threaded(tasks: Sequence[tuple], meanwhile: Callable[[], None]) -> list[tuple[ModelRun, Packed]]:
+def fit_threaded(tasks: Sequence[tuple[Series, str, float, float, dict]],
+                 meanwhile: Callable[[], None]) -> list[tuple[ModelRun, Packed]]:
     """``fit_task(*task)`` for each task, each in a thread of its own, while ``meanwhile()`` runs in this one.
 
     A fit's time is mostly CmdStan's process, outside the GIL, so the other models and the replay proceed

@@ -69,6 +69,7 @@ class Spec:
         out = np.ones_like(rel, dtype=np.float64)
         if self.kind not in LOAD_KINDS:
             return out
+        assert self.at is not None  # parse: every load scenario has one
         after = rel >= self.at - EPS
         if self.kind == "step":
             out[after] = self.factor
@@ -190,6 +191,7 @@ def kills(specs: tuple[Spec, ...], n_ticks: int, tick: float, seed: int = 0) -> 
             if 0 <= k < n_ticks:
                 out.append(Kill(k, s.count, node, si))
             continue
+        assert s.rate is not None  # parse: a kill without at has a rate
         t, end = 0.0, n_ticks * tick
         while True:
             t += float(rng.exponential(3600.0 / s.rate))
@@ -253,6 +255,7 @@ def checks(policy: str, specs: tuple[Spec, ...], ready: np.ndarray, demand: np.n
     n = len(ready)
     for si, s in enumerate(specs):
         if s.kind in LOAD_KINDS:
+            assert s.at is not None  # parse: every load scenario has one
             a = int(round(s.at / tick))
             if not 0 <= a < n:
                 continue

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -34,7 +34,7 @@ from forecaster.calendar import DEFAULT_HOLIDAY_AS_CODE, UTC
 
 from ..params import loop_targets, policy_params
 from ..policy import REASONS, PolicyParams
-from .forecasts import Curve
+from .forecasts import Curve, Packed
 from .hpa import poll_ticks, sync_ticks
 from .keda import Metric, replay
 from .manifest import Plan
@@ -44,6 +44,8 @@ from .scenario import EPS, Scenario, Timeline
 from .scenarios import outages
 from .selfwatch import drift_response
 
+# a prometheus trigger's series by name: (t, y) arrays, or "observed" (the trace's own rate)
+TriggerSeries = Mapping[str, tuple[np.ndarray, np.ndarray] | str]
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta for an instant query
 
 
@@ -88,7 +90,7 @@ def trigger_params(trig: Trigger) -> PolicyParams:
 
 
 def trigger_values(sc: Scenario, plan: Plan, trig: Trigger, *, curves: Callable[[Trigger], Sequence[Curve]],
-                   series: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                   series: TriggerSeries,
                    down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[np.ndarray, dict]:
     """The trigger's answer if asked at each tick (NaN: a failed call) and the decisions' reasons. ``down``:
     epoch-second windows ``[a, b)`` in which forescale does not answer (``scaler-down`` scenarios). ``step``:
@@ -140,7 +142,7 @@ def served(values: np.ndarray, trig: Trigger, sc: Scenario, hpa) -> np.ndarray:
 
 
 def replay_plan(sc: Scenario, plan: Plan, *, curves: Callable[[Trigger], Sequence[Curve]],
-                series: Mapping[str, object], cluster_tolerance: float,
+                series: TriggerSeries, cluster_tolerance: float,
                 down: Sequence[tuple[float, float]] = (), step: float = 60.0) -> tuple[Timeline, dict]:
     """Replay one ScaledObject: its triggers asked as KEDA asks them (at each HPA sync; with
     ``useCachedMetrics`` at each poll), composed as KEDA does, through the HPA loop.
@@ -222,7 +224,7 @@ def _caveats(t: Trigger) -> str:
 
 def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans: Sequence[Plan],
                           trigger_series: Mapping[str, object], settings, fit_kw: Mapping[str, dict],
-                          packs: Mapping[str, object]) -> dict[str, tuple[Timeline, dict, str]]:
+                          packs: Mapping[str, Packed]) -> dict[str, tuple[Timeline, dict, str]]:
     """Every plan replayed on the engine's scenario: ``{name: (timeline, reasons, note)}``.
 
     A forescale trigger's curves come from the engine's own fit of its model
@@ -233,10 +235,11 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
     from .forecasts import band, fit_task
 
     step = series.step
-    own: dict[tuple, object] = {}
+    own: dict[tuple, Packed] = {}
 
     def curves(trig: Trigger) -> list[Curve]:
         s = trig.spec
+        assert s is not None  # a forescale trigger's (trigger_params)
         q = float(s.quantile)
         horizon = int(math.ceil((s.lead.seconds + step) / step)) + 1
         kw = dict(horizon=horizon, score_points=max(1, int(math.ceil(s.lead.seconds / step - 1e-9))),
@@ -265,7 +268,7 @@ def replay_scaled_objects(sc: Scenario, series, start: float, end: float, plans:
     out: dict[str, tuple[Timeline, dict, str]] = {}
     down = [(start + a, start + b) for a, b in outages(settings.world.specs())]
     for p in plans:
-        tl, reasons = replay_plan(sc, p, curves=curves, series=trigger_series,
+        tl, reasons = replay_plan(sc, p, curves=curves, series=cast(TriggerSeries, trigger_series),
                                   cluster_tolerance=settings.hpa_tolerance, down=down, step=step)
         kinds = ", ".join(f"{t.kind} {t.name}" for t in p.triggers)
         out[p.name] = (tl, reasons, f"ScaledObject {p.name} ({p.where}): {kinds}"

@@ -13,7 +13,7 @@ may be selected.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -66,7 +66,8 @@ def tune(trace: engine.Trace, settings: engine.Settings, target_miss: float | Mi
         pts, p95 = in_world(r)
         r = replace(r, points=pts)
         target = settings.world.p95_target_seconds
-        pool = [p for p in pts if target is None or (p95.get(id(p)) is not None and p95[id(p)] <= target + 1e-9)]
+        pool = [p for p in pts if target is None or ((lat := p95.get(id(p))) is not None and lat <= target + 1e-9)]
+    assert r.target_miss is not None  # resolved from tune's target_miss, never None
     sel = frontier.select(pool or r.points, r.target_miss, max_cost_ratio, families=families_allowed)
     return Tuning(r, sel)
 
@@ -147,7 +148,9 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
         if families.TABLE[v.policy].hpa:
             tl = run_hpa(sc, *answers(r, v, ctx, packs, stage1))
         else:
-            tl = baseline(ctx, v, True).timeline
+            kept = baseline(ctx, v, True).timeline
+            assert kept is not None  # keep=True keeps it
+            tl = kept
         lv = live(W, sc, tl, seed=s.seed)
         money = lv.money or {}
         usd = money.get("total_dollars", money.get("dollars"))  # GPUs (+ lost requests' value when given)
@@ -157,7 +160,7 @@ def in_world(r: engine.Result) -> tuple[list[frontier.Point], dict[int, float | 
     by_usd = all(usd is not None for _, _, usd in ranked)  # priced pools: the frontier in dollars
     flags = dict(zip((id(p) for p, _, _ in ranked), frontier.pareto_flags(
         [o.underprovisioned_fraction for _, o, _ in ranked],
-        [usd if by_usd else o.replica_hours for _, o, usd in ranked])))
+        [cast(float, usd) if by_usd else o.replica_hours for _, o, usd in ranked])))
     out, p95 = [], {}
     for p, o, lat, usd in lived:
         q = replace(p, outcome=o, cost_ratio=(o.replica_hours / oracle_h) if oracle_h > 0 else None,

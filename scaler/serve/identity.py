@@ -45,6 +45,7 @@ class SpecCache:
             got = self._specs.get(ck)
             if got is not None:
                 self._specs.move_to_end(ck)
+        hit: tuple[ScalerSpec, tuple[str, ...]] | MetadataError
         if got is None:
             try:
                 hit = parse_metadata(metadata, name=name, namespace=namespace)

@@ -36,7 +36,7 @@ def status_json(registry: CollectorRegistry, now: float, details: dict | None = 
     events: periods, active, coming), budget (a fleet GPU budget's member: its name, GPUs asked and granted), ...}],
     "budgets": [{name, gpus, rule, members: {namespace/name/trigger: {asked, granted, gpus, capped, stamp,
     origin}}}]}`` from the registry's samples (``budgets``: ``scaler.serve.ledger.Ledger.snapshot``)."""
-    rows: dict[tuple[str, str], dict] = {}
+    rows: dict[tuple[str, str, str], dict] = {}
     build = {}
 
     def row(labels: dict) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -73,7 +74,7 @@ def calendar(wl: Workload, now: float, t_from: float, t_to: float) -> dict | Non
         return None
     lead = wl.lead().seconds
     lo, hi = min(t_from, now), max(t_to, now + lead)
-    periods = []
+    periods: list[dict[str, Any]] = []
     if spec.holidays:
         days = _holidays(spec.holidays, int(lo // DAY), int(hi // DAY), spec.holiday_window, spec.timezone)
         periods += [{"kind": "holiday", "name": clean(name), "start": a, "end": b} for a, b, name in days]
@@ -201,6 +202,7 @@ class StatusView:
                              "last_error": self._shown(wl, last_error(wl)), **logged,
                              "history": [self._shown(wl, e) for e in history]})
         if journal is not None:
+            assert self.watch is not None  # the journal is the watch's
             tracked = {w.key for w in wls}
             for key3 in journal.triggers(namespace, name):
                 if key3 not in tracked:  # not polled since a restart (or forgotten, files not yet swept)

@@ -312,6 +312,7 @@ class Watch:
                 for i, (name, _, _) in enumerate(WINDOWS):
                     s = c.scores(i, now)
                     if s.scored:
+                        assert s.coverage is not None and s.pinball is not None  # set whenever a minute was scored
                         cov.add_metric(labels + [name], s.coverage)
                         pin.add_metric(labels + [name], s.pinball)
                         under.add_metric(labels + [name], s.under_minutes)

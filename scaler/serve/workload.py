@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from forecaster.base import Forecast
 
@@ -79,7 +79,8 @@ class Tuned:
         """The spec the scaler runs: the declared one with the chosen knobs (shadow mode stays shadow)."""
         if declared.tuning != "auto" or declared.mode == "forecastOnly":
             return declared
-        return dataclasses.replace(declared, **{k: v for k, v in self.settings if k in TUNABLE})
+        chosen: dict[str, Any] = {k: v for k, v in self.settings if k in TUNABLE}  # values as the fields take them
+        return dataclasses.replace(declared, **chosen)
 
 
 class Adopt(Protocol):
@@ -168,6 +169,7 @@ class Workload:
     @property
     def key(self) -> tuple[str, str, str]:
         """(namespace, name, metric name + metadata digest): the identity, and the state files' name."""
+        assert self.declared is not None  # set by __post_init__
         return (self.namespace, self.name, f"{self.declared.metric_name}.{self.digest[:32]}" if self.digest
                 else self.declared.metric_name)
 
