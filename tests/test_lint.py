@@ -1,6 +1,6 @@
 """The tools that keep the tree as it is meant to be, run by the suite: ruff's lint (rule set in pyproject.toml's
 ``[tool.ruff.lint]``), ruff's formatter on the modules formatted so far (``FORMATTED``), and mypy on ``scaler/`` and
-``forecaster/`` at the strictness ``[tool.mypy]`` states (its backlog listed there)."""
+``forecaster/`` at the strictness ``[tool.mypy]`` states, every module of them (no module's errors ignored)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,17 @@ def test_ruff_format_leaves_the_formatted_modules_as_they_are():
 def test_mypy_is_clean(tmp_path):
     proc = run(str(BIN / "mypy"), "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_no_module_is_excused_from_mypy():
+    """The backlog of modules whose errors mypy ignored (49 when the check came in) is empty and stays so: a module
+    that does not type-check is fixed, not listed."""
+    import tomllib
+
+    mypy = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    excused = [o["module"] for o in mypy.get("overrides", []) if o.get("ignore_errors")]
+    assert excused == [], excused
+    assert not mypy.get("ignore_errors"), "mypy's errors ignored everywhere"
 
 
 def test_the_checks_see_a_violation(tmp_path):
