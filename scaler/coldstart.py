@@ -287,8 +287,7 @@ class StartSample:
             if p.created is None or p.ready is None or p.ready < p.created:
                 continue
             total.append(p.ready - p.created)
-            sched = None if p.scheduled is None else p.scheduled - p.created
-            if p.scheduled is not None and sched is not None and sched > NEW_NODE_SCHEDULING_SECONDS:
+            if p.scheduled is not None and p.scheduled - p.created > NEW_NODE_SCHEDULING_SECONDS:
                 new.append(p.ready - p.scheduled)
             else:
                 warm.append(p.ready - p.created)

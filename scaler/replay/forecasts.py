@@ -115,16 +115,16 @@ class _Counted:
             more = {} if prepared is None else {"prepared": prepared}
             fitted = self.inner.fit(series, warm_start=warm_start, **more)
         except InsufficientHistory:
-            if key is not None and self.cache is not None:
-                self.cache.put(key, INSUFFICIENT, None, cutoff)
-            return self._outcome(INSUFFICIENT, None, warm_start, key)
+            return self._fresh(INSUFFICIENT, None, warm_start, key, cutoff)
         except FitFailed:
-            if key is not None and self.cache is not None:
-                self.cache.put(key, FIT_FAILED, None, cutoff)
-            return self._outcome(FIT_FAILED, None, warm_start, key)
+            return self._fresh(FIT_FAILED, None, warm_start, key, cutoff)
+        return self._fresh(OK, fitted, warm_start, key, cutoff)
+
+    def _fresh(self, outcome: str, fitted, warm_start, key: bytes | None, cutoff: float):
+        """A fresh fit's outcome: kept in the cache (a key exists only with one), then returned as ``_outcome``."""
         if key is not None and self.cache is not None:
-            self.cache.put(key, OK, fitted, cutoff)
-        return self._outcome(OK, fitted, warm_start, key)
+            self.cache.put(key, outcome, fitted, cutoff)
+        return self._outcome(outcome, fitted, warm_start, key)
 
     def _outcome(self, outcome: str, fitted, warm_start, key: bytes | None):
         """What a fit with this outcome returns or raises (the same for a fresh fit and a cached one)."""
